@@ -1,0 +1,3 @@
+"""kbench-ci: a CI regression gate for GPU kernels."""
+
+__version__ = "0.1.0"

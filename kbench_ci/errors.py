@@ -1,0 +1,88 @@
+"""Typed errors raised by library code.
+
+Library modules raise these; only ``cli.py`` turns them into a one-line message and an exit
+code. Each error names the thing that is wrong and, where there is one, the fix (``hint``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of every kbench-ci command (documented in the README)."""
+
+    OK = 0
+    #: a kernel is incorrect, slower, crashed, hung or failed to build (the gate's own verdict)
+    GATE_FAILED = 1
+    #: bad usage: a flag, a config file, a missing or malformed user file, a bad git ref
+    USAGE = 2
+    #: the environment cannot do what was asked: no GPU, no nvcc, a missing optional extra,
+    #: an unreachable API
+    ENVIRONMENT = 3
+
+
+class KbenchError(Exception):
+    """Base of every error kbench-ci raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(KbenchError):
+    """A bad flag or argument."""
+
+
+class ConfigError(UsageError):
+    """kbench.toml / [tool.kbench] is malformed or names something that does not exist."""
+
+
+class UserFileError(UsageError):
+    """A solution or ref.py file is missing, unreadable or breaks the contract."""
+
+
+class SignatureError(UserFileError):
+    """A CUDA ``solve`` signature cannot be bound (unsupported type, parameter with no value)."""
+
+
+class GitError(UsageError):
+    """A git ref cannot be resolved, or the directory is not a git repository."""
+
+
+class EnvironmentProblem(KbenchError):
+    """The machine cannot do what was asked (no GPU, no nvcc, an optional extra missing)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class MissingExtraError(EnvironmentProblem):
+    """An optional package is needed for this implementation kind or baseline."""
+
+    def __init__(self, package: str, extra: str, needed_for: str) -> None:
+        super().__init__(
+            f"{needed_for} needs the Python package '{package}', which is not installed",
+            hint=f"pip install 'kbench-ci[{extra}]'",
+        )
+        self.package = package
+        self.extra = extra
+
+
+class BuildError(KbenchError):
+    """Compiling a kernel failed; ``message`` carries the compiler's output."""
+
+    exit_code = ExitCode.GATE_FAILED
+
+
+class GitHubError(EnvironmentProblem):
+    """The GitHub API could not be reached or refused a request."""
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
