@@ -1,0 +1,738 @@
+"""The suite file: ``kbench.toml`` or ``[tool.kbench]`` → frozen dataclasses, validated once.
+
+The whole file is checked before anything runs, so a typo fails in a second instead of after the
+first kernel has been built and timed. Every problem is a :class:`ConfigError` whose one-line
+message names the file, the kernel (by index and name) and the key. The format is documented in
+``docs/config.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, TypeVar
+
+from kbench_ci.errors import ConfigError, EnvironmentProblem, UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the tomli backport has the same API
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        tomllib = None  # type: ignore[assignment]
+
+__all__ = [
+    "BASELINES",
+    "CONFIG_FILENAME",
+    "IMPLEMENTATIONS",
+    "TIMING_METHODS",
+    "Case",
+    "FrozenMapping",
+    "KernelSpec",
+    "Suite",
+    "SuiteSettings",
+    "find_config",
+    "load_suite",
+    "parse_threshold",
+]
+
+CONFIG_FILENAME = "kbench.toml"
+PYPROJECT_FILENAME = "pyproject.toml"
+
+#: implementation kinds a kernel may name; ``auto`` lets the registry pick by file type.
+#: Kept here as plain names (not imported from ``impls``) so that loading a config never imports
+#: torch, triton or a DSL, and a typo is reported before any of them is needed.
+IMPLEMENTATIONS: tuple[str, ...] = ("auto", "cuda-cpp", "cutlass", "triton", "cute-dsl", "pytorch")
+BASELINES: tuple[str, ...] = ("pytorch-eager", "torch-compile", "flashinfer")
+TIMING_METHODS: tuple[str, ...] = ("cuda_event", "host_time")
+
+DEFAULT_THRESHOLD = 0.02
+DEFAULT_TIMEOUT_S = 600.0
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+# Dimension names are used as keyword names and inside size expressions, so they must be
+# identifiers.
+_DIM_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `{word}` not preceded by `$`: a build placeholder. `${CUDA_HOME}` is the shell's business and
+# `{a,b}` (brace expansion) does not match, so both pass through untouched.
+_PLACEHOLDER_RE = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_BUILD_PLACEHOLDERS = ("src", "out")
+
+
+# --------------------------------------------------------------------------------------------
+# Value objects
+# --------------------------------------------------------------------------------------------
+
+_V = TypeVar("_V")
+
+
+class FrozenMapping(Mapping[str, _V]):
+    """A read-only, hashable mapping that keeps insertion (file) order.
+
+    ``types.MappingProxyType`` would be read-only too, but it is not hashable, and then neither
+    would be a frozen dataclass holding one; ``Case`` is meant to be usable as a dict key.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, _V] | None = None) -> None:
+        self._data: dict[str, _V] = dict(data or {})
+
+    def __getitem__(self, key: str) -> _V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        # Mapping equality ignores order, so the hash must too.
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+
+def _freeze(data: Mapping[str, _V]) -> FrozenMapping[_V]:
+    return data if isinstance(data, FrozenMapping) else FrozenMapping(data)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    """One ``[[kernels]]`` entry with the suite defaults already applied.
+
+    ``solution`` and ``ref`` are the config's paths joined to the suite root. ``__post_init__``
+    only freezes containers (so code and tests may pass plain dicts and lists); the values
+    themselves are validated by :func:`load_suite`, where an error can name the file and line.
+    """
+
+    name: str
+    solution: Path
+    ref: Path
+    implementation: str
+    shapes: tuple[Mapping[str, int], ...]
+    baselines: tuple[str, ...] = ()
+    atol: float | None = None
+    rtol: float | None = None
+    ptr_sizes: Mapping[str, str] = field(default_factory=FrozenMapping)
+    ptr_size: str | None = None
+    threshold: float = DEFAULT_THRESHOLD
+    build: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "solution", Path(self.solution))
+        object.__setattr__(self, "ref", Path(self.ref))
+        object.__setattr__(self, "shapes", tuple(_freeze(s) for s in self.shapes))
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+        object.__setattr__(self, "ptr_sizes", _freeze(self.ptr_sizes))
+
+    def build_command(self, src: Path, out: Path) -> str | None:
+        """The ``build`` command with ``{src}`` and ``{out}`` replaced by shell-quoted paths.
+
+        Plain replacement rather than ``str.format`` so that other braces in a shell command
+        (``${CUDA_HOME}``, ``{a,b}``) reach the shell unchanged.
+        """
+        if self.build is None:
+            return None
+        return self.build.replace("{src}", shlex.quote(str(src))).replace(
+            "{out}", shlex.quote(str(out))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteSettings:
+    """Suite-wide settings: only allowed in ``[defaults]``."""
+
+    seed: int = 42
+    num_warmup: int = 10
+    num_trials: int = 100
+    discard_first: int = 1
+    correctness_trials: int = 3
+    timing_method: Literal["cuda_event", "host_time"] = "cuda_event"
+    rounds: int = 10
+    max_geomean_slowdown: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One kernel at one shape: the unit that is built, checked and timed."""
+
+    kernel: KernelSpec
+    dims: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", _freeze(self.dims))
+
+    @property
+    def case_id(self) -> str:
+        """``name[dim=value,...]`` with the dims in file order, e.g. ``saxpy[N=2048]``."""
+        dims = ",".join(f"{k}={v}" for k, v in self.dims.items())
+        return f"{self.kernel.name}[{dims}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """A loaded suite. ``root`` is the directory the kernel paths are relative to."""
+
+    root: Path
+    source: Path
+    settings: SuiteSettings
+    kernels: tuple[KernelSpec, ...]
+
+    def cases(self) -> tuple[Case, ...]:
+        """Every kernel × shape, in file order."""
+        return tuple(Case(kernel, dims) for kernel in self.kernels for dims in kernel.shapes)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding and reading the file
+# --------------------------------------------------------------------------------------------
+
+
+def find_config(start: Path, explicit: Path | None = None) -> Path:
+    """The suite file for a run started in ``start``.
+
+    ``explicit`` (``--config PATH``) wins and must exist. Otherwise each directory from
+    ``start`` upwards is searched for ``kbench.toml``, then for a ``pyproject.toml`` that has a
+    ``[tool.kbench]`` table. The search stops at the first directory holding ``.git`` so that a
+    suite belonging to an enclosing project is never picked up by accident.
+    """
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise ConfigError(
+                f"config file {path} {what}",
+                hint="pass the path of a kbench.toml or pyproject.toml",
+            )
+        return path
+
+    start = Path(start).resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / CONFIG_FILENAME
+        if candidate.is_file():
+            return candidate
+        pyproject = directory / PYPROJECT_FILENAME
+        if pyproject.is_file() and _tool_table(_read_toml(pyproject), pyproject) is not None:
+            return pyproject
+        if (directory / ".git").exists():
+            break
+    raise ConfigError(
+        f"no {CONFIG_FILENAME} or [tool.kbench] in pyproject.toml found from {start}",
+        hint=f"create {CONFIG_FILENAME} at the repository root (see docs/config.md) "
+        "or pass --config PATH",
+    )
+
+
+def load_suite(path: Path, *, root: Path | None = None, check_files: bool = True) -> Suite:
+    """Read and validate the suite file at ``path``.
+
+    A file named ``pyproject.toml`` is read from its ``[tool.kbench]`` table; any other file is
+    the suite itself. Kernel paths are relative to ``root`` (default: the file's directory).
+    ``check_files=False`` skips the existence check of solution and ref files, for callers that
+    read one tree's config and look for the files in another.
+    """
+    path = Path(path)
+    label = _display(path)
+    data = _read_toml(path)
+    if path.name == PYPROJECT_FILENAME:
+        table = _tool_table(data, path)
+        if table is None:
+            raise ConfigError(
+                f"{label}: has no [tool.kbench] table",
+                hint="add [[tool.kbench.kernels]] entries, or use a kbench.toml "
+                "(see docs/config.md)",
+            )
+        label = f"{label} [tool.kbench]"
+    else:
+        table = data
+    suite_root = Path(root if root is not None else path.parent).absolute()
+    return _Loader(label, suite_root, check_files).suite(table, source=path.absolute())
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    label = _display(path)
+    if tomllib is None:
+        raise EnvironmentProblem(
+            "reading kbench.toml on Python 3.10 needs the package 'tomli'",
+            hint="pip install tomli",
+        )
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        # The decoder's message carries "(at line L, column C)"; keep it verbatim.
+        raise ConfigError(f"{label}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not valid UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
+
+
+def _tool_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
+    tool = data.get("tool")
+    if not isinstance(tool, Mapping) or "kbench" not in tool:
+        return None
+    table = tool["kbench"]
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{_display(path)}: [tool.kbench] must be a table, got {_kind(table)}")
+    return table
+
+
+def _display(path: Path) -> str:
+    """The path relative to the current directory when it is inside it: short in CI logs, and
+    still absolute (hence telling which side) for a file in a temporary worktree."""
+    try:
+        return str(Path(path).absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Thresholds
+# --------------------------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A value is wrong; the caller knows where it was and turns this into a located error."""
+
+    def __init__(self, problem: str, hint: str | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.hint = hint
+
+
+def _fraction(value: object, *, below_one: bool, example: str) -> float:
+    """A float from ``0.02`` or ``"2%"`` or ``"0.02"``; > 0, and < 1 when ``below_one``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid(f'must be a number or a percentage such as {example}, got {_kind(value)}')
+    number: float
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text[:-1].strip()) / 100.0 if text.endswith("%") else float(text)
+        except ValueError:
+            raise _Invalid(
+                f"must be a number or a percentage such as {example}, got {value!r}"
+            ) from None
+    else:
+        number = float(value)
+    too_big = below_one and number >= 1.0
+    if not math.isfinite(number) or number <= 0.0 or too_big:
+        bounds = "between 0 and 1 (exclusive)" if below_one else "greater than 0"
+        hint = None
+        if too_big and not (isinstance(value, str) and value.strip().endswith("%")):
+            hint = f'did you mean "{_fmt(value)}%"?'
+        raise _Invalid(f"must be {bounds}, such as {example}, got {value!r}", hint)
+    return number
+
+
+def parse_threshold(value: str | float) -> float:
+    """The slowdown threshold as a fraction: ``"2%"``, ``"0.02"`` and ``0.02`` all give 0.02.
+
+    Raises :class:`UsageError` (a ``--threshold`` flag is usage); inside a config file the loader
+    re-raises it as a :class:`ConfigError` that names the file and kernel.
+    """
+    try:
+        return _fraction(value, below_one=True, example='0.02 or "2%"')
+    except _Invalid as exc:
+        raise UsageError(f"threshold {exc.problem}", hint=exc.hint) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+def _kind(value: object) -> str:
+    """A TOML-ish name of a value's type, for messages."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a float ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _suggest(key: str, choices: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, list(choices), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _one_of(value: object, choices: tuple[str, ...], what: str) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a string, got {_kind(value)}")
+    if value not in choices:
+        options = ", ".join(choices)
+        raise _Invalid(f'unknown {what} "{value}"{_suggest(value, choices)}; one of: {options}')
+    return value
+
+
+def _int(minimum: int) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(f"must be an integer, got {_kind(value)}")
+        if value < minimum:
+            raise _Invalid(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _tolerance(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"must be a number, got {_kind(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise _Invalid(f"must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def _positive_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"must be a number of seconds, got {_kind(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise _Invalid(f"must be a positive number of seconds, got {value}")
+    return float(value)
+
+
+def _expression(value: object) -> str:
+    # A plain positive integer is accepted as the expression that evaluates to it.
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return str(value)
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a size expression string such as \"N * 4\", got {_kind(value)}")
+    if not value.strip():
+        raise _Invalid("must not be empty")
+    return value.strip()
+
+
+def _expression_table(value: object) -> FrozenMapping[str]:
+    if not isinstance(value, Mapping):
+        raise _Invalid(f'must be a table of name = "size expression", got {_kind(value)}')
+    out: dict[str, str] = {}
+    for name, expr in value.items():
+        try:
+            out[name] = _expression(expr)
+        except _Invalid as exc:
+            raise _Invalid(f'entry "{name}" {exc.problem}') from None
+    return FrozenMapping(out)
+
+
+def _baselines(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Invalid(f'must be an array such as ["pytorch-eager"], got {_kind(value)}')
+    seen: list[str] = []
+    for item in value:
+        name = _one_of(item, BASELINES, "baseline")
+        if name in seen:
+            raise _Invalid(f'lists "{name}" twice')
+        seen.append(name)
+    return tuple(seen)
+
+
+def _build(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a shell command string, got {_kind(value)}")
+    if not value.strip():
+        raise _Invalid("must not be empty")
+    for match in _PLACEHOLDER_RE.finditer(value):
+        if match.group(1) not in _BUILD_PLACEHOLDERS:
+            raise _Invalid(
+                f'has unknown placeholder "{{{match.group(1)}}}"; only {{src}} and {{out}} exist'
+            )
+    return value
+
+
+def _threshold(value: object) -> float:
+    return _fraction(value, below_one=True, example='0.02 or "2%"')
+
+
+def _slowdown(value: object) -> float:
+    return _fraction(value, below_one=False, example='0.05 or "5%"')
+
+
+def _timing_method(value: object) -> str:
+    return _one_of(value, TIMING_METHODS, "timing method")
+
+
+def _implementation(value: object) -> str:
+    return _one_of(value, IMPLEMENTATIONS, "implementation")
+
+
+# key in the file -> (attribute, parser). Shared keys may sit in [defaults] and in a kernel.
+_SHARED: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "implementation": ("implementation", _implementation),
+    "baselines": ("baselines", _baselines),
+    "atol": ("atol", _tolerance),
+    "rtol": ("rtol", _tolerance),
+    "ptr_sizes": ("ptr_sizes", _expression_table),
+    "ptr_size": ("ptr_size", _expression),
+    "threshold": ("threshold", _threshold),
+    "build": ("build", _build),
+    "timeout": ("timeout_s", _positive_seconds),
+}
+#: alternative spellings of shared keys
+_ALIASES = {"backend": "implementation"}
+_SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
+    "seed": ("seed", _int(0)),
+    "num_warmup": ("num_warmup", _int(0)),
+    "num_trials": ("num_trials", _int(1)),
+    "discard_first": ("discard_first", _int(0)),
+    "correctness_trials": ("correctness_trials", _int(1)),
+    "timing_method": ("timing_method", _timing_method),
+    "rounds": ("rounds", _int(1)),
+    "max_geomean_slowdown": ("max_geomean_slowdown", _slowdown),
+}
+_KERNEL_ONLY = ("name", "solution", "ref", "shapes")
+_TOP_LEVEL = ("defaults", "kernels")
+
+_DEFAULTS_KEYS = (*_SHARED, *_ALIASES, *_SETTINGS)
+_KERNEL_KEYS = (*_KERNEL_ONLY, *_SHARED, *_ALIASES)
+
+
+class _Loader:
+    """Walks the parsed TOML once; every error it raises carries the location prefix."""
+
+    __slots__ = ("label", "root", "check_files")
+
+    def __init__(self, label: str, root: Path, check_files: bool) -> None:
+        self.label = label
+        self.root = root
+        self.check_files = check_files
+
+    def fail(self, where: str, message: str, hint: str | None = None) -> ConfigError:
+        return ConfigError(f"{self.label}: {where}{message}", hint=hint)
+
+    def suite(self, table: Mapping[str, Any], *, source: Path) -> Suite:
+        for key in table:
+            if key not in _TOP_LEVEL:
+                if key in _DEFAULTS_KEYS:
+                    raise self.fail("", f'key "{key}" must be inside [defaults]')
+                if key in _KERNEL_ONLY:
+                    raise self.fail("", f'key "{key}" must be inside a [[kernels]] entry')
+                raise self.fail("", f'unknown top-level key "{key}"{_suggest(key, _TOP_LEVEL)}')
+
+        defaults_table = table.get("defaults", {})
+        if not isinstance(defaults_table, Mapping):
+            raise self.fail(
+                "", f'"defaults" must be a table ([defaults]), got {_kind(defaults_table)}'
+            )
+        shared, settings = self.defaults(defaults_table)
+
+        if "kernels" not in table:
+            raise self.fail(
+                "", "no kernels", hint="add at least one [[kernels]] entry (see docs/config.md)"
+            )
+        entries = table["kernels"]
+        if isinstance(entries, Mapping):
+            raise self.fail(
+                "",
+                '"kernels" must be an array of tables, got a single table',
+                hint="write [[kernels]] (double brackets) for each kernel",
+            )
+        if not isinstance(entries, list) or not entries:
+            raise self.fail(
+                "",
+                f'"kernels" must be a non-empty array of tables, got {_kind(entries)}',
+                hint="add at least one [[kernels]] entry (see docs/config.md)",
+            )
+
+        kernels: list[KernelSpec] = []
+        first_index: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            spec = self.kernel(index, entry, shared)
+            if spec.name in first_index:
+                first = first_index[spec.name]
+                raise self.fail(
+                    f'kernels[{index}] ("{spec.name}"): ',
+                    f'duplicate name "{spec.name}" (already used by kernels[{first}])',
+                )
+            first_index[spec.name] = index
+            kernels.append(spec)
+
+        return Suite(root=self.root, source=source, settings=settings, kernels=tuple(kernels))
+
+    # -- [defaults] ---------------------------------------------------------------------------
+
+    def defaults(self, table: Mapping[str, Any]) -> tuple[dict[str, Any], SuiteSettings]:
+        where = "[defaults]: "
+        shared: dict[str, Any] = {}
+        settings: dict[str, Any] = {}
+        self.check_alias_clash(table, where)
+        for key, value in table.items():
+            canonical = _ALIASES.get(key, key)
+            if canonical in _SHARED:
+                attr, parse = _SHARED[canonical]
+                shared[attr] = self.parse(where, key, value, parse)
+            elif key in _SETTINGS:
+                attr, parse = _SETTINGS[key]
+                settings[attr] = self.parse(where, key, value, parse)
+            elif key in _KERNEL_ONLY:
+                raise self.fail(
+                    where, f'key "{key}" is only allowed in a [[kernels]] entry, not in [defaults]'
+                )
+            else:
+                raise self.fail(where, f'unknown key "{key}"{_suggest(key, _DEFAULTS_KEYS)}')
+        result = SuiteSettings(**settings)
+        if result.discard_first >= result.num_trials:
+            raise self.fail(
+                where,
+                f'"discard_first" ({result.discard_first}) must be smaller than '
+                f'"num_trials" ({result.num_trials})',
+            )
+        return shared, result
+
+    # -- [[kernels]] --------------------------------------------------------------------------
+
+    def kernel(self, index: int, entry: object, shared: Mapping[str, Any]) -> KernelSpec:
+        where = f"kernels[{index}]: "
+        if not isinstance(entry, Mapping):
+            raise self.fail(where, f"must be a table, got {_kind(entry)}")
+
+        if "name" not in entry:
+            raise self.fail(where, 'missing required key "name"')
+        raw_name = entry["name"]
+        if not isinstance(raw_name, str):
+            raise self.fail(where, f'"name" must be a string, got {_kind(raw_name)}')
+        if not _NAME_RE.fullmatch(raw_name):
+            raise self.fail(
+                where,
+                f'"name" {raw_name!r} may only contain letters, digits, "_", "." and "-"',
+            )
+        name = raw_name
+        where = f'kernels[{index}] ("{name}"): '
+
+        self.check_alias_clash(entry, where)
+        values: dict[str, Any] = {
+            "implementation": "auto",
+            "threshold": DEFAULT_THRESHOLD,
+            "timeout_s": DEFAULT_TIMEOUT_S,
+            **shared,
+        }
+        for key, value in entry.items():
+            canonical = _ALIASES.get(key, key)
+            if key in _KERNEL_ONLY:
+                continue
+            if canonical in _SHARED:
+                attr, parse = _SHARED[canonical]
+                parsed = self.parse(where, key, value, parse)
+                if attr == "ptr_sizes":
+                    # Merged per pointer: [defaults] can size a common output for all kernels
+                    # while one kernel adds or overrides a single entry.
+                    parsed = FrozenMapping({**values.get("ptr_sizes", {}), **parsed})
+                values[attr] = parsed
+            elif key in _SETTINGS:
+                raise self.fail(
+                    where, f'key "{key}" is only allowed in [defaults], not in a kernel'
+                )
+            else:
+                raise self.fail(where, f'unknown key "{key}"{_suggest(key, _KERNEL_KEYS)}')
+
+        for key in ("solution", "ref", "shapes"):
+            if key not in entry:
+                raise self.fail(where, f'missing required key "{key}"')
+        solution = self.path(where, "solution", entry["solution"])
+        ref = self.path(where, "ref", entry["ref"])
+        shapes = self.shapes(where, entry["shapes"])
+
+        return KernelSpec(name=name, solution=solution, ref=ref, shapes=shapes, **values)
+
+    def check_alias_clash(self, table: Mapping[str, Any], where: str) -> None:
+        for alias, canonical in _ALIASES.items():
+            if alias in table and canonical in table:
+                raise self.fail(
+                    where, f'both "{canonical}" and its alias "{alias}" are set; keep one'
+                )
+
+    def parse(self, where: str, key: str, value: object, parse: Callable[[object], Any]) -> Any:
+        try:
+            return parse(value)
+        except _Invalid as exc:
+            raise self.fail(where, f'"{key}" {exc.problem}', hint=exc.hint) from None
+
+    def path(self, where: str, key: str, value: object) -> Path:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, f'"{key}" must be a non-empty path string, got {_kind(value)}')
+        relative = Path(value)
+        if relative.is_absolute():
+            # Base and head each resolve paths inside their own tree; an absolute path would
+            # point both sides at the same file and hide any change to it.
+            raise self.fail(
+                where,
+                f'"{key}" must be relative to the config file\'s directory, got {value!r}',
+            )
+        full = self.root / relative
+        if self.check_files:
+            if not full.exists():
+                raise self.fail(
+                    where, f'"{key}" file {value!r} does not exist (looked in {self.root})'
+                )
+            if not full.is_file():
+                raise self.fail(where, f'"{key}" {value!r} is not a file')
+        return full
+
+    def shapes(self, where: str, value: object) -> tuple[FrozenMapping[int], ...]:
+        example = "such as [{N = 2048}, {N = 4096}]"
+        if isinstance(value, Mapping):
+            raise self.fail(
+                where,
+                '"shapes" must be an array of tables, got a single table',
+                hint="wrap it in brackets: shapes = [{...}]",
+            )
+        if not isinstance(value, list):
+            raise self.fail(
+                where, f'"shapes" must be an array of tables {example}, got {_kind(value)}'
+            )
+        if not value:
+            raise self.fail(
+                where, f'"shapes" must not be empty; give at least one table {example}'
+            )
+        shapes: list[FrozenMapping[int]] = []
+        seen: dict[frozenset[tuple[str, int]], int] = {}
+        for i, shape in enumerate(value):
+            at = f"shapes[{i}]"
+            if not isinstance(shape, Mapping):
+                raise self.fail(
+                    where, f"{at} must be a table such as {{N = 2048}}, got {_kind(shape)}"
+                )
+            if not shape:
+                raise self.fail(
+                    where, f"{at} must name at least one dimension, such as {{N = 2048}}"
+                )
+            for dim, size in shape.items():
+                if not _DIM_RE.fullmatch(dim):
+                    raise self.fail(where, f'{at}: dimension name "{dim}" must be an identifier')
+                if isinstance(size, bool) or not isinstance(size, int):
+                    raise self.fail(
+                        where, f'{at}: "{dim}" must be a positive integer, got {_kind(size)}'
+                    )
+                if size <= 0:
+                    raise self.fail(where, f'{at}: "{dim}" must be a positive integer, got {size}')
+            key = frozenset(shape.items())
+            if key in seen:
+                raise self.fail(where, f"{at} repeats shapes[{seen[key]}]")
+            seen[key] = i
+            shapes.append(FrozenMapping(shape))
+        return tuple(shapes)

@@ -1,0 +1,289 @@
+"""The one choke point for git: resolving refs, merge bases and throw-away worktrees.
+
+Every git command goes through :meth:`GitRepo._git`, and every GitPython exception becomes a
+:class:`GitError` with a one-line message there or in :meth:`GitRepo.__init__`. Nothing here
+changes the user's working tree, index, HEAD or branches: the base side is checked out into a
+detached worktree in a temporary directory, and that worktree is removed on the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Literal, TypeVar, get_args
+
+from kbench_ci.errors import EnvironmentProblem, GitError, UsageError
+
+__all__ = ["BaseMode", "GitRepo", "ResolvedRevisions"]
+
+_log = logging.getLogger(__name__)
+
+BaseMode = Literal["merge-base", "tip"]
+_BASE_MODES: tuple[str, ...] = get_args(BaseMode)
+
+# In GitHub Actions the default checkout has depth 1: the base branch and the merge base are
+# simply not there. This is the fix nearly every time a ref cannot be resolved in CI.
+_CI_HINT = "in GitHub Actions, check out with actions/checkout and fetch-depth: 0"
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRevisions:
+    """The two sides of a comparison, as full shas.
+
+    ``head_sha`` is None when the head side is the working tree as it is (uncommitted changes
+    included); the caller then uses :attr:`GitRepo.root` directly. ``merge_base_of`` is the tip
+    sha of ``base_ref`` from which the merge base was computed (None in ``tip`` mode, where
+    ``base_sha`` is that tip itself).
+    """
+
+    base_ref: str
+    base_sha: str
+    head_ref: str | None
+    head_sha: str | None
+    base_mode: BaseMode
+    merge_base_of: str | None
+
+
+class _GitCommandFailed(GitError):
+    """A git command exited non-zero; callers that expect this re-raise with a better message."""
+
+    def __init__(self, message: str, *, status: int | None, stderr: str, hint: str | None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.stderr = stderr
+
+
+def _gitpython() -> tuple[ModuleType, type[Exception]]:
+    """GitPython, and gitdb's BadName (which shares no base class with GitPython's errors).
+
+    Imported here, not at module level: GitPython raises ImportError at import time when no git
+    executable is found, and that must not break commands that never touch git.
+    """
+    try:
+        import git
+        from gitdb.exc import BadName
+    except ModuleNotFoundError as exc:
+        raise EnvironmentProblem(
+            f"the Python package '{exc.name}' is not installed", hint="pip install gitpython"
+        ) from None
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"git is not usable: {_first_line(str(exc))}", hint="install git and put it on PATH"
+        ) from None
+    return git, BadName
+
+
+def _first_line(text: str | bytes | None) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("stderr:"):
+            line = line[len("stderr:") :].strip().strip("'").strip()
+        if line:
+            return line
+    return ""
+
+
+class GitRepo:
+    """A git repository with a working tree, found from any path inside it."""
+
+    __slots__ = ("root", "_repo", "_git_exe", "_exc", "_bad_name")
+
+    root: Path
+
+    def __init__(self, path: Path) -> None:
+        gitpython, self._bad_name = _gitpython()
+        self._exc = gitpython.exc
+        self._git_exe = gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
+        try:
+            self._repo = gitpython.Repo(Path(path), search_parent_directories=True)
+        except (self._exc.InvalidGitRepositoryError, self._exc.NoSuchPathError):
+            raise GitError(
+                f"{path} is not inside a git repository",
+                hint="run kbench-ci from a clone of the repository, or pass its path",
+            ) from None
+        except (self._exc.GitError, self._bad_name, ValueError, OSError) as exc:
+            detail = _first_line(str(exc)) or type(exc).__name__
+            raise GitError(f"{path}: cannot open the git repository: {detail}") from None
+        if self._repo.bare or self._repo.working_tree_dir is None:
+            raise GitError(f"{path} is a bare git repository; kbench-ci needs a working tree")
+        self.root = Path(self._repo.working_tree_dir)
+
+    def __repr__(self) -> str:
+        return f"GitRepo({str(self.root)!r})"
+
+    # -- the choke point --------------------------------------------------------------------
+
+    def _git(self, *args: str) -> str:
+        """Run one git command in the repository root; stdout without the trailing newline."""
+        return self._call(lambda: self._repo.git.execute([self._git_exe, *args]), args)
+
+    def _call(self, fn: Callable[[], _T], args: tuple[str, ...]) -> _T:
+        command = "git " + " ".join(args)
+        try:
+            return fn()
+        except self._exc.GitCommandError as exc:
+            stderr = _first_line(exc.stderr)
+            hint = None
+            if "dubious ownership" in stderr:
+                # Common in containers: the checkout belongs to another uid than the job.
+                hint = f"git config --global --add safe.directory {self.root}"
+            raise _GitCommandFailed(
+                f"{command} failed: {stderr or f'exit status {exc.status}'}",
+                status=exc.status if isinstance(exc.status, int) else None,
+                stderr=stderr,
+                hint=hint,
+            ) from None
+        except self._exc.GitCommandNotFound:
+            raise EnvironmentProblem(
+                "git executable not found", hint="install git and put it on PATH"
+            ) from None
+        except (self._exc.GitError, self._bad_name, ValueError, OSError) as exc:
+            detail = _first_line(str(exc)) or type(exc).__name__
+            raise GitError(f"{command} failed: {detail}") from None
+
+    # -- refs ---------------------------------------------------------------------------------
+
+    def resolve(self, rev: str) -> str:
+        """The full sha of the commit ``rev`` names (branch, tag, sha, ``HEAD~1``, ...)."""
+        if not rev or not rev.strip() or rev.startswith("-"):
+            # A leading dash would be read as an option by git.
+            raise GitError(f"{rev!r} is not a git revision")
+        try:
+            return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        except _GitCommandFailed:
+            raise GitError(
+                f'cannot resolve "{rev}" to a commit in {self.root}', hint=self._fetch_hint(rev)
+            ) from None
+
+    def _fetch_hint(self, rev: str) -> str:
+        try:
+            remotes = self._git("remote").split()
+            shallow = self._git("rev-parse", "--is-shallow-repository") == "true"
+        except GitError:
+            remotes, shallow = [], False
+        candidates = remotes or ["origin"]
+        remote, _, branch = rev.partition("/")
+        if remote in candidates and branch:
+            # "origin/main" is a remote-tracking branch: fetching "main" from "origin" creates it.
+            fetch = f"git fetch {remote} {branch}"
+        else:
+            fetch = f"git fetch {candidates[0]} {rev}"
+        prefix = "this is a shallow clone; " if shallow else "check the spelling, or "
+        return f"{prefix}fetch it ({fetch}); {_CI_HINT}"
+
+    def resolve_revisions(
+        self, base: str, head: str | None, base_mode: str = "merge-base"
+    ) -> ResolvedRevisions:
+        """Resolve both sides once, so every later step compares the same two commits.
+
+        ``merge-base`` (the default) compares head with the point where it branched off
+        ``base``, so commits that landed on ``base`` since are not blamed on the head; ``tip``
+        uses ``base`` as it is. ``head=None`` is the working tree; its merge base is taken
+        with ``HEAD``.
+        """
+        if base_mode not in _BASE_MODES:
+            raise UsageError(
+                f'unknown base mode "{base_mode}"; one of: {", ".join(_BASE_MODES)}'
+            )
+        base_tip = self.resolve(base)
+        head_sha = self.resolve(head) if head is not None else None
+        if base_mode == "tip":
+            return ResolvedRevisions(base, base_tip, head, head_sha, "tip", None)
+
+        head_point = head_sha if head_sha is not None else self.resolve("HEAD")
+        head_label = head if head is not None else "HEAD"
+        try:
+            merge_base = self._git("merge-base", base_tip, head_point)
+        except _GitCommandFailed as exc:
+            if exc.status == 1 and not exc.stderr:
+                # Exit 1 with nothing on stderr is git's way of saying "no common ancestor".
+                raise GitError(
+                    f'"{base}" and "{head_label}" have no common ancestor',
+                    hint=f"a shallow clone cuts history short: {_CI_HINT}; "
+                    "or compare against the tip with base mode 'tip'",
+                ) from None
+            raise
+        return ResolvedRevisions(base, merge_base, head, head_sha, "merge-base", base_tip)
+
+    # -- worktrees ----------------------------------------------------------------------------
+
+    @contextmanager
+    def worktree(self, rev: str) -> Iterator[Path]:
+        """Check ``rev`` out, detached, into a temporary directory; yield its path.
+
+        The worktree is removed on exit, also on an exception or KeyboardInterrupt. Only git's
+        own bookkeeping under ``.git/worktrees`` changes while it exists; the user's working
+        tree, index, HEAD and branches are never touched.
+        """
+        sha = self.resolve(rev)
+        parent = Path(tempfile.mkdtemp(prefix="kbench-worktree-"))
+        # A fresh sub-directory: `git worktree add` refuses an existing non-empty path, and the
+        # name (shown by `git worktree list` while it lives) says whose it is.
+        path = parent / f"kbench-{sha[:12]}"
+        added = False
+        try:
+            # Hooks are switched off: a user's post-checkout hook has no business running (and
+            # perhaps writing into the user's tree) for a throw-away benchmark checkout.
+            self._git(
+                "-c", f"core.hooksPath={os.devnull}",
+                "worktree", "add", "--detach", "--quiet", str(path), sha,
+            )  # fmt: skip
+            added = True
+            yield path
+        finally:
+            # `path.exists()` covers an add interrupted half-way (Ctrl-C while checking out).
+            if added or path.exists():
+                self._discard_worktree(path)
+            shutil.rmtree(parent, ignore_errors=True)
+
+    def _discard_worktree(self, path: Path) -> None:
+        # Best effort, never raising: this runs while another exception may be propagating, and
+        # a stale temporary directory must not hide the real failure.
+        try:
+            # Twice --force: also removes a worktree that is locked or has changes in it.
+            self._git("worktree", "remove", "--force", "--force", str(path))
+            return
+        except GitError:
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            # Only when `remove` failed: prune drops the bookkeeping of worktrees whose
+            # directories are gone. It would also drop such stale entries of the user's own,
+            # which is why it is not run unconditionally.
+            self._git("worktree", "prune")
+        except GitError as exc:
+            _log.warning("could not prune git worktree %s: %s", path, exc.one_line())
+        if path.exists():
+            _log.warning("could not remove temporary git worktree %s", path)
+
+    # -- working tree state -------------------------------------------------------------------
+
+    def is_dirty(self) -> bool:
+        """Whether the working tree differs from HEAD, untracked (not ignored) files included."""
+        # --no-optional-locks: plain `git status` may rewrite the index to refresh its stat
+        # cache; this keeps even that from happening to the user's index.
+        out = self._git(
+            "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal"
+        )
+        return bool(out.strip())
+
+    def head_description(self) -> str:
+        """``abc1234`` for a clean checkout, ``working tree (dirty) at abc1234`` otherwise."""
+        try:
+            short = self._git("rev-parse", "--short", "--verify", "--quiet", "HEAD^{commit}")
+        except _GitCommandFailed:
+            raise GitError(
+                f"{self.root} has no commits yet", hint="commit the kernels before comparing"
+            ) from None
+        return f"working tree (dirty) at {short}" if self.is_dirty() else short
