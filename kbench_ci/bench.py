@@ -1,0 +1,210 @@
+"""``kbench-ci bench``: one solution against its reference and baselines, in one worker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench_ci import __version__
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
+from kbench_ci.impls import COMPILED_KINDS
+from kbench_ci.jobs import CaseJob, SideSpec
+from kbench_ci.report import render_bench
+from kbench_ci.results import BENCH_SCHEMA, BENCH_SCHEMA_VERSION, CaseResult, write_json_atomically, write_text_atomically
+from kbench_ci.worker import run_case_in_worker
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRequest:
+    solution: Path
+    ref: Path
+    implementation: str
+    baselines: tuple[str, ...]
+    dims: Mapping[str, Any]
+    output_dir: Path
+    device: str
+    seed: int = 42
+    correctness_trials: int = 3
+    timing_method: str = "cuda_event"
+    num_warmup: int = 10
+    num_trials: int = 100
+    discard_first: int = 1
+    flush_l2: bool = True
+    atol: float | None = None
+    rtol: float | None = None
+    precision: str | None = None
+    ptr_sizes: Mapping[str, str] = field(default_factory=dict)
+    ptr_size: str | None = None
+    timeout_s: float = 600.0
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOutcome:
+    case: CaseResult
+    report_path: Path
+    results_path: Path
+    environment: Mapping[str, Any] | None
+
+    @property
+    def solution_passed(self) -> bool:
+        return self.case.variants[0].status == "ok"
+
+
+class WorkerReportedError(KbenchError):
+    """A usage or environment error found inside the worker (say, an unbindable solve())."""
+
+    def __init__(self, message: str, hint: str | None, exit_code: int) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = ExitCode(exit_code)
+
+
+def check_request(request: BenchRequest) -> None:
+    """Everything that can be checked before a worker starts, so bad usage fails fast."""
+    for role, path in (("solution", request.solution), ("ref", request.ref)):
+        if not path.is_file():
+            raise UserFileError(f"{role} file not found: {path}", hint="check the path")
+    if request.implementation in COMPILED_KINDS:
+        if not request.device.startswith("cuda"):
+            raise EnvironmentProblem(
+                f"{request.solution.name} is a CUDA C++ solution and needs a CUDA GPU; none is available here",
+                hint="run it on a GPU machine (CPU mode runs Triton and PyTorch solutions only)",
+            )
+        from kbench_ci.build import library_status, plan_build, format_command
+        from kbench_ci.cuda_signature import read_solve_signature
+
+        read_solve_signature(request.solution)  # a bad signature is a usage error: fail before the worker
+        status = library_status(request.solution)
+        if status != "ok":
+            try:
+                command = format_command(plan_build(request.solution, cutlass=request.implementation == "cutlass"))
+            except KbenchError:
+                command = f"nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC -o {request.solution.with_suffix('.so')} {request.solution}"
+            what = "is missing" if status == "missing" else "is older than the .cu"
+            raise UserFileError(
+                f"{request.solution.with_suffix('.so').name} {what}; bench loads the shared library and does not compile it",
+                hint=f"build it: kbench-ci build {request.solution}{' --cutlass' if request.implementation == 'cutlass' else ''}  (runs: {command})",
+            )
+
+
+def run_bench(request: BenchRequest, *, on_event: Callable[[dict[str, Any]], None] | None = None) -> BenchOutcome:
+    check_request(request)
+    side = SideSpec(
+        label="solution",
+        solution=str(request.solution.resolve()),
+        ref=str(request.ref.resolve()),
+        implementation=request.implementation,
+        atol=request.atol,
+        rtol=request.rtol,
+        ptr_sizes=dict(request.ptr_sizes),
+        ptr_size=request.ptr_size,
+        precision=request.precision,
+    )
+    job = CaseJob(
+        case_id=request.solution.stem + "[" + ",".join(f"{k}={v}" for k, v in request.dims.items()) + "]",
+        dims=dict(request.dims),
+        sides=(side,),
+        baselines=request.baselines,
+        seed=request.seed,
+        correctness_trials=request.correctness_trials,
+        timing_method=request.timing_method,
+        num_warmup=request.num_warmup,
+        num_trials=request.num_trials,
+        discard_first=request.discard_first,
+        flush_l2=request.flush_l2,
+        rounds=1,
+        device=request.device,
+    )
+    case, outcome = run_case_in_worker(job, timeout_s=request.timeout_s, on_event=on_event)
+    results_path = request.output_dir / "results.json"
+    report_path = request.output_dir / "benchmark.md"
+    # Written before anything else can fail: a measured result is never lost.
+    write_json_atomically(results_path, bench_payload(request, case, outcome.environment))
+    if outcome.load_error is not None:
+        error = outcome.load_error
+        raise WorkerReportedError(error["message"], error.get("hint"), error["exit_code"])
+    notes = case.variants[0].notes
+    write_text_atomically(
+        report_path,
+        render_bench(
+            case,
+            solution_name=request.solution.name,
+            ref_name=request.ref.name,
+            implementation=request.implementation,
+            environment=outcome.environment,
+            num_warmup=request.num_warmup,
+            num_trials=request.num_trials,
+            discard_first=request.discard_first,
+            cache_mode=("cold (L2 flushed before every trial)" if request.flush_l2 else "warm"),
+            notes=notes,
+        ),
+    )
+    return BenchOutcome(case=case, report_path=report_path, results_path=results_path, environment=outcome.environment)
+
+
+def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {
+        "schema": BENCH_SCHEMA,
+        "schema_version": BENCH_SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": list(request.command_line) or sys.argv,
+        "solution": str(request.solution),
+        "ref": str(request.ref),
+        "implementation": request.implementation,
+        "settings": {
+            "device": request.device,
+            "seed": request.seed,
+            "correctness_trials": request.correctness_trials,
+            "timing_method": request.timing_method,
+            "num_warmup": request.num_warmup,
+            "num_trials": request.num_trials,
+            "discard_first": request.discard_first,
+            "cache_mode": "cold" if request.flush_l2 else "warm",
+            "baselines": list(request.baselines),
+            "atol": request.atol,
+            "rtol": request.rtol,
+            "precision": request.precision,
+            "ptr_sizes": dict(request.ptr_sizes),
+            "ptr_size": request.ptr_size,
+        },
+        "environment": environment,
+        "case": case,
+    }
+
+
+def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str, int | float]:
+    """``--NAME=VALUE`` / ``--NAME VALUE`` tokens the CLI did not know: dimensions."""
+    import difflib
+
+    dims: dict[str, int | float] = {}
+    index = 0
+    while index < len(args):
+        token = args[index]
+        if not token.startswith("--"):
+            raise UsageError(f"unexpected argument '{token}'", hint="dimensions are written --NAME=VALUE, e.g. --M=1024")
+        body = token[2:]
+        if "=" in body:
+            name, value = body.split("=", 1)
+        else:
+            if index + 1 >= len(args) or args[index + 1].startswith("--"):
+                raise UsageError(f"option '{token}' has no value", hint=f"write {token}=VALUE")
+            name, value = body, args[index + 1]
+            index += 1
+        index += 1
+        if not name.isidentifier():
+            close = difflib.get_close_matches(token.split("=")[0], known_options, n=1)
+            hint = f"did you mean {close[0]}?" if close else "dimensions must be identifiers, e.g. --M=1024"
+            raise UsageError(f"unknown option '--{name}'", hint=hint)
+        try:
+            dims[name] = int(value)
+        except ValueError:
+            try:
+                dims[name] = float(value)
+            except ValueError:
+                raise UsageError(f"dimension --{name} must be a number, got '{value}'") from None
+    return dims

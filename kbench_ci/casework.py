@@ -1,0 +1,327 @@
+"""One case, in the process that owns the device: load, check correctness, then time.
+
+Order matters. Every variant is checked on ``correctness_trials`` seeds (fresh inputs, outputs
+poisoned, inputs snapshot) before anything is timed; a variant that fails is never timed, so it
+can never look fast. Timing runs in rounds; with several variants (base and head of a compare)
+the order alternates A B, B A, A B ... so clock and thermal drift hit all alike.
+
+Progress and results leave through ``emit`` as plain dicts (the worker writes them to a file
+the parent reads), each variant's result as soon as it is final.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kbench_ci import baselines as baseline_registry
+from kbench_ci.correctness import CorrectnessResult, Tolerance, TrialCheck, compare_outputs, resolve_tolerance
+from kbench_ci.environment import capture_environment, read_gpu_state
+from kbench_ci.errors import KbenchError
+from kbench_ci.impls import COMPILED_KINDS, Kernel, Solution
+from kbench_ci.inputs import InputSet, changed_inputs, poison_outputs_
+from kbench_ci.jobs import CaseJob, SideSpec
+from kbench_ci.problem import Problem, collect_outputs, load_problem
+from kbench_ci.results import VariantResult, to_jsonable
+from kbench_ci.timing import Timer, make_timer
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class CudaContextLost(Exception):
+    """A kernel left the CUDA context unusable (illegal address, trap); this process must end."""
+
+
+@dataclass(slots=True)
+class _Variant:
+    label: str
+    kind: str
+    role: str
+    side: SideSpec
+    problem: Problem
+    solution: Solution  # the side's input factory; for a baseline, its side's solution
+    kernel: Kernel
+    tolerance_for: Callable[[torch.dtype], Tolerance]
+    result: VariantResult
+
+
+def run_case(job: CaseJob, emit: Emit) -> None:
+    device = torch.device(job.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    emit({"event": "environment", "environment": to_jsonable(capture_environment(device))})
+    gpu_index = device.index or 0
+    if device.type == "cuda":
+        emit({"event": "gpu_state", "when": "before", "state": to_jsonable(read_gpu_state(gpu_index))})
+
+    variants = _load_variants(job, device, emit)
+    for variant in variants:
+        if variant.result.status == "ok":
+            _first_call(variant, job, device, emit)
+    for variant in variants:
+        if variant.result.status == "ok":
+            _check_correctness(variant, job, device, emit)
+    # Variants that cannot be timed are final now: report them before timing starts.
+    for variant in variants:
+        if variant.result.status != "ok":
+            emit({"event": "variant", "result": to_jsonable(variant.result)})
+    timed = [v for v in variants if v.result.status == "ok"]
+    if timed:
+        _time_in_rounds(timed, job, device, emit)
+        for variant in timed:
+            emit({"event": "variant", "result": to_jsonable(variant.result)})
+    if device.type == "cuda":
+        emit({"event": "gpu_state", "when": "after", "state": to_jsonable(read_gpu_state(gpu_index))})
+
+
+def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:
+    variants: list[_Variant] = []
+    for index, side in enumerate(job.sides):
+        if side.label in job.skip:
+            continue
+        emit({"event": "begin", "variant": side.label, "phase": "load"})
+        try:
+            problem = load_problem(Path(side.ref))
+            solution = _load_solution(side, problem, job, device)
+        except KbenchError as exc:
+            # A side that cannot load is an error of that side only (a compare reports it).
+            emit({"event": "variant", "result": to_jsonable(VariantResult(
+                label=side.label, kind=side.implementation, role="solution", status="error", message=exc.one_line(),
+            ))})
+            if index == 0:
+                emit({"event": "load_error", "variant": side.label, "error_type": type(exc).__name__,
+                      "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
+            continue
+        tolerance_for = _tolerance_function(side, problem)
+        variants.append(_Variant(
+            side.label, side.implementation, "solution", side, problem, solution, solution.kernel, tolerance_for,
+            VariantResult(label=side.label, kind=side.implementation, role="solution", status="ok", notes=solution.notes),
+        ))
+        if index != 0:
+            continue
+        for name in job.baselines:
+            if name in job.skip:
+                continue
+            emit({"event": "begin", "variant": name, "phase": "load"})
+            try:
+                kernel = baseline_registry.load_baseline(name, problem, device)
+                result = VariantResult(label=name, kind=name, role="baseline", status="ok")
+            except baseline_registry.BaselineUnavailable as exc:
+                kernel = None
+                result = VariantResult(label=name, kind=name, role="baseline", status="unavailable", message=str(exc))
+            except Exception as exc:  # a user's reference that breaks torch.compile, say
+                kernel = None
+                result = VariantResult(label=name, kind=name, role="baseline", status="error", message=_describe(exc))
+            variants.append(_Variant(name, name, "baseline", side, problem, solution, kernel, tolerance_for, result))  # type: ignore[arg-type]
+    return variants
+
+
+def _load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.device) -> Solution:
+    path = Path(side.solution)
+    if side.implementation in COMPILED_KINDS:
+        from kbench_ci.impls.cuda_solution import load_cuda_solution
+
+        return load_cuda_solution(
+            path, kind=side.implementation, label=side.label, problem=problem, dims=job.dims, device=device,
+            ptr_sizes=side.ptr_sizes, ptr_size=side.ptr_size,
+        )
+    from kbench_ci.impls.python_solution import load_python_solution
+
+    return load_python_solution(path, kind=side.implementation, label=side.label, dims=job.dims, device=device)
+
+
+def _tolerance_function(side: SideSpec, problem: Problem) -> Callable[[torch.dtype], Tolerance]:
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        return resolve_tolerance(
+            dtype, cli_atol=side.atol, cli_rtol=side.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
+            precision=side.precision,
+        )
+
+    return tolerance_for
+
+
+def _fail(variant: _Variant, status: str, message: str, emit: Emit) -> None:
+    variant.result = replace(variant.result, status=status, message=message)  # type: ignore[arg-type]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
+    """Run compile steps and one untimed call, timing each apart from the samples."""
+    emit({"event": "begin", "variant": variant.label, "phase": "compile"})
+    try:
+        inputs = variant.solution.make_inputs(job.seed)
+        kwargs = inputs.fresh_copy()
+        compile_ms = None
+        if variant.kernel.compile is not None:
+            _sync(device)
+            t0 = time.perf_counter()
+            variant.kernel.compile(kwargs)
+            _sync(device)
+            compile_ms = (time.perf_counter() - t0) * 1e3
+        _sync(device)
+        t0 = time.perf_counter()
+        variant.kernel.call(kwargs)
+        _sync(device)
+        first_call_ms = (time.perf_counter() - t0) * 1e3
+    except Exception as exc:
+        _raise_if_context_lost(exc, device)
+        _fail(variant, "error", f"first call failed: {_describe(exc)}", emit)
+        return
+    variant.result = replace(variant.result, first_call_ms=first_call_ms, compile_ms=compile_ms)
+
+
+def _expected_outputs(variant: _Variant, inputs: InputSet, device: torch.device) -> dict[str, torch.Tensor]:
+    """The eager reference's outputs on a private copy of the inputs."""
+    kwargs = inputs.fresh_copy()
+    from kbench_ci.userfiles import accepted_kwargs
+
+    result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
+    outputs = collect_outputs(result, kwargs, inputs.output_names, what=f"{variant.problem.path.name} reference()")
+    _sync(device)
+    return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
+
+
+def _check_once(variant: _Variant, inputs: InputSet, expected: Mapping[str, torch.Tensor], device: torch.device) -> TrialCheck:
+    kwargs = inputs.fresh_copy()
+    poison_outputs_(kwargs, inputs.output_names)
+    _sync(device)
+    try:
+        returned = variant.kernel.call(kwargs)
+        # Wait for the current stream only, then snapshot the outputs: work a kernel left
+        # running on another stream is not finished yet and shows up as poisoned output.
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
+        snapshot = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        _sync(device)
+    except Exception as exc:
+        _raise_if_context_lost(exc, device)
+        return TrialCheck(seed=inputs.seed, outputs=(), error=f"raised {_describe(exc)}")
+    modified = changed_inputs(inputs.kwargs, kwargs, inputs.output_names)
+    checks = compare_outputs(snapshot, expected, variant.tolerance_for)
+    return TrialCheck(seed=inputs.seed, outputs=checks, modified_inputs=modified)
+
+
+def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
+    trials: list[TrialCheck] = []
+    for trial in range(job.correctness_trials):
+        emit({"event": "progress", "variant": variant.label, "phase": "correctness", "done": trial, "total": job.correctness_trials})
+        emit({"event": "begin", "variant": variant.label, "phase": "correctness"})
+        seed = job.seed + trial
+        try:
+            inputs = variant.solution.make_inputs(seed)
+            expected = _expected_outputs(variant, inputs, device)
+        except Exception as exc:
+            _raise_if_context_lost(exc, device)
+            _fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {_describe(exc)}", emit)
+            return
+        trials.append(_check_once(variant, inputs, expected, device))
+    result = CorrectnessResult(trials=tuple(trials))
+    status = "ok" if result.passed else "incorrect"
+    variant.result = replace(variant.result, status=status, correctness=result, message=result.first_failure())
+
+
+def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device, emit: Emit) -> None:
+    timer: Timer = make_timer(job.timing_method, device, flush_l2=job.flush_l2)  # type: ignore[arg-type]
+    # Each variant gets its own inputs (same seed: identical when the setups are identical),
+    # made once so input generation stays out of the rounds.
+    prepared = {}
+    for variant in variants:
+        inputs = variant.solution.make_inputs(job.seed)
+        prepared[variant.label] = (inputs, inputs.fresh_copy())
+    rounds: dict[str, list[tuple[float, ...]]] = {v.label: [] for v in variants}
+    discarded: dict[str, list[float]] = {v.label: [] for v in variants}
+    for round_index in range(job.rounds):
+        order = variants if round_index % 2 == 0 else list(reversed(variants))
+        for variant in order:
+            emit({"event": "begin", "variant": variant.label, "phase": "timing"})
+            emit({"event": "progress", "variant": variant.label, "phase": "timing", "done": round_index, "total": job.rounds})
+            _, kwargs = prepared[variant.label]
+            call = variant.kernel.call
+
+            def fn(call=call, kwargs=kwargs) -> object:
+                return call(kwargs)
+
+            try:
+                # A full warm-up the first time, a short one after another variant ran.
+                timer.warm_up(fn, job.num_warmup if round_index == 0 else max(1, min(3, job.num_warmup)))
+                samples = timer.measure(fn, job.num_trials + job.discard_first)
+            except Exception as exc:
+                _raise_if_context_lost(exc, device)
+                _fail(variant, "error", f"failed while timing: {_describe(exc)}", emit)
+                variants = [v for v in variants if v is not variant]
+                continue
+            rounds[variant.label].append(tuple(samples[job.discard_first:]))
+            discarded[variant.label].extend(samples[: job.discard_first])
+    for variant in variants:
+        if variant.result.status != "ok":
+            continue
+        variant.result = replace(
+            variant.result,
+            rounds_ms=tuple(rounds[variant.label]),
+            discarded_ms=tuple(discarded[variant.label]),
+            post_timing_check=_post_timing_check(variant, prepared[variant.label], device),
+        )
+        if variant.result.post_timing_check is False:
+            variant.result = replace(
+                variant.result, status="incorrect",
+                message="outputs were wrong after the timing runs (correct only when checked?)",
+            )
+    emit({"event": "timing_description", "text": timer.describe()})
+
+
+def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:
+    """Did the timed calls still compute the right outputs? Catches kernels that do the work only
+    for the first calls and then skip it."""
+    if variant.role != "solution":
+        return None
+    inputs, kwargs = prepared
+    _sync(device)
+    try:
+        expected = _expected_outputs(variant, inputs, device)
+        outputs = variant.kernel.collect(None, kwargs, inputs.output_names)
+    except Exception as exc:
+        _raise_if_context_lost(exc, device)
+        return False
+    checks = compare_outputs(outputs, expected, variant.tolerance_for)
+    return all(check.passed for check in checks)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    # Point at the user's frame, not ours: the innermost frame outside kbench_ci.
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "kbench_ci" not in frame.filename:
+            where = f" at {Path(frame.filename).name}:{frame.lineno}"
+            break
+    return f"{type(exc).__name__}: {first}{where}"
+
+
+def _raise_if_context_lost(exc: BaseException, device: torch.device) -> None:
+    """After an illegal address or a trap every later CUDA call fails; stop this worker so the
+    parent can blame this variant and rerun the others in a fresh process."""
+    if device.type != "cuda":
+        return
+    text = str(exc)
+    sticky = ("illegal memory access", "illegal address", "unspecified launch failure", "device-side assert",
+              "misaligned address", "illegal instruction", "CUDA error")
+    if any(marker in text for marker in sticky):
+        try:
+            torch.cuda.synchronize(device)
+            torch.zeros(1, device=device).add_(1).item()
+        except Exception:
+            raise CudaContextLost(_describe(exc)) from exc

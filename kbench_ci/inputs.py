@@ -1,0 +1,113 @@
+"""Seeded inputs, output poisoning and input snapshots.
+
+Outputs are poisoned (NaN for floating point, a sentinel bit pattern for integers) before every
+correctness call, so an element the kernel never writes can not pass by luck. Inputs are snapshot
+before the call, so a kernel that scribbles over its inputs is caught.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# 0xA5 repeated: unlikely to be a kernel's true result, and obviously wrong in a hex dump.
+_INTEGER_SENTINEL_BYTE = 0xA5
+# 0x7F is NaN in both float8 formats (e4m3fn: S.1111.111, e5m2: S.11111.11).
+_FLOAT8_NAN_BYTE = 0x7F
+_FLOAT8_DTYPES = tuple(
+    getattr(torch, name)
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InputSet:
+    """Everything passed to a kernel and its reference, by name, and which of it is output."""
+
+    kwargs: Mapping[str, Any]
+    output_names: tuple[str, ...]
+    seed: int
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.kwargs.items() if isinstance(v, torch.Tensor)}
+
+    def fresh_copy(self) -> dict[str, Any]:
+        """A deep copy of the kwargs: every tensor cloned, scalars as they are."""
+        return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in self.kwargs.items()}
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2**32))
+    except ImportError:  # numpy is optional for users' setup()
+        pass
+
+
+def poison_(tensor: torch.Tensor) -> torch.Tensor:
+    """Fill ``tensor`` in place with a value no correct kernel leaves there."""
+    if tensor.dtype in _FLOAT8_DTYPES:
+        tensor.view(torch.uint8).fill_(_FLOAT8_NAN_BYTE)
+    elif tensor.is_floating_point() or tensor.is_complex():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        # bool has no spare bit pattern; write the byte 0xA5, which no kernel writes as a bool.
+        tensor.view(torch.uint8).fill_(_INTEGER_SENTINEL_BYTE)
+    else:
+        tensor.view(torch.uint8).fill_(_INTEGER_SENTINEL_BYTE)
+    return tensor
+
+
+def poison_outputs_(kwargs: Mapping[str, Any], output_names: tuple[str, ...]) -> None:
+    for name in output_names:
+        value = kwargs.get(name)
+        if isinstance(value, torch.Tensor):
+            poison_(value)
+
+
+def random_tensor(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Random contents for a buffer the user described only by type and size.
+
+    Floating point: standard normal. Integers: uniform in [0, 64) so they stay valid as small
+    indices or counts. Bool: fair coin. Draws come from torch's global generator (seeded).
+    """
+    if dtype.is_floating_point:
+        if dtype in _FLOAT8_DTYPES:
+            return torch.randn(numel, device=device).to(dtype)
+        return torch.randn(numel, device=device, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (numel,), device=device).bool()
+    if dtype in (torch.uint16, torch.uint32, torch.uint64):
+        return torch.randint(0, 64, (numel,), device=device, dtype=torch.int64).to(dtype)
+    return torch.randint(0, 64, (numel,), device=device, dtype=dtype)
+
+
+def changed_inputs(
+    pristine: Mapping[str, Any], after: Mapping[str, Any], output_names: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Names of input tensors (not outputs) whose bytes differ from the snapshot."""
+    changed = []
+    for name, before in pristine.items():
+        if name in output_names or not isinstance(before, torch.Tensor):
+            continue
+        now = after.get(name)
+        if not isinstance(now, torch.Tensor) or now.shape != before.shape:
+            changed.append(name)
+            continue
+        # Compare bytes, not values: NaN != NaN would flag untouched inputs holding NaN.
+        if not torch.equal(_as_bytes(now), _as_bytes(before)):
+            changed.append(name)
+    return tuple(changed)
+
+
+def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    flat = tensor.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8)

@@ -1,0 +1,57 @@
+"""What a worker is asked to do for one case: plain, JSON-serialisable value objects."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class SideSpec:
+    """One solution to check and time: the bench solution, or the base or head of a compare."""
+
+    label: str
+    solution: str
+    ref: str
+    implementation: str
+    atol: float | None = None
+    rtol: float | None = None
+    ptr_sizes: dict[str, str] = field(default_factory=dict)
+    ptr_size: str | None = None
+    precision: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CaseJob:
+    case_id: str
+    dims: dict[str, Any]
+    sides: tuple[SideSpec, ...]
+    baselines: tuple[str, ...]
+    seed: int = 42
+    correctness_trials: int = 3
+    timing_method: str = "cuda_event"
+    num_warmup: int = 10
+    #: trials per round per variant
+    num_trials: int = 100
+    discard_first: int = 1
+    flush_l2: bool = True
+    rounds: int = 1
+    device: str = "cuda:0"
+    #: variant labels not to run (they crashed or hung a previous worker)
+    skip: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> "CaseJob":
+        data = json.loads(text)
+        data["sides"] = tuple(SideSpec(**side) for side in data["sides"])
+        data["baselines"] = tuple(data["baselines"])
+        data["skip"] = tuple(data.get("skip", ()))
+        return CaseJob(**data)
+
+    def variant_labels(self) -> tuple[str, ...]:
+        return tuple(side.label for side in self.sides) + tuple(self.baselines)

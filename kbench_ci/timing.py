@@ -1,0 +1,185 @@
+"""Timers: CUDA events with a cold L2 and a held stream, or host wall clock.
+
+Both return raw samples in milliseconds; statistics live in ``stats.py``.
+
+Why the stream is held: with a naive event timer the GPU is idle when the start event is
+recorded, so the event fires at once and then waits for the host to finish launching the kernel;
+host launch latency is counted as kernel time (measured on an H200: a 3.6 us kernel read 14.5 us).
+Before each trial we enqueue a spin kernel (``torch.cuda._sleep``) long enough that the host
+has enqueued the start event, the kernel(s) and the end event before the GPU reaches them; the
+events then bracket device work only.
+
+Why the L2 flush: a kernel timed repeatedly on the same buffers finds them in L2 (60 MB on an
+H200) and reads faster than it would in a real model. Before every trial we write a buffer of at
+least twice the L2 size, outside the timed region.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import torch
+
+TimingMethod = Literal["cuda_event", "host_time"]
+CacheMode = Literal["cold", "warm"]
+
+# The CPU has no L2 to query from torch; 64 MiB exceeds the last-level cache of common hosts.
+_CPU_FLUSH_BYTES = 64 * 1024 * 1024
+_MIN_GPU_FLUSH_BYTES = 8 * 1024 * 1024
+# The held-stream spin must outlast the host's enqueue of one trial; these bound the spin.
+_MIN_HOLD_US = 20.0
+_MAX_HOLD_US = 20_000.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimingConfig:
+    method: TimingMethod = "cuda_event"
+    num_warmup: int = 10
+    num_trials: int = 100
+    discard_first: int = 1
+    flush_l2: bool = True
+
+    @property
+    def cache_mode(self) -> CacheMode:
+        return "cold" if self.flush_l2 else "warm"
+
+
+class Timer(Protocol):
+    method: TimingMethod
+
+    def warm_up(self, fn: Callable[[], object], count: int) -> None: ...
+
+    def measure(self, fn: Callable[[], object], count: int) -> list[float]: ...
+
+    def describe(self) -> str: ...
+
+
+class CudaEventTimer:
+    """Device time between CUDA events on the current stream, with L2 flush and held stream."""
+
+    method: TimingMethod = "cuda_event"
+
+    def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
+        self.device = device
+        self.flush_l2 = flush_l2
+        properties = torch.cuda.get_device_properties(device)
+        l2_bytes = int(getattr(properties, "L2_cache_size", 0) or 0)
+        self.flush_bytes = max(2 * l2_bytes, _MIN_GPU_FLUSH_BYTES)
+        self._flush_buffer = (
+            torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=device) if flush_l2 else None
+        )
+        self._cycles_per_us = self._calibrate_sleep()
+        self.hold_us = _MIN_HOLD_US
+
+    def _calibrate_sleep(self) -> float:
+        """Spin-kernel cycles per microsecond at the clock the GPU runs now."""
+        torch.cuda._sleep(1_000)  # load the kernel's module outside the measurement
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        elapsed_us = start.elapsed_time(end) * 1000.0
+        return cycles / max(elapsed_us, 1e-3)
+
+    def _flush(self) -> None:
+        if self._flush_buffer is not None:
+            self._flush_buffer.zero_()
+
+    def _hold(self) -> None:
+        torch.cuda._sleep(int(self.hold_us * self._cycles_per_us))
+
+    def warm_up(self, fn: Callable[[], object], count: int) -> None:
+        """Run ``fn`` ``count`` times and size the hold from how long the host takes to enqueue."""
+        enqueue_us: list[float] = []
+        for _ in range(count):
+            self._flush()
+            torch.cuda.synchronize(self.device)
+            t0 = time.perf_counter()
+            fn()
+            enqueue_us.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize(self.device)
+        if enqueue_us:
+            # Twice the slowest enqueue seen (plus event records), so a hiccup is still covered.
+            worst = max(sorted(enqueue_us)[len(enqueue_us) // 2 :])
+            self.hold_us = min(max(2.0 * worst + 10.0, _MIN_HOLD_US), _MAX_HOLD_US)
+
+    def measure(self, fn: Callable[[], object], count: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        stream = torch.cuda.current_stream(self.device)
+        for start, end in zip(starts, ends):
+            self._flush()
+            self._hold()
+            start.record(stream)
+            fn()
+            end.record(stream)
+        torch.cuda.synchronize(self.device)
+        return [start.elapsed_time(end) for start, end in zip(starts, ends)]
+
+    def describe(self) -> str:
+        flush = f"L2 flushed ({self.flush_bytes / 2**20:.0f} MiB write) before every trial" if self.flush_l2 else "warm L2"
+        return f"CUDA events on the current stream; {flush}; stream held {self.hold_us:.0f} us before each start event"
+
+
+class HostTimer:
+    """Wall clock around one call, synchronised before the clock starts and after the call."""
+
+    method: TimingMethod = "host_time"
+
+    def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
+        self.device = device
+        self.flush_l2 = flush_l2
+        self._is_cuda = device.type == "cuda"
+        if flush_l2:
+            if self._is_cuda:
+                l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+                nbytes = max(2 * l2_bytes, _MIN_GPU_FLUSH_BYTES)
+            else:
+                nbytes = _CPU_FLUSH_BYTES
+            self.flush_bytes = nbytes
+            self._flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        else:
+            self.flush_bytes = 0
+            self._flush_buffer = None
+
+    def _sync(self) -> None:
+        if self._is_cuda:
+            torch.cuda.synchronize(self.device)
+
+    def _flush(self) -> None:
+        if self._flush_buffer is not None:
+            self._flush_buffer.zero_()
+
+    def warm_up(self, fn: Callable[[], object], count: int) -> None:
+        for _ in range(count):
+            fn()
+        self._sync()
+
+    def measure(self, fn: Callable[[], object], count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            self._flush()
+            self._sync()  # the flush must finish before the clock starts
+            t0 = time.perf_counter()
+            fn()
+            self._sync()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return samples
+
+    def describe(self) -> str:
+        where = "device synchronised before and after" if self._is_cuda else "CPU"
+        flush = f"cache flushed ({self.flush_bytes / 2**20:.0f} MiB write) before every trial" if self._flush_buffer is not None else "warm cache"
+        return f"host wall clock (perf_counter), {where}; {flush}"
+
+
+def make_timer(method: TimingMethod, device: torch.device, *, flush_l2: bool = True) -> Timer:
+    if method == "cuda_event":
+        if device.type != "cuda":
+            raise ValueError("cuda_event timing needs a CUDA device")
+        return CudaEventTimer(device, flush_l2=flush_l2)
+    return HostTimer(device, flush_l2=flush_l2)

@@ -1,0 +1,117 @@
+"""Loading users' Python files (ref.py, Python solutions) and calling their functions by name."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kbench_ci.errors import UserFileError
+
+
+def load_module(path: Path, *, role: str) -> ModuleType:
+    """Import a user's .py file under a name unique to its path.
+
+    Unique names matter because a compare run loads the base and the head copy of the same file
+    in one process; a shared name would make the second import return the first module.
+    """
+    path = path.resolve()
+    if not path.is_file():
+        raise UserFileError(f"{role} file not found: {path}", hint="check the path you passed")
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    name = f"kbench_user_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserFileError(f"{role} {path} cannot be imported as Python", hint="is it a .py file?")
+    module = importlib.util.module_from_spec(spec)
+    # Let the file import siblings (helpers next to the kernel), as `python file.py` would.
+    sys.path.insert(0, str(path.parent))
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        del sys.modules[name]
+        raise UserFileError(
+            f"{role} {path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
+        ) from exc
+    except ImportError as exc:
+        del sys.modules[name]
+        raise UserFileError(
+            f"{role} {path.name} failed to import: {exc}",
+            hint="install the missing package or fix the import",
+        ) from exc
+    except Exception as exc:
+        del sys.modules[name]
+        raise UserFileError(
+            f"{role} {path.name} raised {type(exc).__name__} while loading: {exc}"
+        ) from exc
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def require_function(module: ModuleType, name: str, *, role: str, path: Path) -> Callable[..., Any]:
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise UserFileError(
+            f"{role} {path.name} does not define {name}()",
+            hint=f"add `def {name}(**kwargs): ...` to {path.name}",
+        )
+    return function
+
+
+def accepted_kwargs(function: Callable[..., Any], available: Mapping[str, Any]) -> dict[str, Any]:
+    """The subset of ``available`` that ``function`` takes by name (all of it with ``**kwargs``).
+
+    Users write ``reference(x, out, N)`` or ``reference(**kwargs)``; both must work with the same
+    dictionary of inputs and dimensions, so names the function does not take are left out.
+    """
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # builtins and C extensions: pass everything
+        return dict(available)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(available)
+    names = {
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    return {key: value for key, value in available.items() if key in names}
+
+
+def missing_required(function: Callable[..., Any], given: Mapping[str, Any]) -> list[str]:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.name not in given
+    ]
+
+
+def call_by_name(
+    function: Callable[..., Any], available: Mapping[str, Any], *, what: str, extra: Mapping[str, Any] | None = None
+) -> Any:
+    """Call ``function`` with the arguments it names, failing clearly when one has no value."""
+    kwargs = accepted_kwargs(function, available)
+    if extra:
+        kwargs.update(extra)
+    missing = missing_required(function, kwargs)
+    if missing:
+        raise UserFileError(
+            f"{what} needs {', '.join(repr(m) for m in missing)} but no input or dimension has that name",
+            hint="pass it as --NAME=VALUE or return it from setup()",
+        )
+    return function(**kwargs)

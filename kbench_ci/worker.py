@@ -1,0 +1,230 @@
+"""One case in a subprocess: crash and timeout isolation, and the one place that spawns workers.
+
+The parent writes the job to a file and starts ``python -m kbench_ci.worker JOB EVENTS``. The
+child appends one JSON object per line to EVENTS as it goes (progress, each variant's final
+result), so everything measured before a segfault, a CUDA error or a hang survives it. When a
+worker dies, the variant it was working on is blamed and the case is run again in a fresh
+process without it, so one crashing kernel does not take its neighbours' results with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from kbench_ci.jobs import CaseJob
+from kbench_ci.results import CaseResult, VariantResult, variant_from_json
+
+# Exit code of a worker that stopped itself because the CUDA context was lost.
+_CONTEXT_LOST_EXIT = 86
+_POLL_SECONDS = 0.1
+
+
+@dataclass(slots=True)
+class WorkerOutcome:
+    """Everything the parent learned about one case, across restarts."""
+
+    variants: dict[str, VariantResult] = field(default_factory=dict)
+    environment: dict[str, Any] | None = None
+    gpu_state_before: dict[str, Any] | None = None
+    gpu_state_after: dict[str, Any] | None = None
+    timing_description: str | None = None
+    load_error: dict[str, Any] | None = None
+    #: one line per worker that crashed or hung, naming the variant blamed
+    incidents: list[str] = field(default_factory=list)
+
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+def run_case_in_worker(
+    job: CaseJob,
+    *,
+    timeout_s: float,
+    on_event: ProgressCallback | None = None,
+    python: str | None = None,
+) -> tuple[CaseResult, WorkerOutcome]:
+    """Run ``job`` in worker subprocesses until every variant has a final result."""
+    outcome = WorkerOutcome()
+    labels = job.variant_labels()
+    current = job
+    for _attempt in range(len(labels) + 1):
+        pending = [label for label in labels if label not in outcome.variants and label not in current.skip]
+        if not pending:
+            break
+        blamed, incident = _run_once(current, outcome, timeout_s=timeout_s, on_event=on_event, python=python)
+        if incident is None:
+            break
+        outcome.incidents.append(incident)
+        if outcome.load_error is not None:
+            break
+        if blamed is None or blamed in outcome.variants:
+            # Nothing identifiable to blame: give every unfinished variant the incident.
+            for label in labels:
+                outcome.variants.setdefault(label, _failed(job, label, incident))
+            break
+        outcome.variants[blamed] = _failed(job, blamed, incident)
+        current = replace(current, skip=tuple(set(current.skip) | {blamed}))
+    for label in labels:
+        outcome.variants.setdefault(label, _failed(job, label, "not run: the worker stopped before reaching it"))
+    result = CaseResult(
+        case_id=job.case_id,
+        dims=job.dims,
+        seed=job.seed,
+        variants=tuple(outcome.variants[label] for label in labels),
+        timing_method=job.timing_method,
+        timing_description=outcome.timing_description,
+        error="; ".join(outcome.incidents) or None,
+        gpu_state_before=outcome.gpu_state_before,
+        gpu_state_after=outcome.gpu_state_after,
+    )
+    return result, outcome
+
+
+def _failed(job: CaseJob, label: str, message: str) -> VariantResult:
+    is_side = label in {side.label for side in job.sides}
+    kind = next((side.implementation for side in job.sides if side.label == label), label)
+    return VariantResult(label=label, kind=kind, role="solution" if is_side else "baseline", status="error", message=message)
+
+
+def _run_once(
+    job: CaseJob,
+    outcome: WorkerOutcome,
+    *,
+    timeout_s: float,
+    on_event: ProgressCallback | None,
+    python: str | None,
+) -> tuple[str | None, str | None]:
+    """One worker process. Returns (blamed variant, incident) — (None, None) when it ended well."""
+    with tempfile.TemporaryDirectory(prefix="kbench-worker-") as scratch:
+        job_path = Path(scratch) / "job.json"
+        events_path = Path(scratch) / "events.jsonl"
+        stderr_path = Path(scratch) / "stderr.txt"
+        job_path.write_text(job.to_json(), encoding="utf-8")
+        events_path.touch()
+        environment = dict(os.environ)
+        if job.device == "cpu":
+            # Triton kernels run on CPU tensors only under its interpreter, set before import.
+            environment["TRITON_INTERPRET"] = "1"
+        environment.setdefault("PYTHONUNBUFFERED", "1")
+        with open(stderr_path, "wb") as stderr:
+            process = subprocess.Popen(
+                [python or sys.executable, "-m", "kbench_ci.worker", str(job_path), str(events_path)],
+                stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
+                start_new_session=True,  # so a timeout kills the kernel's whole process group
+            )
+            deadline = time.monotonic() + timeout_s
+            offset = 0
+            in_progress: str | None = None
+            timed_out = False
+            while True:
+                offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
+                if process.poll() is not None:
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    _kill(process)
+                    break
+                time.sleep(_POLL_SECONDS)
+            offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
+        code = process.returncode
+        if timed_out:
+            return in_progress, f"{in_progress or 'worker'} timed out after {timeout_s:g} s (case timeout)"
+        if code == 0:
+            return None, None
+        tail = _last_line(stderr_path)
+        if code == _CONTEXT_LOST_EXIT:
+            return in_progress, f"{in_progress or 'worker'} broke the CUDA context: {tail}"
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            return in_progress, f"{in_progress or 'worker'} crashed the worker ({name}){': ' + tail if tail else ''}"
+        return in_progress, f"{in_progress or 'worker'} failed the worker (exit {code}){': ' + tail if tail else ''}"
+
+
+def _drain(
+    events_path: Path,
+    offset: int,
+    outcome: WorkerOutcome,
+    in_progress: str | None,
+    on_event: ProgressCallback | None,
+) -> tuple[int, str | None]:
+    with open(events_path, "rb") as handle:
+        handle.seek(offset)
+        chunk = handle.read()
+    # Only whole lines: the child may be mid-write.
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return offset, in_progress
+    for line in chunk[: end + 1].splitlines():
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        kind = event.get("event")
+        if kind == "begin":
+            in_progress = event["variant"]
+        elif kind == "variant":
+            result = variant_from_json(event["result"])
+            outcome.variants[result.label] = result
+            if in_progress == result.label:
+                in_progress = None
+        elif kind == "environment":
+            outcome.environment = event["environment"]
+        elif kind == "gpu_state":
+            if event["when"] == "before":
+                outcome.gpu_state_before = event["state"]
+            else:
+                outcome.gpu_state_after = event["state"]
+        elif kind == "timing_description":
+            outcome.timing_description = event["text"]
+        elif kind == "load_error":
+            outcome.load_error = event
+        if on_event is not None:
+            on_event(event)
+    return offset + end + 1, in_progress
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _child_main(job_path: str, events_path: str) -> int:
+    from kbench_ci.casework import CudaContextLost, run_case
+
+    job = CaseJob.from_json(Path(job_path).read_text(encoding="utf-8"))
+    with open(events_path, "a", encoding="utf-8") as events:
+
+        def emit(event: dict[str, Any]) -> None:
+            events.write(json.dumps(event, allow_nan=False) + "\n")
+            events.flush()
+
+        try:
+            run_case(job, emit)
+        except CudaContextLost as exc:
+            print(f"CUDA context lost: {exc}", file=sys.stderr)
+            return _CONTEXT_LOST_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1], sys.argv[2]))
