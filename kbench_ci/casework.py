@@ -83,9 +83,12 @@ def run_case(job: CaseJob, emit: Emit) -> None:
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:
     variants: list[_Variant] = []
     for index, side in enumerate(job.sides):
-        if side.label in job.skip:
+        # A skipped side (it crashed an earlier worker) is still loaded when baselines need its
+        # inputs; only its own kernel is left out.
+        if side.label in job.skip and (index != 0 or not job.baselines):
             continue
-        emit({"event": "begin", "variant": side.label, "phase": "load"})
+        if side.label not in job.skip:
+            emit({"event": "begin", "variant": side.label, "phase": "load"})
         try:
             problem = load_problem(Path(side.ref))
             solution = _load_solution(side, problem, job, device)
@@ -99,10 +102,11 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
                       "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
             continue
         tolerance_for = _tolerance_function(side, problem)
-        variants.append(_Variant(
-            side.label, side.implementation, "solution", side, problem, solution, solution.kernel, tolerance_for,
-            VariantResult(label=side.label, kind=side.implementation, role="solution", status="ok", notes=solution.notes),
-        ))
+        if side.label not in job.skip:
+            variants.append(_Variant(
+                side.label, side.implementation, "solution", side, problem, solution, solution.kernel, tolerance_for,
+                VariantResult(label=side.label, kind=side.implementation, role="solution", status="ok", notes=solution.notes),
+            ))
         if index != 0:
             continue
         for name in job.baselines:
@@ -150,6 +154,14 @@ def _fail(variant: _Variant, status: str, message: str, emit: Emit) -> None:
     variant.result = replace(variant.result, status=status, message=message)  # type: ignore[arg-type]
 
 
+def _usage_failure(variant: _Variant, exc: KbenchError, emit: Emit) -> None:
+    """A broken contract in the user's setup()/reference() is bad usage, not a slow kernel."""
+    _fail(variant, "error", exc.one_line(), emit)
+    if variant.role == "solution":
+        emit({"event": "load_error", "variant": variant.label, "error_type": type(exc).__name__,
+              "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -173,6 +185,9 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
         variant.kernel.call(kwargs)
         _sync(device)
         first_call_ms = (time.perf_counter() - t0) * 1e3
+    except KbenchError as exc:
+        _usage_failure(variant, exc, emit)
+        return
     except Exception as exc:
         _raise_if_context_lost(exc, device)
         _fail(variant, "error", f"first call failed: {_describe(exc)}", emit)
@@ -223,6 +238,9 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
         try:
             inputs = variant.solution.make_inputs(seed)
             expected = _expected_outputs(variant, inputs, device)
+        except KbenchError as exc:
+            _usage_failure(variant, exc, emit)
+            return
         except Exception as exc:
             _raise_if_context_lost(exc, device)
             _fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {_describe(exc)}", emit)
@@ -291,7 +309,14 @@ def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, An
     _sync(device)
     try:
         expected = _expected_outputs(variant, inputs, device)
-        outputs = variant.kernel.collect(None, kwargs, inputs.output_names)
+        # Poisoned again, so outputs left over from earlier calls cannot pass for this one.
+        poison_outputs_(kwargs, inputs.output_names)
+        returned = variant.kernel.call(kwargs)
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
+        outputs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
+        _sync(device)
     except Exception as exc:
         _raise_if_context_lost(exc, device)
         return False
