@@ -1,0 +1,499 @@
+"""The steps of the composite action (action.yml), as plain functions.
+
+Run as ``python -m kbench_ci.action_steps STEP`` from a ``run:`` step whose inputs arrive only
+through ``env:``. Each step reads its environment like a runner step does, writes
+``GITHUB_OUTPUT`` / ``GITHUB_STEP_SUMMARY``, and returns a :class:`StepResult`: an exit code and
+the lines (workflow commands such as ``::warning::``) for :func:`main` to write to the log.
+
+Steps:
+
+``resolve``  which commits to compare and which pull request to comment on, from the event
+             payload and the ``base`` input; fetches a missing commit into a shallow clone.
+``compare``  runs ``kbench-ci compare ... --no-fail`` and records its exit code; never fails.
+``summary``  appends benchmark.md to the job summary and sets the verdict outputs.
+``comment``  the sticky pull request comment; a 403 (fork) is a warning, not a failure.
+``gate``     the job's verdict: 1 on a failed gate (if fail-on-regression), the compare
+             step's own code when it was a usage (2) or environment (3) problem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kbench_ci.comment import (
+    PR_NUMBER_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    Gate,
+    fit_body,
+    load_event_payload,
+    load_gate,
+    parse_mode,
+    run_comment,
+    validate_marker_id,
+)
+from kbench_ci.errors import EnvironmentProblem, ExitCode, GitError, KbenchError, UsageError
+
+__all__ = ["STEPS", "Evaluation", "StepResult", "evaluate", "main", "write_outputs"]
+
+#: GitHub's limit for one step's job summary, in bytes.
+STEP_SUMMARY_LIMIT = 1024 * 1024
+DEFAULT_ARTIFACT = "kbench-ci-report"
+
+_ZERO_SHA = re.compile(r"^0+$")
+_FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
+# A ref we are willing to hand to git: no option-looking or otherwise surprising text.
+_SAFE_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./~^@{}+-]*$")
+_GIT_TIMEOUT_S = 600
+
+Verdict = Literal["passed", "failed", "error", "skipped"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    exit_code: int
+    lines: tuple[str, ...] = ()
+
+
+# -- runner files -------------------------------------------------------------------------------
+
+
+def _runner_file(env: Mapping[str, str], name: str) -> Path:
+    value = env.get(name)
+    if not value:
+        raise UsageError(f"{name} is not set", hint="this step runs inside a GitHub Actions job")
+    return Path(value)
+
+
+def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
+    """Append step outputs in the heredoc form, safe for values with newlines."""
+    with path.open("a", encoding="utf-8") as handle:
+        for name, value in outputs.items():
+            delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+            while delimiter in value:  # astronomically unlikely, but cheap to rule out
+                delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+            handle.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+
+
+def _append_summary(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text if text.endswith("\n") else text + "\n")
+
+
+def _command(kind: str, message: str) -> str:
+    """A workflow command (``::error::`` ...) with its message escaped as the runner expects."""
+    escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return f"::{kind}::{escaped}"
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise UsageError(f"{name}={value!r} is not 'true' or 'false'")
+
+
+# -- git ----------------------------------------------------------------------------------------
+
+
+def _git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run one git command (the only place this module starts git)."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"'git {' '.join(args)}' took more than {_GIT_TIMEOUT_S}s") from None
+    if check and done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
+    return done
+
+
+def _rev_parse(ref: str, cwd: Path) -> str | None:
+    done = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd, check=False)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _check_ref(ref: str, what: str) -> str:
+    ref = ref.strip()
+    if not _SAFE_REF.match(ref) or ".." in ref:
+        raise UsageError(f"{what} '{ref}' is not a commit sha or ref name kbench-ci accepts")
+    return ref
+
+
+def _commit_sha(ref: str, cwd: Path, what: str) -> str:
+    """The full sha of ``ref``, fetching it from ``origin`` when a shallow clone lacks it."""
+    ref = _check_ref(ref, what)
+    sha = _rev_parse(ref, cwd)
+    if sha is None and not _FULL_SHA.match(ref) and not ref.startswith("origin/"):
+        sha = _rev_parse(f"origin/{ref}", cwd)
+    if sha is not None:
+        return sha
+    if _FULL_SHA.match(ref):
+        _git(["fetch", "--no-tags", "--depth=1", "origin", ref], cwd)
+        sha = _rev_parse(ref, cwd)
+    else:
+        branch = ref.removeprefix("origin/")
+        _git(
+            ["fetch", "--no-tags", "--depth=1", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"],
+            cwd,
+        )
+        sha = _rev_parse(f"origin/{branch}", cwd)
+    if sha is None:
+        raise GitError(
+            f"{what} '{ref}' is not a commit here, even after fetching it",
+            hint="check out with actions/checkout and fetch-depth: 0",
+        )
+    return sha
+
+
+# -- resolve ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Sides:
+    base: str | None
+    head: str
+    pr_number: int | None
+    reason: str
+
+
+def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
+    event = env.get("GITHUB_EVENT_NAME", "")
+    payload = load_event_payload(env)
+    if event in ("pull_request", "pull_request_target"):
+        pull = payload.get("pull_request")
+        try:
+            return _Sides(
+                base=str(pull["base"]["sha"]),  # type: ignore[index]
+                head=str(pull["head"]["sha"]),  # type: ignore[index]
+                pr_number=int(pull["number"]),  # type: ignore[index]
+                reason=f"pull request #{pull['number']}: its base branch tip against its head",  # type: ignore[index]
+            )
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(f"the {event} event payload has no pull_request base/head sha") from None
+    if event == "push":
+        after = str(payload.get("after") or "")
+        head = after if after and not _ZERO_SHA.match(after) else "HEAD"
+        before = str(payload.get("before") or "")
+        if before and not _ZERO_SHA.match(before):
+            return _Sides(before, head, None, "push: the commit before the push against the pushed one")
+        head_sha = _commit_sha(head, cwd, "pushed commit")
+        parent = _rev_parse(f"{head_sha}~1", cwd)
+        if parent is None:
+            return _Sides(
+                None,
+                head_sha,
+                None,
+                "push of a new branch whose first commit has no parent here: there is nothing to "
+                "compare against (set the 'base' input, or check out with fetch-depth: 0)",
+            )
+        return _Sides(parent, head_sha, None, "push of a new branch: its parent commit against the pushed one")
+    if event == "workflow_dispatch":
+        repository = payload.get("repository")
+        default_branch = repository.get("default_branch") if isinstance(repository, dict) else None
+        base = f"origin/{default_branch}" if default_branch else None
+        reason = f"manual run: the tip of {base} against the checked-out commit" if base else (
+            "manual run, but the payload names no default branch: set the 'base' input"
+        )
+        return _Sides(base, "HEAD", None, reason)
+    return _Sides(None, "HEAD", None, f"the '{event or 'unknown'}' event names no base commit: set the 'base' input")
+
+
+def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
+    # Check the inputs that later steps use now, so a typo fails the job on every event.
+    marker_id = validate_marker_id(env.get("KBENCH_MARKER_ID", "").strip() or "default")
+    parse_mode(env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change")
+    _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
+    sides = _sides_from_event(env, cwd)
+    explicit = env.get("INPUT_BASE", "").strip()
+    base_ref, reason = (explicit, f"the 'base' input ({explicit})") if explicit else (sides.base, sides.reason)
+
+    head_sha = _commit_sha(sides.head, cwd, "head commit")
+    base_sha = _commit_sha(base_ref, cwd, "base commit") if base_ref else ""
+    temp = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir())
+    report_dir = temp / "kbench-ci" / marker_id / "report"
+    artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or (
+        DEFAULT_ARTIFACT if marker_id == "default" else f"{DEFAULT_ARTIFACT}-{marker_id}"
+    )
+    write_outputs(
+        _runner_file(env, "GITHUB_OUTPUT"),
+        {
+            "base-sha": base_sha,
+            "head-sha": head_sha,
+            "pr-number": str(sides.pr_number or ""),
+            "report-dir": str(report_dir),
+            "artifact-name": artifact,
+            "comparable": "true" if base_sha else "false",
+            "reason": reason,
+        },
+    )
+    if not base_sha:
+        return StepResult(0, (_command("notice", f"kbench-ci: no comparison: {reason}"),))
+    return StepResult(0, (f"kbench-ci: base {base_sha[:12]}, head {head_sha[:12]} ({reason})",))
+
+
+# -- compare ------------------------------------------------------------------------------------
+
+
+def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
+    """The ``kbench-ci compare`` command line for this step's environment."""
+    base = env.get("KBENCH_BASE", "").strip()
+    if not base:
+        raise UsageError("KBENCH_BASE is empty: the resolve step found no base commit")
+    argv = [cli, "compare", "--base", base]
+    if head := env.get("KBENCH_HEAD", "").strip():
+        argv += ["--head", head]
+    argv += ["--output-dir", str(_runner_file(env, "KBENCH_REPORT_DIR"))]
+    argv += ["--threshold", env.get("KBENCH_THRESHOLD", "").strip() or "2%"]
+    if config := env.get("KBENCH_CONFIG", "").strip():
+        argv += ["--config", config]
+    argv.append("--no-fail")
+    try:
+        argv += shlex.split(env.get("KBENCH_EXTRA_ARGS", ""))
+    except ValueError as exc:
+        raise UsageError(f"extra-args cannot be split like a shell would: {exc}") from None
+    return argv
+
+
+def _kbench_cli(env: Mapping[str, str]) -> str:
+    if explicit := env.get("KBENCH_CLI", "").strip():
+        return explicit
+    beside = Path(sys.executable).with_name("kbench-ci")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("kbench-ci")
+    if found is None:
+        raise EnvironmentProblem("the kbench-ci command is not installed next to this Python")
+    return found
+
+
+def compare(
+    env: Mapping[str, str], cwd: Path, *, runner: Callable[[list[str], Path], int] | None = None
+) -> StepResult:
+    """Run the comparison; record its exit code as the ``exit-code`` output and never fail."""
+    lines: list[str] = []
+    try:
+        argv = compare_argv(env, _kbench_cli(env))
+        _runner_file(env, "KBENCH_REPORT_DIR").mkdir(parents=True, exist_ok=True)
+        code = (runner or _run_inheriting)(argv, cwd)
+    except KbenchError as exc:
+        lines.append(_command("error", f"kbench-ci compare did not start: {exc.one_line()}"))
+        code = int(exc.exit_code)
+    write_outputs(_runner_file(env, "GITHUB_OUTPUT"), {"exit-code": str(code)})
+    return StepResult(0, tuple(lines))
+
+
+def _run_inheriting(argv: list[str], cwd: Path) -> int:
+    """Run ``argv`` with this process's stdout/stderr (so its log streams into the job log)."""
+    sys.stdout.flush()
+    try:
+        return subprocess.run(argv, cwd=cwd, check=False).returncode
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+# -- verdict (summary and gate) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    verdict: Verdict
+    gate: Gate | None
+    compare_exit: int | None
+    message: str
+
+
+_EXIT_MEANING = {
+    int(ExitCode.USAGE): "bad usage or configuration",
+    int(ExitCode.ENVIRONMENT): "an environment problem",
+}
+
+
+def evaluate(env: Mapping[str, str]) -> Evaluation:
+    """The verdict from the compare step's exit code and outcome and the report's results.json."""
+    outcome = env.get("KBENCH_COMPARE_OUTCOME", "").strip()
+    text = env.get("KBENCH_COMPARE_EXIT_CODE", "").strip()
+    if outcome == "skipped" and not text:
+        reason = env.get("KBENCH_SKIP_REASON", "").strip() or "no base commit"
+        return Evaluation("skipped", None, None, f"no comparison: {reason}")
+    if not text.isdigit():
+        return Evaluation(
+            "error", None, None, f"the compare step left no exit code (outcome: {outcome or 'unknown'})"
+        )
+    code = int(text)
+    if code not in (0, 1):
+        meaning = _EXIT_MEANING.get(code, "it crashed or was killed")
+        return Evaluation("error", None, code, f"kbench-ci compare exited {code}: {meaning}")
+    results = _runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE
+    try:
+        gate = load_gate(results)
+    except UsageError as exc:
+        return Evaluation("error", None, code, f"kbench-ci compare exited {code}, but {exc.one_line()}")
+    if code == 1 and gate.passed:
+        return Evaluation("error", gate, code, "kbench-ci compare exited 1 although results.json says the gate passed")
+    verdict: Verdict = "passed" if gate.passed else "failed"
+    return Evaluation(verdict, gate, code, gate.summary or f"gate {verdict}")
+
+
+def summary(env: Mapping[str, str]) -> StepResult:
+    evaluation = evaluate(env)
+    report_dir = _runner_file(env, "KBENCH_REPORT_DIR")
+    report = report_dir / REPORT_FILE
+    results = report_dir / RESULTS_FILE
+    has_report = report.is_file()
+    artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or DEFAULT_ARTIFACT
+
+    pr_number = env.get("KBENCH_PR_NUMBER", "").strip()
+    if pr_number and report_dir.is_dir():
+        # For the fork recipe: the comment workflow reads the PR number from the artifact.
+        (report_dir / PR_NUMBER_FILE).write_text(pr_number + "\n", encoding="utf-8")
+
+    parts: list[str] = []
+    if evaluation.verdict in ("error", "skipped"):
+        parts.append(f"### kbench-ci: {evaluation.message}\n")
+    if has_report:
+        text = report.read_text(encoding="utf-8", errors="replace")
+        note = (
+            "_The job summary was shortened to fit GitHub's 1 MiB limit; the full report is "
+            f"`benchmark.md` in the `{artifact}` artifact._"
+        )
+        folded, _ = fit_body(
+            text, STEP_SUMMARY_LIMIT - _bytes("\n".join(parts)) - 1, note=note, measure=_bytes
+        )
+        parts.append(folded)
+    if parts:
+        _append_summary(_runner_file(env, "GITHUB_STEP_SUMMARY"), "\n".join(parts))
+
+    regressions = evaluation.gate.regressions if evaluation.gate else 0
+    write_outputs(
+        _runner_file(env, "GITHUB_OUTPUT"),
+        {
+            "verdict": evaluation.verdict,
+            "regressions": str(regressions),
+            "summary": evaluation.message,
+            "report-path": str(report) if has_report else "",
+            "results-path": str(results) if results.is_file() else "",
+            "has-report": "true" if has_report else "false",
+        },
+    )
+    kind = {"passed": "notice", "skipped": "notice", "failed": "warning", "error": "error"}[evaluation.verdict]
+    return StepResult(0, (_command(kind, f"kbench-ci: {evaluation.message}"),))
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+# -- comment ------------------------------------------------------------------------------------
+
+
+def comment(env: Mapping[str, str]) -> StepResult:
+    pr_text = env.get("KBENCH_PR_NUMBER", "").strip()
+    if not pr_text.isdigit():
+        raise UsageError("KBENCH_PR_NUMBER is not a pull request number")
+    outcome = run_comment(
+        _runner_file(env, "KBENCH_REPORT_DIR"),
+        from_artifact=None,
+        repository=None,
+        pr_number=int(pr_text),
+        token=None,
+        api_url=None,
+        mode=env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change",
+        marker_id=env.get("KBENCH_MARKER_ID", "").strip() or "default",
+        env=env,
+    )
+    write_outputs(
+        _runner_file(env, "GITHUB_OUTPUT"),
+        {"comment-url": outcome.url or "", "comment-action": outcome.action},
+    )
+    lines = [f"kbench-ci: {outcome.reason}"]
+    if outcome.action == "forbidden":
+        lines = [_command("warning", f"kbench-ci: {outcome.reason}")]
+    if outcome.body_truncated:
+        lines.append(_command("notice", "kbench-ci: the comment was shortened to fit GitHub's 65,536-character limit"))
+    return StepResult(0, tuple(lines))
+
+
+# -- gate ---------------------------------------------------------------------------------------
+
+
+def gate(env: Mapping[str, str]) -> StepResult:
+    fail_on_regression = _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
+    evaluation = evaluate(env)
+    message = f"kbench-ci: {evaluation.message}"
+    if evaluation.verdict == "skipped":
+        return StepResult(0, (_command("notice", message),))
+    if evaluation.verdict == "passed":
+        return StepResult(0, (message,))
+    if evaluation.verdict == "failed":
+        if fail_on_regression:
+            return StepResult(int(ExitCode.GATE_FAILED), (_command("error", message),))
+        return StepResult(0, (_command("warning", message + " (fail-on-regression is false)"),))
+    code = evaluation.compare_exit
+    if code is None or code == 0:
+        code = int(ExitCode.ENVIRONMENT)
+    return StepResult(min(code, 255), (_command("error", message),))
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+STEPS: dict[str, Callable[[Mapping[str, str], Path], StepResult]] = {
+    "resolve": resolve,
+    "compare": lambda env, cwd: compare(env, cwd),
+    "summary": lambda env, cwd: summary(env),
+    "comment": lambda env, cwd: comment(env),
+    "gate": lambda env, cwd: gate(env),
+}
+
+
+def run_step(name: str, env: Mapping[str, str], cwd: Path) -> StepResult:
+    """Run one step; a KbenchError becomes an ``::error::`` line and its exit code."""
+    step = STEPS.get(name)
+    if step is None:
+        return StepResult(int(ExitCode.USAGE), (f"unknown step '{name}'; steps: {', '.join(STEPS)}",))
+    try:
+        return step(env, cwd)
+    except KbenchError as exc:
+        return StepResult(int(exc.exit_code), (_command("error", f"kbench-ci {name}: {exc.one_line()}"),))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        sys.stderr.write(f"usage: python -m kbench_ci.action_steps {{{'|'.join(STEPS)}}}\n")
+        return int(ExitCode.USAGE)
+    result = run_step(args[0], os.environ, Path.cwd())
+    for line in result.lines:
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,464 @@
+"""The pull request comment: its body, whether to post it, and posting it.
+
+Pure parts first (marker, :func:`fit_body`, :func:`load_gate`, :func:`decide`), then
+:func:`run_comment`, which the ``kbench-ci comment`` command and the action call. All HTTP goes
+through :mod:`kbench_ci.github`. Nothing here prints: the outcome carries a ``reason`` for the
+caller to show.
+
+One sticky comment per pull request and suite: the body starts with a hidden marker
+``<!-- kbench-ci:comment id=<marker_id> -->``; a later run finds the comment that starts with it
+(on any page of the comment list) and edits it instead of adding another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from kbench_ci.errors import GitHubError, UsageError
+from kbench_ci.github import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
+
+__all__ = [
+    "COMMENT_LIMIT",
+    "CommentAction",
+    "CommentMode",
+    "CommentOutcome",
+    "Decision",
+    "Gate",
+    "build_body",
+    "decide",
+    "fit_body",
+    "load_event_payload",
+    "load_gate",
+    "marker",
+    "parse_mode",
+    "read_pr_number_file",
+    "run_comment",
+]
+
+#: GitHub rejects an issue comment body longer than this.
+COMMENT_LIMIT = 65_536
+REPORT_FILE = "benchmark.md"
+RESULTS_FILE = "results.json"
+PR_NUMBER_FILE = "pr-number.txt"
+RESULTS_SCHEMA = "kbench-ci/compare"
+
+CommentMode = Literal["always", "on-change", "on-regression", "never"]
+COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
+CommentAction = Literal["created", "updated", "skipped", "forbidden"]
+
+#: Verdict counts that mean "something is different from the base".
+CHANGE_KINDS = (
+    "slower", "faster", "incorrect", "failed", "fixed", "added", "removed", "inconclusive",
+)
+#: Verdict counts that make a regression.
+REGRESSION_KINDS = ("slower", "incorrect", "failed")
+
+_MARKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_DETAILS = re.compile(r"<details\b[^>]*>(.*?)</details\s*>", re.DOTALL | re.IGNORECASE)
+_SUMMARY = re.compile(r"<summary\b[^>]*>(.*?)</summary\s*>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_TAG = re.compile(r"<[^>]+>")
+_PR_NUMBER = re.compile(r"^[1-9][0-9]{0,9}$")
+
+DEFAULT_TRUNCATION_NOTE = (
+    "_This report was shortened to fit GitHub's size limit; the full report is in the job "
+    "summary and in the `kbench-ci-report` artifact (`benchmark.md`)._"
+)
+FORK_RECIPE = "examples/workflows/fork-pr-comment.yml (see docs/action.md, 'Pull requests from forks')"
+
+
+# -- marker -------------------------------------------------------------------------------------
+
+
+def validate_marker_id(marker_id: str) -> str:
+    """``marker_id`` if it is safe inside an HTML comment and a file name, else UsageError."""
+    if not _MARKER_ID.match(marker_id):
+        raise UsageError(
+            f"marker id '{marker_id}' is not allowed",
+            hint="use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return marker_id
+
+
+def marker(marker_id: str = "default") -> str:
+    """The hidden first line that identifies a suite's comment."""
+    return f"<!-- kbench-ci:comment id={validate_marker_id(marker_id)} -->"
+
+
+def has_marker(body: str, marker_id: str) -> bool:
+    """True when ``body`` starts with the marker of ``marker_id`` (leading blanks allowed)."""
+    return body.lstrip().startswith(marker(marker_id))
+
+
+# -- body size ----------------------------------------------------------------------------------
+
+
+def fit_body(
+    markdown: str,
+    limit: int = COMMENT_LIMIT,
+    *,
+    note: str = DEFAULT_TRUNCATION_NOTE,
+    measure: Callable[[str], int] = len,
+) -> tuple[str, bool]:
+    """``markdown`` shortened to fit ``limit`` (as counted by ``measure``), and whether it was.
+
+    The budget keeps a safety margin below ``limit`` (GitHub's own count may differ slightly from
+    Python's, e.g. for characters outside the BMP). When the text is too long:
+
+    1. the contents of ``<details>`` blocks are dropped, largest first, each replaced by a
+       one-line note (naming the block by its ``<summary>``), until the text fits;
+    2. if it still does not fit, it is cut at a line boundary (closing an open code fence), and
+    3. ``note`` is appended, saying where the full report is.
+    """
+    if limit <= 0:
+        raise UsageError(f"a body size limit must be positive, not {limit}")
+    budget = limit - min(1024, limit // 20)
+    if measure(markdown) <= budget:
+        return markdown, False
+
+    text = _fold_details(markdown, budget, measure)
+    tail = "\n\n---\n" + note + "\n"
+    if measure(text + tail) <= budget:
+        return text + tail, True
+    return _cut_lines(text, budget - measure(tail), measure) + tail, True
+
+
+def _fold_details(markdown: str, budget: int, measure: Callable[[str], int]) -> str:
+    blocks = list(_DETAILS.finditer(markdown))
+    # Fold the largest blocks first: they buy the most room for the least lost detail.
+    order = sorted(range(len(blocks)), key=lambda i: -len(blocks[i].group(0)))
+    folded: set[int] = set()
+    text = markdown
+    for i in order:
+        if measure(text) <= budget:
+            break
+        folded.add(i)
+        text = _render_folded(markdown, blocks, folded)
+    return text
+
+
+def _render_folded(markdown: str, blocks: list[re.Match[str]], folded: set[int]) -> str:
+    pieces: list[str] = []
+    position = 0
+    for i, block in enumerate(blocks):
+        if i not in folded:
+            continue
+        pieces.append(markdown[position : block.start()])
+        pieces.append(_folded_note(block))
+        position = block.end()
+    pieces.append(markdown[position:])
+    return "".join(pieces)
+
+
+def _folded_note(block: re.Match[str]) -> str:
+    summary = _SUMMARY.search(block.group(1))
+    title = " ".join(_TAG.sub("", summary.group(1)).split()) if summary else ""
+    what = f"details of '{title[:120]}'" if title else "details"
+    return f"_({what} left out to fit the size limit; see the full report)_"
+
+
+def _cut_lines(text: str, budget: int, measure: Callable[[str], int]) -> str:
+    kept: list[str] = []
+    used = 0
+    in_fence = False
+    closing = "```\n"
+    for line in text.splitlines(keepends=True):
+        size = measure(line)
+        reserve = measure(closing) if (in_fence or _FENCE.match(line)) else 0
+        if used + size + reserve > budget:
+            break
+        kept.append(line)
+        used += size
+        if _FENCE.match(line):
+            in_fence = not in_fence
+    if not kept and budget > 0:
+        # A single line longer than the budget: cut it by characters.
+        head = text[:budget]
+        while measure(head) > budget:  # every character measures at least 1: this ends
+            head = head[: len(head) - (measure(head) - budget)]
+        kept.append(head)
+    result = "".join(kept)
+    if in_fence:
+        result = result + ("" if result.endswith("\n") else "\n") + closing
+    return result.rstrip("\n")
+
+
+def build_body(markdown: str, marker_id: str = "default", limit: int = COMMENT_LIMIT) -> tuple[str, bool]:
+    """The full comment body: marker line, then the report fitted into what is left."""
+    head = marker(marker_id) + "\n"
+    text, truncated = fit_body(markdown, limit - len(head))
+    return head + text, truncated
+
+
+# -- gate and mode ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The ``gate`` object of results.json."""
+
+    passed: bool
+    summary: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return any(self.counts.get(kind, 0) > 0 for kind in CHANGE_KINDS)
+
+    @property
+    def regressions(self) -> int:
+        return sum(self.counts.get(kind, 0) for kind in REGRESSION_KINDS)
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = RESULTS_FILE) -> Gate:
+        if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+            raise UsageError(f"{source} is not a kbench-ci compare result (schema '{RESULTS_SCHEMA}')")
+        gate = data.get("gate")
+        if not isinstance(gate, dict) or not isinstance(gate.get("passed"), bool):
+            raise UsageError(f"{source} has no 'gate' object with a boolean 'passed'")
+        raw_counts = gate.get("counts") or {}
+        if not isinstance(raw_counts, dict):
+            raise UsageError(f"{source}: gate.counts is not an object")
+        counts: dict[str, int] = {}
+        for key, value in raw_counts.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise UsageError(f"{source}: gate.counts.{key} is not a non-negative integer")
+            counts[str(key)] = value
+        return cls(passed=gate["passed"], summary=str(gate.get("summary") or ""), counts=counts)
+
+
+def load_gate(results_path: Path) -> Gate:
+    """Read the gate verdict from a results.json file; UsageError when missing or malformed."""
+    try:
+        data = json.loads(results_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(
+            f"no results at {results_path}", hint="run 'kbench-ci compare --output-dir DIR' first"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read {results_path}: {exc}") from None
+    return Gate.from_json(data, str(results_path))
+
+
+def parse_mode(mode: str) -> CommentMode:
+    value = mode.strip().lower()
+    if value not in COMMENT_MODES:
+        raise UsageError(
+            f"comment mode '{mode}' is not one of {', '.join(COMMENT_MODES)}",
+            hint="on-change is the usual choice",
+        )
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    post: bool
+    reason: str
+
+
+def decide(mode: CommentMode, gate: Gate | None, *, existing: bool) -> Decision:
+    """Whether to write the comment.
+
+    ``existing``: an earlier comment of this suite is on the pull request; on-change and
+    on-regression then always update it, so it never shows a stale verdict. ``gate`` is None
+    when there is no results.json (only ``always`` can post then).
+    """
+    if mode == "never":
+        return Decision(False, "comment mode is 'never'")
+    if mode == "always":
+        return Decision(True, "comment mode is 'always'")
+    if existing:
+        return Decision(True, f"comment mode is '{mode}' and an earlier comment is updated to the new result")
+    if gate is None:
+        return Decision(False, f"comment mode is '{mode}' but there is no {RESULTS_FILE} to judge by")
+    if mode == "on-change":
+        if gate.changed:
+            return Decision(True, "comment mode is 'on-change' and some case is not unchanged")
+        return Decision(False, "comment mode is 'on-change': every case is unchanged and there is no earlier comment")
+    if not gate.passed:
+        return Decision(True, "comment mode is 'on-regression' and the gate failed")
+    return Decision(False, "comment mode is 'on-regression': the gate passed and there is no earlier comment")
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommentOutcome:
+    action: CommentAction
+    url: str | None
+    reason: str
+    body_truncated: bool = False
+
+
+def read_pr_number_file(path: Path) -> int:
+    """The PR number written by the benchmark workflow (untrusted input: parsed strictly)."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise UsageError(
+            f"no {PR_NUMBER_FILE} in {path.parent}",
+            hint="the benchmark workflow's artifact must hold pr-number.txt (the kbench-ci action writes it)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    if not _PR_NUMBER.match(text):
+        raise UsageError(f"{path} does not hold a pull request number")
+    return int(text)
+
+
+def load_event_payload(env: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON payload at GITHUB_EVENT_PATH, or {} when there is none."""
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    number: int
+    #: for a workflow_run event: the head sha the benchmark ran on, to check the PR against
+    expected_head_sha: str | None
+
+
+def _resolve_pr(
+    pr_number: int | None, directory: Path, from_artifact: bool, env: Mapping[str, str]
+) -> _Target:
+    if pr_number is not None:
+        if pr_number <= 0:
+            raise UsageError(f"pull request number {pr_number} is not positive")
+        return _Target(pr_number, None)
+    payload = load_event_payload(env)
+    workflow_run = payload.get("workflow_run")
+    if from_artifact or isinstance(workflow_run, dict):
+        number = read_pr_number_file(directory / PR_NUMBER_FILE)
+        head_sha = workflow_run.get("head_sha") if isinstance(workflow_run, dict) else None
+        return _Target(number, str(head_sha) if head_sha else None)
+    pull_request = payload.get("pull_request")
+    if isinstance(pull_request, dict) and isinstance(pull_request.get("number"), int):
+        return _Target(pull_request["number"], None)
+    raise UsageError(
+        "no pull request number",
+        hint="pass --pr N, run on a pull_request event, or pass --from-artifact DIR holding pr-number.txt",
+    )
+
+
+def run_comment(
+    report_dir: Path,
+    *,
+    from_artifact: Path | None,
+    repository: str | None,
+    pr_number: int | None,
+    token: str | None,
+    api_url: str | None,
+    mode: str = "always",
+    marker_id: str = "default",
+    env: Mapping[str, str] | None = None,
+    client: GitHubClient | None = None,
+) -> CommentOutcome:
+    """Create or update this suite's comment on a pull request with ``benchmark.md``.
+
+    ``from_artifact`` (a downloaded benchmark artifact) replaces ``report_dir`` and supplies the
+    PR number from its pr-number.txt. Values left None come from ``env`` (default
+    :data:`os.environ`): GITHUB_REPOSITORY, GITHUB_TOKEN, GITHUB_API_URL, and the PR number from
+    the GITHUB_EVENT_PATH payload. A 403 is an outcome (``forbidden``), not an exception.
+    """
+    env = os.environ if env is None else env
+    comment_mode = parse_mode(mode)
+    validate_marker_id(marker_id)
+    if comment_mode == "never":
+        return CommentOutcome("skipped", None, "comment mode is 'never'")
+
+    directory = Path(from_artifact if from_artifact is not None else report_dir)
+    report = directory / REPORT_FILE
+    try:
+        markdown = report.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"no report at {report}", hint="run 'kbench-ci compare --output-dir DIR' first"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {report}: {exc}") from None
+    if not markdown.strip():
+        raise UsageError(f"{report} is empty: there is nothing to post")
+    results = directory / RESULTS_FILE
+    gate = load_gate(results) if results.exists() else None
+
+    repo = Repository.parse(repository or env.get("GITHUB_REPOSITORY") or "")
+    target = _resolve_pr(pr_number, directory, from_artifact is not None, env)
+    if client is None:
+        secret = token if token is not None else env.get("GITHUB_TOKEN", "")
+        if not secret.strip():
+            raise UsageError(
+                "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }}) or pass --token"
+            )
+        client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+    body, truncated = build_body(markdown, marker_id)
+
+    try:
+        return _post(client, repo, target, comment_mode, gate, body, truncated, marker_id)
+    except GitHubError as exc:
+        if exc.status == 403:
+            return CommentOutcome("forbidden", None, _forbidden_reason(exc, repo, target.number), truncated)
+        raise
+
+
+def _post(
+    client: GitHubClient,
+    repo: Repository,
+    target: _Target,
+    mode: CommentMode,
+    gate: Gate | None,
+    body: str,
+    truncated: bool,
+    marker_id: str,
+) -> CommentOutcome:
+    where = f"{repo}#{target.number}"
+    if target.expected_head_sha is not None:
+        # pr-number.txt came from an artifact that the pull request's own code could write:
+        # only believe it if that pull request's head is the commit that was benchmarked.
+        pull = client.get_pull_request(repo, target.number)
+        if pull.head_sha != target.expected_head_sha:
+            return CommentOutcome(
+                "skipped",
+                None,
+                f"not commenting on {where}: its head is {pull.head_sha[:12]}, but the benchmark "
+                f"ran on {target.expected_head_sha[:12]} (a newer push, or a pr-number.txt that "
+                "names another pull request)",
+                truncated,
+            )
+    existing: IssueComment | None = client.find_issue_comment(
+        repo, target.number, lambda c: has_marker(c.body, marker_id)
+    )
+    decision = decide(mode, gate, existing=existing is not None)
+    if not decision.post:
+        return CommentOutcome("skipped", None, f"no comment on {where}: {decision.reason}", truncated)
+    if existing is not None:
+        updated = client.update_issue_comment(repo, existing.id, body)
+        url = updated.html_url or existing.html_url
+        return CommentOutcome("updated", url, f"updated the kbench-ci comment on {where}: {url}", truncated)
+    created = client.create_issue_comment(repo, target.number, body)
+    return CommentOutcome(
+        "created", created.html_url, f"created a kbench-ci comment on {where}: {created.html_url}", truncated
+    )
+
+
+def _forbidden_reason(exc: GitHubError, repo: Repository, number: int) -> str:
+    return (
+        f"GitHub refused to write the comment on {repo}#{number} ({exc.message}). "
+        "A pull request from a fork runs with a read-only GITHUB_TOKEN, so it cannot comment: "
+        "benchmark it with 'comment: never' and post from a separate workflow_run workflow, as in "
+        f"{FORK_RECIPE}. For a pull request from this repository, give the job "
+        "'permissions: pull-requests: write'."
+    )
