@@ -1,0 +1,631 @@
+"""Statistics for the gate: summaries, confidence intervals, significance tests, verdicts.
+
+Pure functions over raw latency samples (milliseconds). No GPU, no I/O, no printing, and no
+rounding anywhere: every number leaves this module at full float precision, and only the report
+decides how many digits to show.
+
+The shape of the data
+---------------------
+For one case, base and head are timed interleaved in *rounds* on one GPU (A B B A ...). Round
+``i`` of base and round ``i`` of head share a clock and thermal state, so they form a *pair*.
+Everything here that compares base and head respects that pairing:
+
+* the confidence interval of the head/base ratio bootstraps whole rounds, drawing the same round
+  indices for both sides, then samples within them (:func:`compare_rounds`);
+* the significance test is a Wilcoxon signed-rank test on the per-round log ratios, so a drift
+  that moves both sides of a round alike cancels out.
+
+Only numpy and the standard library are used (no scipy: it is not a core dependency).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from statistics import NormalDist
+
+import numpy as np
+from numpy.random import PCG64, Generator
+
+__all__ = [
+    "RatioEstimate",
+    "Summary",
+    "Verdict",
+    "classify",
+    "compare_rounds",
+    "geometric_mean",
+    "median_ci",
+    "needs_remeasure",
+    "speedup",
+    "summarize",
+]
+
+# Up to this many samples the median CI uses the exact binomial distribution (integers from
+# math.comb, cached per n); above it the normal approximation is accurate to well under one rank.
+_EXACT_BINOMIAL_MAX_N = 1000
+
+# Up to this many nonzero round differences the Wilcoxon p-value comes from the exact permutation
+# distribution (2**20 sign patterns, computed by a DP over rank sums, not enumerated); above it
+# the normal approximation is used.
+_EXACT_WILCOXON_MAX_N = 20
+
+# Upper bound on resampled samples materialised at once by the bootstrap (per side), so memory
+# stays bounded (tens of MiB) however many rounds and samples a case has.
+_MAX_CHUNK_ELEMENTS = 1 << 22
+
+_SQRT2 = math.sqrt(2.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries of one side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Descriptive statistics of one set of latency samples.
+
+    ``ci_low``/``ci_high`` bound the population *median* at level ``confidence`` (see
+    :func:`median_ci` for how, and for the tiny-n fallback).
+    """
+
+    n: int
+    median: float
+    mean: float
+    std: float  # sample std (ddof=1); 0.0 when n == 1
+    min: float
+    max: float
+    p20: float
+    p80: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+
+
+def summarize(samples: Sequence[float], confidence: float = 0.95) -> Summary:
+    """Summarize ``samples``: n, median, mean, sample std, min, max, p20, p80, median CI.
+
+    Percentiles use numpy's default linear interpolation. The median's confidence interval is
+    the distribution-free order-statistic interval of :func:`median_ci`.
+
+    Raises ValueError on empty input, non-finite samples, or ``confidence`` outside (0, 1).
+    """
+    _check_confidence(confidence)
+    x = np.sort(_as_samples(samples, "samples"))
+    n = int(x.size)
+    p20, p80 = np.percentile(x, [20.0, 80.0])
+    ci_low, ci_high = _median_ci_sorted(x, confidence)
+    return Summary(
+        n=n,
+        median=float(np.median(x)),
+        mean=float(np.mean(x)),
+        # ddof=1 of a single sample is 0/0; one sample carries no spread information, say 0.0.
+        std=float(np.std(x, ddof=1)) if n > 1 else 0.0,
+        min=float(x[0]),
+        max=float(x[-1]),
+        p20=float(p20),
+        p80=float(p80),
+        ci_low=ci_low,
+        ci_high=ci_high,
+        confidence=float(confidence),
+    )
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the population median.
+
+    Method: for i.i.d. samples from any continuous distribution, the number B of samples below
+    the true median is Binomial(n, 1/2). The interval between order statistics
+    ``[x_(j), x_(n-j+1)]`` (1-based) therefore covers the median with probability
+    ``1 - 2 * P(B <= j - 1)``. We take the largest ``j`` (the narrowest symmetric interval)
+    whose coverage is still at least ``confidence``:
+
+    * ``n <= 1000``: ``P(B <= j - 1)`` is computed exactly from ``math.comb`` (integer arithmetic);
+    * ``n > 1000``: normal approximation with continuity correction,
+      ``j = floor(n/2 + 1/2 - z * sqrt(n) / 2)`` with ``z`` the ``(1 + confidence)/2`` quantile.
+
+    Because ranks are integers the actual coverage is at least ``confidence`` (conservative).
+
+    Tiny-n fallback: when even ``[min, max]`` covers with probability ``1 - 2**(1-n)`` below
+    ``confidence`` (n <= 5 at 95%), no such interval exists and ``(min, max)`` is returned; its
+    true coverage is then only ``1 - 2**(1-n)`` (e.g. 93.75% for n = 5, 50% for n = 2, and the
+    degenerate ``(x, x)`` for n = 1). Callers that need the stated level must take more samples.
+
+    Raises ValueError on empty input, non-finite samples, or ``confidence`` outside (0, 1).
+    """
+    _check_confidence(confidence)
+    return _median_ci_sorted(np.sort(_as_samples(samples, "samples")), confidence)
+
+
+def _median_ci_sorted(x: np.ndarray, confidence: float) -> tuple[float, float]:
+    ranks = _median_ci_ranks(int(x.size), float(confidence))
+    if ranks is None:
+        return float(x[0]), float(x[-1])
+    j, k = ranks
+    return float(x[j - 1]), float(x[k - 1])
+
+
+@lru_cache(maxsize=512)
+def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
+    """1-based ranks (j, n - j + 1) of the median CI, or None when no interval reaches the level."""
+    tail = (1.0 - confidence) / 2.0
+    if n <= _EXACT_BINOMIAL_MAX_N:
+        total = 1 << n
+        cumulative = 0
+        j = 0
+        # i never passes n // 2: P(B <= n // 2) >= 1/2 > tail, so the loop breaks first and
+        # j <= n - j + 1 always holds.
+        for i in range(n // 2 + 1):
+            cumulative += math.comb(n, i)
+            # int / int is correctly rounded even for huge integers, so this is exact enough to
+            # decide the rank.
+            if cumulative / total > tail:
+                break
+            j = i + 1
+    else:
+        z = NormalDist().inv_cdf(1.0 - tail)
+        j = math.floor(n / 2.0 + 0.5 - z * math.sqrt(n) / 2.0)
+    if j < 1:
+        return None
+    return j, n - j + 1
+
+
+def speedup(baseline_median: float, solution_median: float) -> float:
+    """Speedup of a solution over a baseline: ``baseline_median / solution_median``.
+
+    Greater than 1 means the solution is faster. Raises ValueError unless both medians are
+    finite and > 0 (a latency of 0 or less is a measurement bug, not a speedup).
+    """
+    for name, value in (("baseline_median", baseline_median), ("solution_median", solution_median)):
+        if not (math.isfinite(value) and value > 0.0):
+            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return float(baseline_median) / float(solution_median)
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """Geometric mean of ratios: ``exp(mean(log(values)))``.
+
+    The right average for speedups and slowdowns, since 2x and 0.5x cancel to 1x. Computed in
+    log space so a long list of ratios neither overflows nor underflows. Raises ValueError on
+    empty input or any value that is not finite and > 0.
+    """
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"values must be a sequence of numbers: {exc}") from exc
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError("geometric_mean needs a non-empty 1-D sequence of ratios")
+    if not (np.all(np.isfinite(x)) and np.all(x > 0.0)):
+        raise ValueError("geometric_mean needs every value finite and > 0")
+    return float(np.exp(np.mean(np.log(x))))
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts
+# --------------------------------------------------------------------------------------------
+
+
+class Verdict(str, Enum):
+    """The named outcome of one case: timing verdicts plus correctness/lifecycle outcomes.
+
+    ``classify`` only ever returns SLOWER, FASTER, UNCHANGED or INCONCLUSIVE; the others are
+    decided by the orchestrator (correctness, crashes, cases present on one side only).
+    """
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    INCORRECT = "incorrect"
+    FIXED = "fixed"
+    FAILED = "failed"
+    ADDED = "added"
+    REMOVED = "removed"
+
+    # Python 3.11+ formats a (str, Enum) member as "Verdict.SLOWER" in f-strings; reports and
+    # JSON want the plain value, the same on every Python version.
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def fails_gate(self) -> bool:
+        """True for SLOWER, INCORRECT and FAILED: the outcomes that make the gate exit non-zero."""
+        return self in _FAILS_GATE
+
+    @property
+    def severity(self) -> int:
+        """Higher is worse. Sorting by ``-severity`` (or ``reverse=True``) lists worst first:
+        INCORRECT, FAILED, SLOWER, INCONCLUSIVE, REMOVED, FIXED, ADDED, FASTER, UNCHANGED."""
+        return _SEVERITY[self]
+
+
+_FAILS_GATE = frozenset({Verdict.SLOWER, Verdict.INCORRECT, Verdict.FAILED})
+
+_WORST_FIRST = (
+    Verdict.INCORRECT,
+    Verdict.FAILED,
+    Verdict.SLOWER,
+    Verdict.INCONCLUSIVE,
+    Verdict.REMOVED,
+    Verdict.FIXED,
+    Verdict.ADDED,
+    Verdict.FASTER,
+    Verdict.UNCHANGED,
+)
+_SEVERITY = {verdict: len(_WORST_FIRST) - i for i, verdict in enumerate(_WORST_FIRST)}
+
+
+# --------------------------------------------------------------------------------------------
+# Head vs base
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RatioEstimate:
+    """Head/base latency ratio of one case (> 1 means head is slower), with its uncertainty."""
+
+    ratio: float  # median(head samples) / median(base samples), all rounds pooled
+    ci_low: float  # `confidence` interval of that ratio (bootstrap percentile interval)
+    ci_high: float
+    p_value: float  # two-sided, of the paired significance test (see compare_rounds)
+    n_rounds: int
+    confidence: float
+    round_ratios: tuple[float, ...]  # per round: median(head round) / median(base round)
+
+
+def compare_rounds(
+    base_rounds: Sequence[Sequence[float]],
+    head_rounds: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    n_bootstrap: int = 2000,
+    seed: int = 0,
+) -> RatioEstimate:
+    """Estimate head/base latency ratio with a paired bootstrap CI and a paired significance test.
+
+    ``base_rounds[i]`` and ``head_rounds[i]`` are the raw samples (ms) of round ``i`` of each
+    side, measured interleaved, so each round is a pair sharing the GPU's clock/thermal state.
+
+    Point estimate: ``ratio = median(all head samples) / median(all base samples)``.
+
+    Confidence interval: a two-stage paired bootstrap. Each of ``n_bootstrap`` replicates
+
+    1. draws ``n_rounds`` round indices with replacement, the *same* indices for both sides
+       (the pairing: a round's clock/thermal state stays matched across sides, so drift common
+       to both sides cancels instead of widening the interval);
+    2. within each drawn round, resamples that round's samples with replacement, independently
+       per side (a round's base and head samples are different measurements);
+
+    and computes ``median(pooled head samples) / median(pooled base samples)``. The interval is
+    the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles of the replicates.
+
+    Why stage 2: resampling whole rounds alone makes the interval the spread of a few per-round
+    ratios. With few rounds (say 3) those can agree by chance while each is far noisier than
+    their agreement suggests, and a real 3% regression was then called UNCHANGED in about 1% of
+    noisy runs. Stage 2 adds the within-round sampling noise, which every round measures
+    reliably. The price is mild conservatism with many rounds (within-round noise counted at
+    both stages, at most about 1.4x wider), which errs toward INCONCLUSIVE, not a wrong verdict.
+
+    Single-round fallback (``n_rounds == 1``): stage 1 has nothing to choose, so this is a
+    plain bootstrap of individual samples within the round, base and head resampled
+    independently (unpaired). It ignores correlation between successive samples, so it is
+    narrower than a multi-round interval would be; prefer several rounds.
+
+    Significance test (two-sided ``p_value``):
+
+    * ``n_rounds >= 2``: Wilcoxon signed-rank test of the per-round log ratios
+      ``d_i = log(median(head round i) / median(base round i))`` against 0. Rounds with
+      ``d_i == 0`` are dropped (Wilcoxon's convention); |d| ties get average ranks. The
+      statistic is ``T+ = sum of ranks of the positive d_i``. For at most 20 remaining rounds
+      the p-value is exact: the permutation distribution of ``T+`` over all ``2**n`` sign
+      patterns (computed by dynamic programming over rank sums, exact with tied mid-ranks too),
+      ``p = min(1, 2 * min(P(T+ <= t), P(T+ >= t)))``. Above 20, the normal approximation with
+      tie correction, ``mean = n(n+1)/4``, ``var = n(n+1)(2n+1)/24 - sum(t^3 - t)/48``, and a
+      continuity correction of 1/2. Note the resolution floor: the smallest exact p is
+      ``2 / 2**n``, so at ``alpha = 0.05`` at least 6 rounds are needed for any significant
+      result (5 rounds give at best p = 0.0625).
+    * ``n_rounds == 1``: Mann-Whitney U test of head vs base raw samples, normal approximation
+      with tie correction, ``mean = n_b n_h / 2``,
+      ``var = n_b n_h / 12 * ((N + 1) - sum(t^3 - t) / (N (N - 1)))``, continuity correction 1/2.
+
+    When every difference is zero (or all samples tie) the p-value is 1.0.
+
+    Reproducible: the bootstrap uses ``numpy.random.Generator(PCG64(seed))``.
+
+    Raises ValueError when the sides have different numbers of rounds, there are no rounds,
+    a round is empty, a sample is not finite or not > 0, ``confidence`` is outside (0, 1), or
+    ``n_bootstrap < 1``.
+    """
+    _check_confidence(confidence)
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, (int, np.integer)):
+        raise ValueError(f"n_bootstrap must be an int, got {n_bootstrap!r}")
+    if n_bootstrap < 1:
+        raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
+    base = _as_rounds(base_rounds, "base_rounds")
+    head = _as_rounds(head_rounds, "head_rounds")
+    if len(base) != len(head):
+        raise ValueError(
+            f"base and head must have the same number of rounds, got {len(base)} and {len(head)}"
+        )
+    n_rounds = len(base)
+
+    ratio = float(np.median(np.concatenate(head)) / np.median(np.concatenate(base)))
+    round_ratios = tuple(float(np.median(h) / np.median(b)) for b, h in zip(base, head))
+
+    replicates = _bootstrap_rounds(base, head, int(n_bootstrap), Generator(PCG64(seed)))
+    if n_rounds == 1:
+        p_value = _mann_whitney_p(base[0], head[0])
+    else:
+        p_value = _wilcoxon_signed_rank_p(np.log(np.asarray(round_ratios)))
+
+    tail = (1.0 - confidence) / 2.0
+    ci_low, ci_high = np.quantile(replicates, [tail, 1.0 - tail])
+    return RatioEstimate(
+        ratio=ratio,
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
+        p_value=float(p_value),
+        n_rounds=n_rounds,
+        confidence=float(confidence),
+        round_ratios=round_ratios,
+    )
+
+
+def classify(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) -> Verdict:
+    """Timing-only verdict of a head/base ratio (correctness verdicts are decided elsewhere).
+
+    With t = threshold (e.g. 0.02 for 2%), ratio r, CI [lo, hi], p-value p, checked in order:
+
+    - SLOWER       if r > 1 + t and lo > 1 and p < alpha   (a real slowdown, larger than the threshold)
+    - FASTER       if r < 1/(1 + t) and hi < 1 and p < alpha
+    - UNCHANGED    if lo >= 1/(1 + t) and hi <= 1 + t   (the whole CI lies inside [1/(1+t), 1+t])
+    - INCONCLUSIVE otherwise (too noisy to tell at this threshold)
+
+    The band is symmetric in log space (1/(1+t) .. 1+t), so "2% slower" and "2% faster" are
+    the same size of change. A change that is statistically significant but whose CI stays
+    inside the band is UNCHANGED: it is real but smaller than the threshold the user set.
+
+    Raises ValueError unless threshold is finite and > 0 and alpha is in (0, 1).
+    """
+    if not (math.isfinite(threshold) and threshold > 0.0):
+        raise ValueError(f"threshold must be finite and > 0, got {threshold!r}")
+    if not (0.0 < alpha < 1.0):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    upper = 1.0 + threshold
+    lower = 1.0 / upper
+    r, lo, hi, p = estimate.ratio, estimate.ci_low, estimate.ci_high, estimate.p_value
+    if r > upper and lo > 1.0 and p < alpha:
+        return Verdict.SLOWER
+    if r < lower and hi < 1.0 and p < alpha:
+        return Verdict.FASTER
+    if lo >= lower and hi <= upper:
+        return Verdict.UNCHANGED
+    return Verdict.INCONCLUSIVE
+
+
+def needs_remeasure(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) -> bool:
+    """True when the case is a suspected regression worth measuring again with more rounds.
+
+    That is: ``classify`` says SLOWER, or it says INCONCLUSIVE with ``r > 1 + t``. The
+    orchestrator re-measures these before failing the gate, so one noisy run neither fails a
+    good change nor lets a slow one pass as "inconclusive". Same ValueErrors as ``classify``.
+    """
+    verdict = classify(estimate, threshold, alpha=alpha)
+    if verdict is Verdict.SLOWER:
+        return True
+    return verdict is Verdict.INCONCLUSIVE and estimate.ratio > 1.0 + threshold
+
+
+# --------------------------------------------------------------------------------------------
+# Internals: validation
+# --------------------------------------------------------------------------------------------
+
+
+def _check_confidence(confidence: float) -> None:
+    # `not (0 < c < 1)` also rejects NaN, for which every comparison is False.
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def _as_samples(samples: Sequence[float], what: str) -> np.ndarray:
+    """A 1-D float64 copy of ``samples``; ValueError when empty, not 1-D or not finite."""
+    try:
+        x = np.array(samples, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be a sequence of numbers: {exc}") from exc
+    if x.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D sequence of numbers, got shape {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{what} is empty")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{what} contains non-finite values (NaN or inf)")
+    return x
+
+
+def _as_rounds(rounds: Sequence[Sequence[float]], what: str) -> list[np.ndarray]:
+    """Each round as a positive finite 1-D float64 array; ValueError on anything else."""
+    if isinstance(rounds, (str, bytes)):
+        raise ValueError(f"{what} must be a sequence of rounds of samples")
+    try:
+        rounds = list(rounds)
+    except TypeError as exc:
+        raise ValueError(f"{what} must be a sequence of rounds of samples") from exc
+    if not rounds:
+        raise ValueError(f"{what} has no rounds")
+    out = []
+    for i, samples in enumerate(rounds):
+        x = _as_samples(samples, f"{what}[{i}]")
+        # Latencies are strictly positive; 0 or less would make the ratio and its log meaningless.
+        if not np.all(x > 0.0):
+            raise ValueError(f"{what}[{i}] contains samples <= 0")
+        out.append(x)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Internals: bootstrap
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _RoundTable:
+    """One side's rounds, laid out for vectorised resampling."""
+
+    sorted_values: np.ndarray  # every sample of the side, ascending
+    positions: np.ndarray  # (n_rounds, width) int32: index in sorted_values of sample j of round r
+    lengths: np.ndarray  # (n_rounds,) samples per round
+    equal_lengths: bool
+
+    @staticmethod
+    def of(rounds: list[np.ndarray]) -> _RoundTable:
+        lengths = np.array([r.size for r in rounds], dtype=np.int64)
+        values = np.concatenate(rounds)
+        order = np.argsort(values, kind="stable")
+        rank = np.empty(values.size, dtype=np.int64)
+        rank[order] = np.arange(values.size)
+        width = int(lengths.max())
+        # int32 positions sort about 4x faster than int64; no side holds 2**31 samples.
+        positions = np.zeros((len(rounds), width), dtype=np.int32)
+        offset = 0
+        for r, n in enumerate(lengths):
+            positions[r, :n] = rank[offset : offset + n]
+            offset += n
+        return _RoundTable(
+            sorted_values=values[order],
+            positions=positions,
+            lengths=lengths,
+            equal_lengths=bool(np.all(lengths == width)),
+        )
+
+
+def _bootstrap_rounds(
+    base: list[np.ndarray], head: list[np.ndarray], n_bootstrap: int, rng: Generator
+) -> np.ndarray:
+    """Two-stage paired bootstrap replicates of median(pooled head) / median(pooled base)."""
+    n_rounds = len(base)
+    base_table, head_table = _RoundTable.of(base), _RoundTable.of(head)
+    # Stage 1: round indices with replacement, one draw for both sides -- that is the pairing.
+    picks = rng.integers(0, n_rounds, size=(n_bootstrap, n_rounds))
+    width = max(base_table.positions.shape[1], head_table.positions.shape[1])
+    chunk = max(1, _MAX_CHUNK_ELEMENTS // (n_rounds * width))
+    replicates = np.empty(n_bootstrap, dtype=np.float64)
+    for start in range(0, n_bootstrap, chunk):
+        stop = min(start + chunk, n_bootstrap)
+        head_medians = _two_stage_medians(head_table, picks[start:stop], rng)
+        base_medians = _two_stage_medians(base_table, picks[start:stop], rng)
+        replicates[start:stop] = head_medians / base_medians
+    return replicates
+
+
+def _two_stage_medians(table: _RoundTable, picks: np.ndarray, rng: Generator) -> np.ndarray:
+    """Stage 2: per replicate, resample each picked round's samples; np.median of the pool.
+
+    Works in index space: each drawn sample is replaced by its position in the side's sorted
+    values, so sorting those small integers orders the pool, and the middle positions give the
+    median (the mean of the two middle elements when the pool size is even), equal to
+    np.median of the materialised pool.
+    """
+    n_replicates, n_rounds = picks.shape
+    width = table.positions.shape[1]
+    lengths = table.lengths[picks]  # (n_replicates, n_rounds)
+    if table.equal_lengths:
+        draws = rng.integers(0, width, size=(n_replicates, n_rounds, width))
+    else:
+        # A per-round upper bound makes Generator.integers several times slower; floor(U * n)
+        # with a 53-bit uniform U is uniform on 0..n-1 to within n / 2**53.
+        uniform = rng.random((n_replicates, n_rounds, width))
+        draws = (uniform * lengths[:, :, None]).astype(np.int64)
+    # Flat index into positions: row of the picked round plus the drawn column. In-place add and
+    # np.take avoid two temporaries and fancy indexing's overhead (about 3x faster).
+    draws += (picks * width)[:, :, None]
+    pool = np.take(table.positions.ravel(), draws)
+    if not table.equal_lengths:
+        # Slots past a short round's length are padding: give them a position past every real
+        # one, so they sort last and never reach the middle of the pool.
+        pool[np.arange(width) >= lengths[:, :, None]] = table.sorted_values.size
+    pool = pool.reshape(n_replicates, n_rounds * width)
+    pool.sort(axis=1)
+    pool_sizes = lengths.sum(axis=1)
+    lower = np.take_along_axis(pool, ((pool_sizes - 1) // 2)[:, None], axis=1)[:, 0]
+    upper = np.take_along_axis(pool, (pool_sizes // 2)[:, None], axis=1)[:, 0]
+    return (table.sorted_values[lower] + table.sorted_values[upper]) / 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# Internals: rank tests
+# --------------------------------------------------------------------------------------------
+
+
+def _average_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """1-based ranks of ``x`` with ties given their average rank, and the size of each tie group."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    starts_group = np.empty(xs.size, dtype=bool)
+    starts_group[0] = True
+    starts_group[1:] = xs[1:] != xs[:-1]
+    group = np.cumsum(starts_group) - 1
+    sizes = np.bincount(group)
+    first_position = np.flatnonzero(starts_group)
+    # Positions first+1 .. first+size (1-based) average to first + (size + 1) / 2.
+    average = first_position + (sizes + 1) / 2.0
+    ranks = np.empty(xs.size, dtype=np.float64)
+    ranks[order] = average[group]
+    return ranks, sizes
+
+
+def _wilcoxon_signed_rank_p(differences: np.ndarray) -> float:
+    """Two-sided p-value of the Wilcoxon signed-rank test of ``differences`` against 0."""
+    d = differences[differences != 0.0]
+    n = int(d.size)
+    if n == 0:
+        return 1.0
+    ranks, tie_sizes = _average_ranks(np.abs(d))
+    t_plus = float(ranks[d > 0.0].sum())
+
+    if n <= _EXACT_WILCOXON_MAX_N:
+        # Average ranks are multiples of 1/2, so doubled ranks are integers and the exact
+        # null distribution of 2*T+ (each sign + or - with probability 1/2, independently) is a
+        # subset-sum count: dist[s] = number of sign patterns with doubled rank sum s.
+        doubled = np.rint(2.0 * ranks).astype(np.int64)
+        total = int(doubled.sum())
+        dist = np.zeros(total + 1, dtype=np.int64)
+        dist[0] = 1
+        for a in doubled:
+            shifted = dist.copy()
+            shifted[a:] += dist[: total + 1 - a]
+            dist = shifted
+        observed = int(doubled[d > 0.0].sum())  # 2 * T+, exactly
+        at_most = int(dist[: observed + 1].sum())
+        at_least = int(dist[observed:].sum())
+        return min(1.0, 2 * min(at_most, at_least) / 2**n)
+
+    mean = n * (n + 1) / 4.0
+    tie_sizes = tie_sizes.astype(np.float64)
+    variance = n * (n + 1) * (2 * n + 1) / 24.0 - float(np.sum(tie_sizes**3 - tie_sizes)) / 48.0
+    return _two_sided_normal_p(t_plus - mean, variance)
+
+
+def _mann_whitney_p(base: np.ndarray, head: np.ndarray) -> float:
+    """Two-sided p-value of the Mann-Whitney U test, normal approximation with tie correction."""
+    n_base, n_head = int(base.size), int(head.size)
+    n_total = n_base + n_head
+    ranks, tie_sizes = _average_ranks(np.concatenate([base, head]))
+    u_head = float(ranks[n_base:].sum()) - n_head * (n_head + 1) / 2.0
+    mean = n_base * n_head / 2.0
+    tie_sizes = tie_sizes.astype(np.float64)
+    tie_term = float(np.sum(tie_sizes**3 - tie_sizes)) / (n_total * (n_total - 1))
+    variance = n_base * n_head / 12.0 * ((n_total + 1) - tie_term)
+    return _two_sided_normal_p(u_head - mean, variance)
+
+
+def _two_sided_normal_p(deviation: float, variance: float) -> float:
+    """2 * P(Z >= (|deviation| - 1/2) / sqrt(variance)), the continuity-corrected normal tail."""
+    # Zero variance means every observation ties: no evidence of any difference.
+    if variance <= 0.0:
+        return 1.0
+    z = max(abs(deviation) - 0.5, 0.0) / math.sqrt(variance)
+    # erfc keeps precision in the far tail, where 1 - cdf would cancel to 0.
+    return math.erfc(z / _SQRT2)
