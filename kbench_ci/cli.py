@@ -156,6 +156,56 @@ def bench(
         raise typer.Exit(int(ExitCode.GATE_FAILED))
 
 
+@app.command(help="Compile a .cu solution to the .so beside it (cached by source hash); prints the exact nvcc line.")
+def build(
+    sources: list[Path] = typer.Argument(..., help="one or more .cu files"),
+    cutlass: bool = typer.Option(False, "--cutlass", help="add CUTLASS/CuTe include flags (CUTLASS_PATH or the nvidia-cutlass package)"),
+    arch: Optional[str] = typer.Option(None, "--arch", help="sm_90 etc.; default: the GPU's, or KBENCH_CUDA_ARCH"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="rebuild even when the source hash matches"),
+    flag: list[str] = typer.Option([], "--flag", help="extra nvcc flag (repeatable)"),
+) -> None:
+    from kbench_ci.build import CompileError, build as run_build, format_command, plan_build
+
+    for source in sources:
+        try:
+            plan = plan_build(source, cutlass=cutlass, arch=arch, extra_flags=tuple(flag))
+            typer.echo(format_command(plan))
+            result = run_build(plan, use_cache=not no_cache)
+        except CompileError as exc:
+            err(exc.compiler_output.rstrip())
+            raise fail(exc) from None
+        except KbenchError as exc:
+            raise fail(exc) from None
+        state = "up to date (source hash matches)" if result.cached else f"built in {result.duration_s:.1f} s"
+        typer.echo(f"{plan.output}: {state}")
+
+
+@app.command(help="Post or update the sticky PR comment with DIR/benchmark.md (finds its own comment by a hidden marker).")
+def comment(
+    report: Optional[Path] = typer.Option(None, "--report", help="directory holding benchmark.md and results.json"),
+    from_artifact: Optional[Path] = typer.Option(None, "--from-artifact", help="a downloaded benchmark artifact (fork recipe); holds pr-number.txt"),
+    repository: Optional[str] = typer.Option(None, "--repo", help="owner/name; default GITHUB_REPOSITORY"),
+    pr: Optional[int] = typer.Option(None, "--pr", help="pull request number; default from the event payload"),
+    mode: str = typer.Option("always", "--mode", help="always | on-change | on-regression | never"),
+    marker_id: str = typer.Option("default", "--marker-id", help="keeps comments of several suites apart"),
+) -> None:
+    from kbench_ci.comment import run_comment
+
+    if report is None and from_artifact is None:
+        raise fail(UsageError("give --report DIR or --from-artifact DIR"))
+    try:
+        outcome = run_comment(
+            report or from_artifact, from_artifact=from_artifact, repository=repository, pr_number=pr,
+            token=None, api_url=None, mode=mode, marker_id=marker_id,
+        )
+    except KbenchError as exc:
+        raise fail(exc) from None
+    if outcome.action == "forbidden":
+        err(f"kbench-ci: warning: {outcome.reason}")
+        return
+    typer.echo(f"comment {outcome.action}: {outcome.url or outcome.reason}")
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,134 @@
+"""`kbench-ci bench` on a real GPU: both example kinds end to end, and every cheating CUDA C++
+and Python kernel caught. Skipped cleanly without CUDA (see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTMAX = ROOT / "examples" / "softmax_cuda"
+LAYERNORM = ROOT / "examples" / "layernorm_triton"
+CHEATS_CUDA = ROOT / "tests" / "fixtures" / "cheats_cuda"
+CHEATS_PY = ROOT / "tests" / "fixtures" / "cheats_py"
+
+
+def kbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        env=dict(os.environ),
+    )
+    print(completed.stdout[-4000:])
+    print(completed.stderr[-2000:], file=sys.stderr)
+    return completed
+
+
+def variants(output_dir: Path) -> dict[str, dict]:
+    data = json.loads((output_dir / "results.json").read_text())
+    return {v["label"]: v for v in data["case"]["variants"]}
+
+
+@pytest.fixture(scope="module")
+def built_cheats(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every cheat .cu copied next to the softmax ref and built with `kbench-ci build`."""
+    directory = tmp_path_factory.mktemp("cheats_cuda")
+    for path in CHEATS_CUDA.iterdir():
+        shutil.copy(path, directory / path.name)
+    sources = sorted(str(p) for p in directory.glob("*.cu"))
+    completed = kbench("build", *sources)
+    assert completed.returncode == 0, completed.stderr
+    return directory
+
+
+def test_cuda_softmax_end_to_end(tmp_path: Path) -> None:
+    assert kbench("build", str(SOFTMAX / "softmax.cu")).returncode == 0
+    completed = kbench(
+        "bench", str(SOFTMAX / "softmax.cu"), "--implementation=cuda-cpp", "--baselines=pytorch-eager,torch-compile",
+        f"--ref={SOFTMAX / 'ref.py'}", f"--output-dir={tmp_path}", "--M=1024", "--N=1024",
+    )
+    assert completed.returncode == 0
+    found = variants(tmp_path)
+    assert found["solution"]["status"] == "ok"
+    assert len(found["solution"]["rounds_ms"][0]) == 100
+    assert found["torch-compile"]["status"] == "ok"
+    assert "pointer input: 1048576 elements (default rule: M*N)" in completed.stderr
+    report = (tmp_path / "benchmark.md").read_text()
+    assert "NVIDIA" in report and "cuda_event" in report and "vs `pytorch-eager`" in report
+
+
+def test_triton_layernorm_end_to_end(tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(LAYERNORM / "layernorm.py"), "--implementation=triton", "--baselines=pytorch-eager",
+        f"--ref={LAYERNORM / 'ref.py'}", f"--output-dir={tmp_path}", "--M=1024", "--N=1024",
+    )
+    assert completed.returncode == 0
+    found = variants(tmp_path)
+    assert found["solution"]["status"] == "ok" and found["solution"]["post_timing_check"] is True
+
+
+@pytest.mark.parametrize(
+    ("cheat", "message"),
+    [
+        ("writes_nothing", "elements outside"),
+        ("writes_half", "elements outside"),
+        ("overwrites_input", "modified its input(s) input"),
+        ("side_stream", "elements outside"),
+        ("stale_output", "(seed 43)"),
+    ],
+)
+def test_cuda_cheats_are_caught(cheat: str, message: str, built_cheats: Path, tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(built_cheats / f"{cheat}.cu"), f"--ref={SOFTMAX / 'ref.py'}", "--baselines=pytorch-eager",
+        f"--output-dir={tmp_path}", "--M=256", "--N=1024", "--num-trials=20",
+    )
+    assert completed.returncode == 1
+    found = variants(tmp_path)
+    assert found["solution"]["status"] == "incorrect"
+    assert message in found["solution"]["message"]
+    assert found["solution"]["rounds_ms"] == []
+    assert found["pytorch-eager"]["status"] == "ok"
+
+
+def test_python_side_stream_cheat_is_caught(tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(CHEATS_PY / "side_stream.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
+        f"--output-dir={tmp_path}", "--N=65536", "--num-trials=20",
+    )
+    assert completed.returncode == 1
+    assert variants(tmp_path)["solution"]["status"] == "incorrect"
+
+
+def test_illegal_address_is_blamed_and_baseline_survives(built_cheats: Path, tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(built_cheats / "illegal_address.cu"), f"--ref={SOFTMAX / 'ref.py'}", "--baselines=pytorch-eager",
+        f"--output-dir={tmp_path}", "--M=256", "--N=1024", "--num-trials=20",
+    )
+    assert completed.returncode == 1
+    found = variants(tmp_path)
+    assert found["solution"]["status"] == "error"
+    assert found["pytorch-eager"]["status"] == "ok" and found["pytorch-eager"]["rounds_ms"]
+
+
+def test_hanging_cuda_kernel_times_out(built_cheats: Path, tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(built_cheats / "hang.cu"), f"--ref={SOFTMAX / 'ref.py'}", f"--output-dir={tmp_path}",
+        "--M=256", "--N=1024", "--num-trials=20", "--timeout=40",
+    )
+    assert completed.returncode == 1
+    assert "timed out" in variants(tmp_path)["solution"]["message"]
+
+
+def test_missing_shared_library_says_how_to_build(tmp_path: Path) -> None:
+    source = tmp_path / "softmax.cu"
+    shutil.copy(SOFTMAX / "softmax.cu", source)
+    completed = kbench("bench", str(source), f"--ref={SOFTMAX / 'ref.py'}", f"--output-dir={tmp_path / 'out'}", "--M=8", "--N=8")
+    assert completed.returncode == 2
+    assert "softmax.so is missing" in completed.stderr and "kbench-ci build" in completed.stderr
