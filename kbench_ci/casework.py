@@ -297,7 +297,8 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 variant.result, status="incorrect",
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
-    emit({"event": "timing_description", "text": timer.describe()})
+    emit({"event": "timing_description", "text": timer.describe(),
+          "event_overhead_ms": getattr(timer, "event_overhead_ms", None)})
 
 
 def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:

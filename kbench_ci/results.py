@@ -64,6 +64,9 @@ class CaseResult:
     variants: tuple[VariantResult, ...]
     timing_method: str
     timing_description: str | None = None
+    #: cuda_event only: the event-pair overhead (ms) subtracted from every sample, calibrated
+    #: against CUPTI at start-up; the uncorrected event time of a sample is sample + this
+    event_overhead_ms: float | None = None
     #: a failure of the whole case (worker crash, timeout) that is not one variant's
     error: str | None = None
     gpu_state_before: Mapping[str, Any] | None = None

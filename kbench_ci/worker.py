@@ -38,6 +38,7 @@ class WorkerOutcome:
     gpu_state_before: dict[str, Any] | None = None
     gpu_state_after: dict[str, Any] | None = None
     timing_description: str | None = None
+    event_overhead_ms: float | None = None
     load_error: dict[str, Any] | None = None
     #: one line per worker that crashed or hung, naming the variant blamed
     incidents: list[str] = field(default_factory=list)
@@ -83,6 +84,7 @@ def run_case_in_worker(
         variants=tuple(outcome.variants[label] for label in labels),
         timing_method=job.timing_method,
         timing_description=outcome.timing_description,
+        event_overhead_ms=outcome.event_overhead_ms,
         error="; ".join(outcome.incidents) or None,
         gpu_state_before=outcome.gpu_state_before,
         gpu_state_after=outcome.gpu_state_after,
@@ -185,6 +187,7 @@ def _drain(
                 outcome.gpu_state_after = event["state"]
         elif kind == "timing_description":
             outcome.timing_description = event["text"]
+            outcome.event_overhead_ms = event.get("event_overhead_ms")
         elif kind == "load_error":
             outcome.load_error = event
         if on_event is not None:

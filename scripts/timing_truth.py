@@ -36,6 +36,12 @@ CASES = [
     ("layernorm.py small", "examples/layernorm_triton/layernorm.py", "examples/layernorm_triton/ref.py", "triton", {"M": 256, "N": 1024}, "layernorm"),
     ("layernorm.py large", "examples/layernorm_triton/layernorm.py", "examples/layernorm_triton/ref.py", "triton", {"M": 16384, "N": 4096}, "layernorm"),
 ]
+KINDS = [
+    ("gemm.cu (CUTLASS)", "examples/gemm_cutlass/gemm.cu", "examples/gemm_cutlass/ref.py", "cutlass", {"M": 4096, "N": 4096, "K": 4096}, "device_kernel"),
+    ("rmsnorm.py (Triton)", "examples/rmsnorm_triton/rmsnorm.py", "examples/rmsnorm_triton/ref.py", "triton", {"M": 8192, "N": 4096}, "rmsnorm"),
+    ("add.py (CuTe DSL)", "examples/cute_dsl/add.py", "examples/cute_dsl/ref.py", "cute-dsl", {"M": 8192, "N": 8192}, "add_kernel"),
+]
+SUITES = {"engine": CASES, "kinds": KINDS}
 TRIALS = 200
 
 
@@ -57,12 +63,14 @@ def kbench_median_us(name: str, solution: str, ref: str, implementation: str, di
 def load_kernel(solution: str, ref: str, implementation: str, dims: dict):
     device = torch.device("cuda:0")
     problem = load_problem(ROOT / ref)
-    if implementation == "cuda-cpp":
+    if implementation in ("cuda-cpp", "cutlass"):
         loaded = load_cuda_solution(ROOT / solution, kind=implementation, label="solution", problem=problem,
                                     dims=dims, device=device, ptr_sizes={}, ptr_size=None)
     else:
         loaded = load_python_solution(ROOT / solution, kind=implementation, label="solution", dims=dims, device=device)
     kwargs = loaded.make_inputs(42).fresh_copy()
+    if loaded.kernel.compile is not None:
+        loaded.kernel.compile(kwargs)
     return lambda: loaded.kernel.call(kwargs)
 
 
@@ -107,11 +115,15 @@ def naive_event_median_us(fn) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path("timing_truth_out"))
+    parser.add_argument("--suite", choices=sorted(SUITES), default="engine")
+    parser.add_argument("--only", default=None, help="run only cases whose name contains this")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     failures = 0
-    for name, solution, ref, implementation, dims, substring in CASES:
+    for name, solution, ref, implementation, dims, substring in SUITES[args.suite]:
+        if args.only and args.only not in name:
+            continue
         ours = kbench_median_us(name, solution, ref, implementation, dims, args.out)
         fn = load_kernel(solution, ref, implementation, dims)
         truth = profiler_median_us(fn, substring)
@@ -126,7 +138,7 @@ def main() -> int:
     print("-" * len(header))
     for row in rows:
         print(f"{row[0]:<20} {row[1]:<16} {row[2]:>10.3f} {row[3]:>12.3f} {row[4]:>8.3f} {row[5]:>7.2f} {row[6]:>9.3f}  {row[7]}")
-    (args.out / "timing_truth.json").write_text(json.dumps(rows, indent=1))
+    (args.out / f"timing_truth_{args.suite}.json").write_text(json.dumps(rows, indent=1))
     return 1 if failures else 0
 
 

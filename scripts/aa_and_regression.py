@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""GPU acceptance test of `kbench-ci compare`: no false alarms, and a 2% regression caught.
+
+    python scripts/aa_and_regression.py --runs 10          # on a GPU machine (~6-8 min on an H200)
+    python scripts/aa_and_regression.py --smoke            # on a CPU: 1 run, tiny sizes, not judged
+
+It builds a throw-away git repository with a suite of Triton kernels (vector add, softmax,
+layernorm; 2 shapes each = 6 cases, each 20-200 us on an H200), then:
+
+1. A/A: base and head are the same commit. ``compare`` runs ``--runs`` times over all 6 cases;
+   the count of ``slower`` verdicts must be 0.
+2. Regression: at head the vector add launches 2% more programs, which redo the first 2% of the
+   blocks (identical results, 2% more memory traffic: ~2% slower for this bandwidth-bound kernel).
+   ``compare --threshold 0.01 --kernel vadd`` runs ``--runs`` times; each vadd case must be
+   ``slower`` in at least 9 of 10 runs (``--min-detections``).
+3. The wall time of that compare and its split (setup/git, build, load, correctness, timing),
+   read from results.json.
+
+A table at the end says what passed; the exit code is 0 only when everything did (always 0 in
+``--smoke`` mode, where only a clean run is required: a CPU cannot time a 2% change).
+
+Needs torch, triton, typer, tabulate and gitpython, and kbench_ci (this repository is put on
+PYTHONPATH, so an install is not needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+# `kbench-ci` with `run` and `compare` registered whether or not cli.py registers them itself.
+CLI_SHIM = (
+    "import sys; sys.argv[0] = 'kbench-ci'\n"
+    "from kbench_ci import cli, cli_suite\n"
+    "if 'compare' not in {c.name for c in cli.app.registered_commands}: cli_suite.register(cli.app)\n"
+    "cli.app()\n"
+)
+
+VADD = '''\
+"""out = x + y. EXTRA_WORK > 0 launches that fraction of extra programs, which redo the first
+blocks (same values written again): more memory traffic, same result."""
+import torch
+import triton
+import triton.language as tl
+
+EXTRA_WORK = {extra!r}
+BLOCK = 1024
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, n_blocks, BLOCK: tl.constexpr):
+    block = tl.program_id(0) % n_blocks
+    offsets = block * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def setup(N, **_):
+    x = torch.randn(N, dtype=torch.float32)
+    y = torch.randn(N, dtype=torch.float32)
+    out = torch.empty(N, dtype=torch.float32)
+    return {{"inputs": {{"x": x, "y": y, "out": out}}, "outputs": ["out"]}}
+
+
+def run_kernel(x, y, out, **_):
+    n = x.numel()
+    n_blocks = triton.cdiv(n, BLOCK)
+    grid = n_blocks + int(round(n_blocks * EXTRA_WORK))
+    _add_kernel[(grid,)](x, y, out, n, n_blocks, BLOCK=BLOCK)
+'''
+
+VADD_REF = '''\
+def reference(x, y, **_):
+    return x + y
+'''
+
+SOFTMAX = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    numerator = tl.exp(x)
+    y = numerator / tl.sum(numerator, axis=0)
+    tl.store(y_ptr + row * stride + cols, y, mask=mask)
+
+
+def setup(M, N, **_):
+    x = torch.randn(M, N, dtype=torch.float32)
+    y = torch.empty(M, N, dtype=torch.float32)
+    return {"inputs": {"x": x, "y": y}, "outputs": ["y"]}
+
+
+def run_kernel(x, y, **_):
+    M, N = x.shape
+    BLOCK = triton.next_power_of_2(N)
+    num_warps = 8 if BLOCK >= 2048 else 4
+    _softmax_kernel[(M,)](x, y, N, x.stride(0), BLOCK=BLOCK, num_warps=num_warps)
+'''
+
+SOFTMAX_REF = '''\
+import torch
+
+
+def reference(x, **_):
+    return torch.softmax(x, dim=-1)
+'''
+
+LAYERNORM = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, N, stride, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    centered = tl.where(mask, x - mean, 0.0)
+    variance = tl.sum(centered * centered, axis=0) / N
+    rstd = 1.0 / tl.sqrt(variance + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride + cols, (centered * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def setup(M, N, **_):
+    x = torch.randn(M, N, dtype=torch.float32)
+    weight = torch.randn(N, dtype=torch.float32)
+    bias = torch.randn(N, dtype=torch.float32)
+    y = torch.empty(M, N, dtype=torch.float32)
+    return {"inputs": {"x": x, "weight": weight, "bias": bias, "y": y, "eps": 1e-5}, "outputs": ["y"]}
+
+
+def run_kernel(x, weight, bias, y, eps, **_):
+    M, N = x.shape
+    BLOCK = triton.next_power_of_2(N)
+    num_warps = min(max(BLOCK // 256, 1), 16)
+    _layernorm_kernel[(M,)](x, weight, bias, y, N, x.stride(0), eps, BLOCK=BLOCK, num_warps=num_warps)
+'''
+
+LAYERNORM_REF = '''\
+import torch
+
+
+def reference(x, weight, bias, eps, **_):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+'''
+
+# H200 (about 4 TB/s): vadd moves 12 bytes per element, softmax and layernorm 8 per element.
+GPU_SHAPES = {
+    "vadd": [{"N": 1 << 24}, {"N": 1 << 25}],  # 200 MB, 400 MB: ~55 us, ~105 us
+    "softmax": [{"M": 4096, "N": 4096}, {"M": 16384, "N": 4096}],  # 134 MB, 537 MB: ~40 us, ~150 us
+    "layernorm": [{"M": 8192, "N": 2048}, {"M": 16384, "N": 4096}],  # 134 MB, 537 MB
+}
+SMOKE_SHAPES = {
+    "vadd": [{"N": 2048}],
+    "softmax": [{"M": 8, "N": 64}],
+    "layernorm": [{"M": 8, "N": 64}],
+}
+GPU_DEFAULTS = {"num_warmup": 10, "num_trials": 100, "discard_first": 1, "correctness_trials": 3, "rounds": 10}
+SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correctness_trials": 1, "rounds": 2}
+
+SLOWED = "vadd"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {v}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def suite_toml(shapes: dict[str, list[dict[str, int]]], defaults: dict[str, int]) -> str:
+    lines = ["[defaults]", *(f"{k} = {v}" for k, v in defaults.items()), 'threshold = "2%"']
+    for name in ("vadd", "softmax", "layernorm"):
+        lines += ["", "[[kernels]]", f'name = "{name}"', f'solution = "kernels/{name}.py"',
+                  f'ref = "kernels/{name}_ref.py"', 'implementation = "triton"', "timeout = 300",
+                  f"shapes = {_toml_value(shapes[name])}"]
+    return "\n".join(lines) + "\n"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "kbench", "GIT_AUTHOR_EMAIL": "k@example.invalid",
+           "GIT_COMMITTER_NAME": "kbench", "GIT_COMMITTER_EMAIL": "k@example.invalid"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(root: Path, *, smoke: bool, slowdown: float) -> None:
+    """main: the suite. slower: vadd does `slowdown` more work."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "commit.gpgsign", "false")
+    files = {
+        "kbench.toml": suite_toml(SMOKE_SHAPES if smoke else GPU_SHAPES, SMOKE_DEFAULTS if smoke else GPU_DEFAULTS),
+        "kernels/vadd.py": VADD.format(extra=0.0), "kernels/vadd_ref.py": VADD_REF,
+        "kernels/softmax.py": SOFTMAX, "kernels/softmax_ref.py": SOFTMAX_REF,
+        "kernels/layernorm.py": LAYERNORM, "kernels/layernorm_ref.py": LAYERNORM_REF,
+        ".gitignore": "__pycache__/\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "suite")
+    git(root, "branch", "slower")
+    git(root, "checkout", "-q", "slower")
+    (root / "kernels/vadd.py").write_text(VADD.format(extra=slowdown))
+    git(root, "commit", "-q", "-am", f"vadd: {slowdown:.0%} more work")
+    git(root, "checkout", "-q", "main")
+
+
+def compare(repo: Path, out: Path, *args: str, device: str) -> tuple[int, dict[str, Any], float, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [sys.executable, "-c", CLI_SHIM, "compare", "--device", device, "--output-dir", str(out), *args],
+        cwd=repo, env=env, capture_output=True, text=True,
+    )
+    wall = time.perf_counter() - started
+    if completed.returncode not in (0, 1):
+        raise SystemExit(
+            f"compare exited {completed.returncode}:\n{completed.stdout[-4000:]}\n{completed.stderr[-4000:]}"
+        )
+    data = json.loads((out / "results.json").read_text())
+    return completed.returncode, data, wall, completed.stderr
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    try:
+        from tabulate import tabulate
+
+        return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    except ImportError:  # pragma: no cover
+        return "\n".join(" | ".join(str(c) for c in row) for row in [headers, *rows])
+
+
+def pct(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{(ratio - 1) * 100:+.2f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10, help="compares per part (default 10)")
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny sizes, 1 run, not judged")
+    parser.add_argument("--slowdown", type=float, default=0.02, help="extra work at head (default 0.02)")
+    parser.add_argument("--threshold", default="0.01", help="threshold of the regression compares (default 0.01)")
+    parser.add_argument("--min-detections", type=int, default=None, help="slower runs needed per case (default: runs - 1)")
+    parser.add_argument("--device", default=None, help="passed to compare (default: auto; cpu with --smoke)")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the repository and outputs go (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    runs = 1 if args.smoke else args.runs
+    device = args.device or ("cpu" if args.smoke else "auto")
+    min_detections = args.min_detections if args.min_detections is not None else max(1, runs - 1)
+
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="kbench-aa-"))
+    repo = workdir / "repo"
+    if repo.exists():
+        shutil.rmtree(repo)
+    make_repo(repo, smoke=args.smoke, slowdown=args.slowdown)
+    total_started = time.perf_counter()
+    print(f"work directory: {workdir}  (runs={runs}, device={device}, smoke={args.smoke})", flush=True)
+
+    # 1. A/A -------------------------------------------------------------------------------
+    aa_verdicts: dict[str, list[str]] = {}
+    aa_ratios: list[float] = []
+    aa_remeasured = 0
+    aa_errors: list[str] = []
+    aa_started = time.perf_counter()
+    for run in range(runs):
+        code, data, wall, _ = compare(repo, workdir / f"aa-{run}", "--base", "main", "--head", "main", device=device)
+        for case in data["cases"]:
+            aa_verdicts.setdefault(case["case_id"], []).append(case["verdict"])
+            if case["ratio"] is not None:
+                aa_ratios.append(case["ratio"])
+            aa_remeasured += bool(case["remeasured"])
+            if case["verdict"] in ("failed", "incorrect"):
+                aa_errors.append(f"{case['case_id']}: {case['verdict']} — {case['message']}")
+        print(f"A/A run {run + 1}/{runs}: {data['gate']['summary']}  ({wall:.1f} s)", flush=True)
+    aa_wall = time.perf_counter() - aa_started
+    aa_slower = sum(v.count("slower") for v in aa_verdicts.values())
+    aa_cases = sum(len(v) for v in aa_verdicts.values())
+
+    # 2. regression ------------------------------------------------------------------------
+    reg_verdicts: dict[str, list[str]] = {}
+    reg_ratios: dict[str, list[float]] = {}
+    reg_walls: list[float] = []
+    reg_seconds: list[dict[str, float]] = []
+    reg_remeasured = 0
+    reg_started = time.perf_counter()
+    for run in range(runs):
+        code, data, wall, _ = compare(
+            repo, workdir / f"reg-{run}", "--base", "main", "--head", "slower", "--threshold", args.threshold,
+            "--kernel", SLOWED, device=device,
+        )
+        reg_walls.append(wall)
+        reg_seconds.append(data["seconds"])
+        for case in data["cases"]:
+            reg_verdicts.setdefault(case["case_id"], []).append(case["verdict"])
+            if case["ratio"] is not None:
+                reg_ratios.setdefault(case["case_id"], []).append(case["ratio"])
+            reg_remeasured += bool(case["remeasured"])
+        print(f"regression run {run + 1}/{runs}: {data['gate']['summary']}  (exit {code}, {wall:.1f} s)", flush=True)
+    reg_wall = time.perf_counter() - reg_started
+
+    # 3. report ----------------------------------------------------------------------------
+    def mean_of(key: str) -> float:
+        return statistics.fmean(s.get(key, 0.0) for s in reg_seconds)
+
+    judged = not args.smoke
+    rows: list[list[Any]] = []
+    aa_ok = aa_slower == 0 and not aa_errors
+    counts: dict[str, int] = {}
+    for verdicts in aa_verdicts.values():
+        for verdict in verdicts:
+            counts[verdict] = counts.get(verdict, 0) + 1
+    rows.append(["A/A: `slower` verdicts (must be 0)", f"{aa_slower} of {aa_cases} case-runs "
+                 f"({len(aa_verdicts)} cases × {runs} runs)", "yes" if aa_ok else "NO"])
+    rows.append(["A/A: all verdicts", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""])
+    if aa_ratios:
+        rows.append(["A/A: head/base ratios", f"min {pct(min(aa_ratios))}, max {pct(max(aa_ratios))}, "
+                     f"remeasured {aa_remeasured}", ""])
+    for error in aa_errors[:5]:
+        rows.append(["A/A: error", error[:150], "NO"])
+    reg_ok = True
+    for case_id, verdicts in reg_verdicts.items():
+        detected = verdicts.count("slower")
+        ok = detected >= min_detections
+        reg_ok &= ok
+        ratios = reg_ratios.get(case_id, [])
+        ratio_text = f", median change {pct(statistics.median(ratios))}" if ratios else ""
+        rows.append([f"regression ({args.slowdown:.0%} more work) `{case_id}` @ threshold {args.threshold}",
+                     f"slower in {detected} of {len(verdicts)} runs (need {min_detections}){ratio_text}; "
+                     f"others: {', '.join(v for v in verdicts if v != 'slower') or 'none'}",
+                     "yes" if ok else "NO"])
+    if not reg_verdicts:
+        reg_ok = False
+        rows.append(["regression", "no case was compared", "NO"])
+    rows.append(["regression compare: wall time (mean of runs)",
+                 f"{statistics.fmean(reg_walls):.1f} s = setup/git {mean_of('setup'):.1f} + build {mean_of('build'):.1f} + "
+                 f"load {mean_of('load'):.1f} + correctness {mean_of('correctness'):.1f} + timing {mean_of('timing'):.1f} s "
+                 f"(+ process start/report: {statistics.fmean(reg_walls) - mean_of('wall'):.1f} s); "
+                 f"remeasured {reg_remeasured} case-runs", ""])
+    rows.append(["total time", f"A/A {aa_wall:.0f} s, regression {reg_wall:.0f} s, all {time.perf_counter() - total_started:.0f} s", ""])
+    if not judged:
+        rows = [[what, result, "(smoke: not judged)" if passed else passed] for what, result, passed in rows]
+    print()
+    print(table(["check", "result", "pass"], rows))
+    passed = aa_ok and reg_ok
+    if not args.keep and not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.smoke:
+        # A clean run is all the CPU can show: every case got a verdict, none crashed.
+        return 0 if not aa_errors and reg_verdicts else 1
+    print(f"\nacceptance: {'PASSED' if passed else 'FAILED'}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
