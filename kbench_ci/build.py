@@ -1,0 +1,464 @@
+"""Compile a CUDA C++ (or CUTLASS) solution ``kernel.cu`` into ``kernel.so`` beside it.
+
+The gate compares sources, not binaries, so each side of a comparison builds its own ``.so``
+from its own tree. Rebuilding is skipped only when a hash of everything that can change the
+binary (the source, the local headers it includes, the exact command line) matches the hash
+stored beside the ``.so`` by the last successful build.
+
+Every compiler run goes through :func:`_run_compiler`, the one choke point for subprocesses
+in this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kbench_ci.errors import (
+    BuildError,
+    EnvironmentProblem,
+    MissingExtraError,
+    UserFileError,
+)
+
+__all__ = [
+    "BuildPlan",
+    "BuildResult",
+    "CompileError",
+    "build",
+    "detect_arch",
+    "find_cutlass_include",
+    "find_nvcc",
+    "format_command",
+    "hash_path",
+    "library_status",
+    "needs_arch_specific",
+    "plan_build",
+]
+
+#: bumped when the meaning of the stored hash changes, so old hash files never match
+_HASH_VERSION = b"kbench-build-v1"
+
+_BASE_FLAGS: tuple[str, ...] = (
+    "-shared",
+    "-std=c++17",
+    "-O3",
+    "-Xcompiler",
+    "-fPIC",
+    "-lineinfo",
+)
+# CuTe's constexpr helpers are called from device code; NDEBUG drops CUTLASS's device asserts,
+# which cost registers and time in a benchmark.
+_CUTLASS_FLAGS: tuple[str, ...] = ("--expt-relaxed-constexpr", "-DNDEBUG")
+
+_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d{2,3})(a|f)?$")
+
+# Tokens that only compile for an arch-specific target (sm_90a): Hopper's warpgroup MMA and
+# register reallocation, and the CUTLASS / CuTe SM90 building blocks that emit them.
+_ARCH_SPECIFIC_RE = re.compile(r"wgmma|setmaxnreg|KernelTmaWarpSpecialized|Sm90|SM90_")
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_LOCAL_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+
+#: where the CUDA toolkit installs nvcc by default, tried when PATH has none
+_DEFAULT_NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+_NVCC_HINT = (
+    "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads), "
+    "put nvcc on PATH or point the NVCC environment variable at it"
+)
+
+
+class CompileError(BuildError):
+    """nvcc ran and failed; ``compiler_output`` holds everything it printed."""
+
+    def __init__(
+        self, source: Path, returncode: int, compiler_output: str, command: Sequence[str]
+    ) -> None:
+        super().__init__(
+            f"nvcc failed for {source.name} (exit {returncode})",
+            hint=_first_error_line(compiler_output),
+        )
+        self.source = source
+        self.returncode = returncode
+        self.compiler_output = compiler_output
+        self.command = tuple(command)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPlan:
+    """What to compile and exactly how; ``arch`` is the real target (``sm_90a`` when upgraded)."""
+
+    source: Path
+    output: Path
+    command: tuple[str, ...]
+    arch: str
+    cutlass_include: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    plan: BuildPlan
+    cached: bool
+    duration_s: float
+    compiler_output: str
+
+
+# --------------------------------------------------------------------------- arch
+
+
+def detect_arch(gpu_index: int | None = None) -> str:
+    """The ``sm_XY`` of a GPU, or of ``KBENCH_CUDA_ARCH`` when set (CI without a GPU uses it)."""
+    override = os.environ.get("KBENCH_CUDA_ARCH", "").strip()
+    if override:
+        return _normalise_arch(override, origin="KBENCH_CUDA_ARCH")
+    # Imported here: torch is heavy, and most callers of this module never need a GPU query.
+    import torch
+
+    if not torch.cuda.is_available():
+        raise EnvironmentProblem(
+            "cannot pick a CUDA architecture: no CUDA GPU is visible",
+            hint="run on a GPU machine or set KBENCH_CUDA_ARCH (e.g. KBENCH_CUDA_ARCH=sm_90)",
+        )
+    device = torch.cuda.current_device() if gpu_index is None else gpu_index
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def _normalise_arch(text: str, *, origin: str) -> str:
+    match = _ARCH_RE.match(text.strip().lower())
+    if match is None:
+        raise EnvironmentProblem(
+            f"{origin}={text!r} is not a CUDA architecture",
+            hint="use the form sm_90 (or sm_90a for arch-specific features)",
+        )
+    number, suffix = match.groups()
+    return f"sm_{number}{suffix or ''}"
+
+
+def needs_arch_specific(source_text: str) -> bool:
+    """True when the source uses features that exist only on an ``a`` target (e.g. ``sm_90a``).
+
+    Comments are ignored so that a kernel which merely mentions wgmma is not forced onto a
+    target that runs on one architecture only.
+    """
+    return _ARCH_SPECIFIC_RE.search(_COMMENT_RE.sub(" ", source_text)) is not None
+
+
+def _arch_flags(arch: str, source_text: str) -> tuple[str, tuple[str, ...]]:
+    """The effective target and its nvcc flags.
+
+    An arch-specific target is spelled as ``-gencode=arch=compute_90a,code=sm_90a``: with nvcc
+    13.0, ``-arch=sm_90a`` also runs a plain ``sm_90`` pass, which rejects wgmma.
+    """
+    number = arch.removeprefix("sm_").rstrip("af")
+    specific = arch.endswith("a") or (
+        int(number) >= 90 and not arch.endswith("f") and needs_arch_specific(source_text)
+    )
+    if specific:
+        return f"sm_{number}a", (f"-gencode=arch=compute_{number}a,code=sm_{number}a",)
+    return arch, (f"-arch={arch}",)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def find_nvcc() -> str:
+    """``$NVCC``, else ``nvcc`` on PATH, else ``$CUDA_HOME/bin/nvcc``, else the default install."""
+    explicit = os.environ.get("NVCC", "").strip()
+    if explicit:
+        resolved = shutil.which(explicit)
+        if resolved is None:
+            raise EnvironmentProblem(
+                f"NVCC={explicit!r} does not name an executable", hint=_NVCC_HINT
+            )
+        return resolved
+    on_path = shutil.which("nvcc")
+    if on_path is not None:
+        return on_path
+    candidates = [_DEFAULT_NVCC]
+    cuda_home = os.environ.get("CUDA_HOME", "").strip()
+    if cuda_home:
+        candidates.insert(0, Path(cuda_home) / "bin" / "nvcc")
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise EnvironmentProblem("nvcc, the CUDA compiler, was not found", hint=_NVCC_HINT)
+
+
+def _is_cutlass_include(path: Path) -> bool:
+    return (path / "cutlass" / "cutlass.h").is_file() and (path / "cute" / "tensor.hpp").is_file()
+
+
+def find_cutlass_include() -> Path:
+    """The CUTLASS include directory (the one holding ``cutlass/`` and ``cute/``).
+
+    ``CUTLASS_PATH`` wins and may name the repository root or its ``include/``; a set but wrong
+    ``CUTLASS_PATH`` is an error rather than a silent fall-back, so a CI job never builds against
+    headers it did not ask for. Otherwise the headers that the ``nvidia-cutlass`` wheel ships in
+    ``cutlass_library/source/include`` are used.
+    """
+    explicit = os.environ.get("CUTLASS_PATH", "").strip()
+    if explicit:
+        root = Path(explicit).expanduser()
+        for candidate in (root / "include", root):
+            if _is_cutlass_include(candidate):
+                return candidate.resolve()
+        raise EnvironmentProblem(
+            f"CUTLASS_PATH={explicit!r} holds neither include/cutlass/cutlass.h nor "
+            "cutlass/cutlass.h with cute/tensor.hpp",
+            hint="point CUTLASS_PATH at a CUTLASS checkout (or its include/ directory)",
+        )
+    # find_spec on a top-level name locates the package without running its __init__.
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / "source" / "include"
+            if _is_cutlass_include(candidate):
+                return candidate.resolve()
+    raise MissingExtraError("nvidia-cutlass", "cutlass", "CUTLASS kernels")
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan_build(
+    source: Path,
+    *,
+    cutlass: bool = False,
+    arch: str | None = None,
+    output: Path | None = None,
+    extra_flags: Sequence[str] = (),
+    nvcc: str | None = None,
+) -> BuildPlan:
+    """Decide the exact nvcc command for ``source``; runs nothing."""
+    source = Path(source).resolve()
+    source_text = _read_source(source)
+    target = _normalise_arch(arch, origin="arch") if arch else detect_arch()
+    effective_arch, arch_flags = _arch_flags(target, source_text)
+    output = Path(output).resolve() if output is not None else source.with_suffix(".so")
+
+    cutlass_include: Path | None = None
+    cutlass_flags: list[str] = []
+    if cutlass:
+        cutlass_include = find_cutlass_include()
+        cutlass_flags.append(f"-I{cutlass_include}")
+        # The CUTLASS repo keeps its host utilities (packed_stride.hpp, ...) in tools/util/include;
+        # the wheel mirrors that layout under source/.
+        util_include = cutlass_include.parent / "tools" / "util" / "include"
+        if util_include.is_dir():
+            cutlass_flags.append(f"-I{util_include}")
+        cutlass_flags.extend(_CUTLASS_FLAGS)
+
+    command = (
+        nvcc or find_nvcc(),
+        *_BASE_FLAGS,
+        *arch_flags,
+        *cutlass_flags,
+        *extra_flags,
+        "-o",
+        str(output),
+        str(source),
+    )
+    return BuildPlan(
+        source=source,
+        output=output,
+        command=command,
+        arch=effective_arch,
+        cutlass_include=cutlass_include,
+    )
+
+
+def format_command(plan: BuildPlan) -> str:
+    """The exact command line, quoted for a POSIX shell."""
+    return shlex.join(plan.command)
+
+
+def _read_source(source: Path) -> str:
+    try:
+        return source.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise UserFileError(f"CUDA source {source} does not exist") from None
+    except OSError as exc:
+        raise UserFileError(f"cannot read CUDA source {source}: {exc.strerror}") from None
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def local_includes(source: Path) -> list[Path]:
+    """Every ``#include "..."`` file reachable from ``source`` that resolves beside its includer.
+
+    Quoted includes that resolve only through ``-I`` (e.g. ``"cutlass/gemm/..."``) are library
+    headers: they are pinned by the command line (the include path), not hashed.
+    """
+    found: list[Path] = []
+    seen = {source.resolve()}
+    pending = [source.resolve()]
+    while pending:
+        current = pending.pop()
+        try:
+            text = current.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in _LOCAL_INCLUDE_RE.findall(_COMMENT_RE.sub(" ", text)):
+            candidate = (current.parent / name).resolve()
+            if candidate in seen or not candidate.is_file():
+                continue
+            seen.add(candidate)
+            found.append(candidate)
+            pending.append(candidate)
+    return sorted(found)
+
+
+def build_hash(plan: BuildPlan) -> str:
+    """sha256 of the source, its local headers and the command line."""
+    digest = hashlib.sha256(_HASH_VERSION)
+    for part in plan.command:
+        digest.update(b"\0arg\0" + part.encode())
+    digest.update(b"\0compiler\0" + _compiler_identity(plan.command[0]).encode())
+    digest.update(b"\0source\0" + plan.source.read_bytes())
+    for header in local_includes(plan.source):
+        # The header's place relative to the source matters as much as its bytes.
+        relative = os.path.relpath(header, plan.source.parent)
+        digest.update(b"\0header\0" + relative.encode() + b"\0" + header.read_bytes())
+    return digest.hexdigest()
+
+
+def _compiler_identity(nvcc: str) -> str:
+    """Where nvcc really lives, its size and mtime: a toolkit upgraded in place (same path)
+    must not reuse libraries built by the old one. Cheaper than running ``nvcc --version``."""
+    located = shutil.which(nvcc)
+    if located is None:
+        return ""
+    real = os.path.realpath(located)
+    try:
+        info = os.stat(real)
+    except OSError:
+        return real
+    return f"{real}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def hash_path(output: Path) -> Path:
+    """Where the build hash of ``output`` is stored: ``<stem>.so.kbench-hash`` beside it."""
+    return output.with_name(output.name + ".kbench-hash")
+
+
+def _cached(plan: BuildPlan, expected: str) -> bool:
+    if not plan.output.is_file():
+        return False
+    try:
+        return hash_path(plan.output).read_text(encoding="ascii").strip() == expected
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- build
+
+
+def build(plan: BuildPlan, *, use_cache: bool = True, timeout_s: float = 900) -> BuildResult:
+    """Run ``plan`` unless the ``.so`` beside it was built from the same inputs."""
+    _read_source(plan.source)  # a clear UserFileError if the source vanished since planning
+    expected = build_hash(plan)
+    if use_cache and _cached(plan, expected):
+        return BuildResult(plan=plan, cached=True, duration_s=0.0, compiler_output="")
+
+    marker = hash_path(plan.output)
+    # Dropped before compiling: a build that fails or is killed half way must not leave a
+    # .so that a stale-but-matching hash would vouch for.
+    marker.unlink(missing_ok=True)
+    plan.output.parent.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    returncode, compiler_output = _run_compiler(plan.command, timeout_s=timeout_s, source=plan.source)
+    duration_s = time.perf_counter() - started
+    if returncode != 0:
+        raise CompileError(plan.source, returncode, compiler_output, plan.command)
+    if not plan.output.is_file():
+        raise CompileError(plan.source, returncode, compiler_output, plan.command)
+    marker.write_text(expected + "\n", encoding="ascii")
+    return BuildResult(
+        plan=plan, cached=False, duration_s=duration_s, compiler_output=compiler_output
+    )
+
+
+def _run_compiler(command: Sequence[str], *, timeout_s: float, source: Path) -> tuple[int, str]:
+    """The one place this module starts a process.
+
+    nvcc runs cicc, ptxas and the host compiler as children; it gets its own process group so a
+    timeout ends all of them, not only nvcc.
+    """
+    try:
+        process = subprocess.Popen(
+            list(command),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=source.parent,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"cannot run {command[0]!r}: not found", hint=_NVCC_HINT) from None
+    except PermissionError:
+        raise EnvironmentProblem(
+            f"cannot run {command[0]!r}: not executable", hint=_NVCC_HINT
+        ) from None
+    try:
+        stdout, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise BuildError(
+            f"nvcc timed out after {timeout_s:g} s for {source.name}",
+            hint="raise the build timeout or simplify the kernel's templates",
+        ) from None
+    except BaseException:
+        # KeyboardInterrupt and friends: never leave a compiler running behind us.
+        _kill_group(process)
+        raise
+    return process.returncode, stdout.decode("utf-8", errors="replace")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate()
+
+
+def _first_error_line(compiler_output: str) -> str | None:
+    for line in compiler_output.splitlines():
+        if "error" in line.lower():
+            text = line.strip()
+            return text if len(text) <= 200 else text[:197] + "..."
+    return None
+
+
+# --------------------------------------------------------------------------- status
+
+
+def library_status(source: Path) -> Literal["ok", "missing", "stale"]:
+    """Whether ``<stem>.so`` beside ``source`` exists and is newer than it and its local headers."""
+    source = Path(source)
+    try:
+        newest_input = source.stat().st_mtime
+    except FileNotFoundError:
+        raise UserFileError(f"CUDA source {source} does not exist") from None
+    library = source.with_suffix(".so")
+    try:
+        built = library.stat().st_mtime
+    except FileNotFoundError:
+        return "missing"
+    for header in local_includes(source):
+        newest_input = max(newest_input, header.stat().st_mtime)
+    return "stale" if built < newest_input else "ok"
