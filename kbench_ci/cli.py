@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -204,6 +203,13 @@ def comment(
         err(f"kbench-ci: warning: {outcome.reason}")
         return
     typer.echo(f"comment {outcome.action}: {outcome.url or outcome.reason}")
+
+
+# Suite commands (run, compare) live in their own module; registered here so `python -m
+# kbench_ci.cli` and the console script see the same app.
+from kbench_ci import cli_suite  # noqa: E402
+
+cli_suite.register(app)
 
 
 def main() -> None:

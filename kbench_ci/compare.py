@@ -1,0 +1,854 @@
+"""``kbench-ci compare``: head vs base, case by case, into verdicts and a gate.
+
+The flow for one comparison:
+
+1. Resolve both revisions once (:meth:`GitRepo.resolve_revisions`): by default the base is the
+   merge base of ``--base`` and the head, so commits that landed on the base branch since are not
+   blamed on the head. The head is the working tree as it is (uncommitted changes included)
+   unless ``--head REV`` names a commit.
+2. Check the base (and a ``--head`` commit) out into temporary git worktrees, removed on the way
+   out, also on an error or Ctrl-C. The user's tree is only read.
+3. Each side reads its own copy of the suite. Cases are matched by kernel name and dimensions;
+   a case on one side only is ``added`` or ``removed``.
+4. Per case: build each side's ``.cu`` (see :class:`~kbench_ci.suite_run.SideBuilder`), then one
+   worker checks both sides' correctness and times them interleaved in rounds (A B, B A, ...).
+   A suspected regression (:func:`~kbench_ci.stats.needs_remeasure`) is measured again with
+   ``remeasure_factor`` times the rounds, and that second measurement decides.
+5. After every case, results.json and benchmark.md are rewritten (atomically).
+
+Everything here returns frozen dataclasses; nothing prints. The verdict of one case is decided
+by :func:`assess`, a pure function of the two sides' results (unit-tested without a worker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench_ci import __version__
+from kbench_ci.config import Case, KernelSpec, Suite, find_config, load_suite
+from kbench_ci.errors import ConfigError, KbenchError, UsageError
+from kbench_ci.impls import COMPILED_KINDS
+from kbench_ci.results import CaseResult, VariantResult, write_json_atomically, write_text_atomically
+from kbench_ci.stats import RatioEstimate, Verdict, classify, compare_rounds, geometric_mean, needs_remeasure
+from kbench_ci.suite_run import (
+    BuildFn,
+    BuildOutcome,
+    JobSettings,
+    PhaseTimes,
+    ProgressFn,
+    SideBuilder,
+    SuiteProgress,
+    WorkerFn,
+    WorkerRun,
+    check_runnable,
+    implementation_of,
+    job_settings,
+    make_job,
+    run_worker,
+    select_kernels,
+    throttle_reasons,
+    worker_listener,
+)
+from kbench_ci.worker import run_case_in_worker
+
+__all__ = [
+    "ALPHA",
+    "COMPARE_SCHEMA",
+    "COMPARE_SCHEMA_VERSION",
+    "CONFIDENCE",
+    "Assessment",
+    "CaseComparison",
+    "CompareOutcome",
+    "CompareRequest",
+    "Gate",
+    "Measurement",
+    "RevisionInfo",
+    "assess",
+    "compare_payload",
+    "evaluate_gate",
+    "measure_case",
+    "run_compare",
+]
+
+COMPARE_SCHEMA = "kbench-ci/compare"
+COMPARE_SCHEMA_VERSION = 1
+
+#: labels of the two sides in the worker job and in results.json
+BASE, HEAD = "base", "head"
+#: significance level of the paired test and confidence of the ratio's interval
+ALPHA = 0.05
+CONFIDENCE = 0.95
+#: a suspected regression is measured again with this many times the rounds
+REMEASURE_FACTOR = 2
+
+#: verdicts that carry a head/base ratio (the others are about correctness or presence)
+TIMED_VERDICTS = frozenset({Verdict.SLOWER, Verdict.FASTER, Verdict.UNCHANGED, Verdict.INCONCLUSIVE})
+
+
+# --------------------------------------------------------------------------------------------
+# Value objects
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRequest:
+    """What the user asked for. ``start`` is the directory the command ran in."""
+
+    start: Path
+    base: str
+    device: str
+    head: str | None = None
+    base_mode: str = "merge-base"
+    config: Path | None = None
+    output_dir: Path = Path("bench_out")
+    #: overrides every kernel's threshold when set
+    threshold: float | None = None
+    #: overrides the suite's ``max_geomean_slowdown`` when set
+    max_geomean_slowdown: float | None = None
+    rounds: int | None = None
+    #: overrides every kernel's ``timeout`` when set
+    case_timeout_s: float | None = None
+    kernels: tuple[str, ...] = ()
+    remeasure_factor: int = REMEASURE_FACTOR
+    no_fail: bool = False
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The verdict of one measurement of one case, with its ratio when both sides were timed."""
+
+    verdict: Verdict
+    estimate: RatioEstimate | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One worker run of a case: both sides' results and what they add up to."""
+
+    result: CaseResult
+    assessment: Assessment
+    rounds: int
+    phases: PhaseTimes
+    environment: Mapping[str, Any] | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.assessment.verdict
+
+    @property
+    def estimate(self) -> RatioEstimate | None:
+        return self.assessment.estimate
+
+
+@dataclass(frozen=True, slots=True)
+class CaseComparison:
+    """The outcome of one case (kernel × shape) of a comparison."""
+
+    case_id: str
+    kernel: str
+    dims: Mapping[str, int]
+    verdict: Verdict
+    threshold: float
+    estimate: RatioEstimate | None
+    message: str | None
+    #: the measurement that decided (the re-measurement when there was one); None if not run
+    measurement: Measurement | None = None
+    #: the first measurement, when a suspected regression was measured again
+    first: Measurement | None = None
+    base_build: BuildOutcome | None = None
+    head_build: BuildOutcome | None = None
+    base_kind: str | None = None
+    head_kind: str | None = None
+    phases: PhaseTimes = field(default_factory=PhaseTimes)
+
+    @property
+    def remeasured(self) -> bool:
+        return self.first is not None
+
+    @property
+    def result(self) -> CaseResult | None:
+        return self.measurement.result if self.measurement is not None else None
+
+    @property
+    def base(self) -> VariantResult | None:
+        return self.result.variant(BASE) if self.result is not None else None
+
+    @property
+    def head(self) -> VariantResult | None:
+        return self.result.variant(HEAD) if self.result is not None else None
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        reasons: list[str] = []
+        for measurement in (self.first, self.measurement):
+            for reason in throttle_reasons(measurement.result if measurement else None):
+                if reason not in reasons:
+                    reasons.append(reason)
+        return tuple(reasons)
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Whether the comparison lets the change through, and the one-line verdict saying so."""
+
+    passed: bool
+    complete: bool
+    counts: Mapping[str, int]
+    summary: str
+    geomean_ratio: float | None
+    max_geomean_slowdown: float | None
+    geomean_failed: bool
+    failing: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "complete": self.complete,
+            "summary": self.summary,
+            "counts": dict(self.counts),
+            "failing_cases": list(self.failing),
+            "geomean_ratio": self.geomean_ratio,
+            "max_geomean_slowdown": self.max_geomean_slowdown,
+            "geomean_failed": self.geomean_failed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionInfo:
+    """One side of the comparison as the report names it."""
+
+    label: str
+    ref: str | None
+    sha: str | None
+    description: str
+    tree: str  # "worktree" (a temporary checkout) or "working tree" (the user's, as it is)
+    mode: str | None = None
+    merge_base_of: str | None = None
+    config: str | None = None
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref, "sha": self.sha, "description": self.description, "tree": self.tree,
+            "mode": self.mode, "merge_base_of": self.merge_base_of, "config": self.config, "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOutcome:
+    cases: tuple[CaseComparison, ...]
+    total_cases: int
+    gate: Gate
+    base: RevisionInfo
+    head: RevisionInfo
+    settings: JobSettings
+    request: CompareRequest
+    environment: Mapping[str, Any] | None
+    results_path: Path
+    report_path: Path
+    wall_s: float
+    setup_s: float
+    max_geomean_slowdown: float | None
+
+    @property
+    def phases(self) -> PhaseTimes:
+        total = PhaseTimes()
+        for case in self.cases:
+            total = total + case.phases
+        return total
+
+    def settings_json(self) -> dict[str, Any]:
+        return {
+            **self.settings.as_json(),
+            "remeasure_rounds": self.settings.rounds * self.request.remeasure_factor,
+            "remeasure_rule": "stats.needs_remeasure: classify says slower, or inconclusive with ratio > 1 + threshold",
+            "threshold_override": self.request.threshold,
+            "max_geomean_slowdown": self.max_geomean_slowdown,
+            "alpha": ALPHA,
+            "confidence": CONFIDENCE,
+            "base_mode": self.request.base_mode,
+            "case_timeout_s": self.request.case_timeout_s,
+            "kernels": list(self.request.kernels),
+            "no_fail": self.request.no_fail,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts (pure)
+# --------------------------------------------------------------------------------------------
+
+
+def assess(
+    result: CaseResult | None,
+    *,
+    threshold: float,
+    head_present: bool = True,
+    base_present: bool = True,
+    head_build: BuildOutcome | None = None,
+    base_build: BuildOutcome | None = None,
+    base_unavailable: str | None = None,
+    alpha: float = ALPHA,
+) -> Assessment:
+    """The verdict of one case from what the worker (and the builds) produced.
+
+    In order, the first that applies:
+
+    * not in the head suite → REMOVED; the head did not build → FAILED with the compiler's word;
+    * the head raised, crashed, hung or produced no samples → FAILED;
+    * the head's outputs are wrong (before or after timing) → INCORRECT, whatever its speed;
+    * not in the base suite → ADDED; in it, but the base has no usable build or could not be set
+      up (``base_build`` failed, ``base_unavailable``) → ADDED with "no baseline": a base that
+      does not build is not the head's regression;
+    * the base is wrong, raised, crashed or hung while the head is right → FIXED;
+    * both timed → :func:`stats.classify` of :func:`stats.compare_rounds` on their rounds.
+    """
+    if not head_present:
+        return Assessment(Verdict.REMOVED, None, "in the base suite only")
+    if head_build is not None and not head_build.ok:
+        return Assessment(Verdict.FAILED, None, f"head failed to build: {head_build.message}")
+    head = result.variant(HEAD) if result is not None else None
+    if head is None:
+        detail = result.error if result is not None and result.error else "the head was not run"
+        return Assessment(Verdict.FAILED, None, detail)
+    if head.status == "incorrect":
+        return Assessment(Verdict.INCORRECT, None, f"head is incorrect: {head.message or 'outputs differ'}")
+    if head.status != "ok":
+        return Assessment(Verdict.FAILED, None, f"head failed: {head.message or result.error or head.status}")  # type: ignore[union-attr]
+    if not head.timed:
+        return Assessment(Verdict.FAILED, None, "head produced no timing samples")
+    if not base_present:
+        return Assessment(Verdict.ADDED, None, "new at head: no baseline to compare with")
+    if base_build is not None and not base_build.ok:
+        return Assessment(Verdict.ADDED, None, f"no baseline: base failed to build ({base_build.message})")
+    if base_unavailable is not None:
+        return Assessment(Verdict.ADDED, None, f"no baseline: {base_unavailable}")
+    base = result.variant(BASE) if result is not None else None
+    if base is None:
+        return Assessment(Verdict.ADDED, None, "no baseline: the base was not run")
+    if base.status == "incorrect":
+        return Assessment(Verdict.FIXED, None, f"base was incorrect ({base.message or 'outputs differ'}); head is correct")
+    if base.status != "ok":
+        return Assessment(Verdict.FIXED, None, f"base failed ({base.message or base.status}); head runs correctly")
+    if not base.timed:
+        return Assessment(Verdict.ADDED, None, "no baseline: the base produced no timing samples")
+    try:
+        estimate = compare_rounds(base.rounds_ms, head.rounds_ms, confidence=CONFIDENCE)
+    except ValueError as exc:
+        return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
+    return Assessment(classify(estimate, threshold, alpha=alpha), estimate, None)
+
+
+def measure_case(
+    run: Callable[[int], WorkerRun],
+    judge: Callable[[CaseResult], Assessment],
+    *,
+    threshold: float,
+    rounds: int,
+    remeasure_factor: int = REMEASURE_FACTOR,
+    on_remeasure: Callable[[], None] | None = None,
+) -> tuple[Measurement, Measurement | None]:
+    """Measure once; measure a suspected regression again with more rounds.
+
+    Returns ``(deciding, first)``: ``first`` is None unless there was a re-measurement, which
+    then decides alone. Using the second run by itself (not pooled with the first) keeps the
+    decision free of the selection that triggered it: a first run that looked slow by chance
+    is not counted twice.
+    """
+
+    def once(n_rounds: int) -> Measurement:
+        worker_run = run(n_rounds)
+        return Measurement(
+            result=worker_run.result, assessment=judge(worker_run.result), rounds=n_rounds,
+            phases=worker_run.phases, environment=worker_run.environment,
+        )
+
+    first = once(rounds)
+    estimate = first.estimate
+    if (
+        estimate is None
+        or remeasure_factor <= 1
+        or not needs_remeasure(estimate, threshold, alpha=ALPHA)
+    ):
+        return first, None
+    if on_remeasure is not None:
+        on_remeasure()
+    return once(rounds * remeasure_factor), first
+
+
+def evaluate_gate(
+    cases: Sequence[CaseComparison], *, total: int | None = None, max_geomean_slowdown: float | None = None
+) -> Gate:
+    """Passed when every case is in, none fails the gate, and the geometric mean is in bounds.
+
+    The geometric mean is over the head/base ratios of the cases that have one (slower, faster,
+    unchanged, inconclusive); it fails when above ``1 + max_geomean_slowdown``.
+    """
+    total = len(cases) if total is None else total
+    counts = {verdict.value: 0 for verdict in Verdict}
+    for case in cases:
+        counts[case.verdict.value] += 1
+    failing = tuple(case.case_id for case in cases if case.verdict.fails_gate)
+    ratios = [
+        case.estimate.ratio for case in cases
+        if case.estimate is not None and case.verdict in TIMED_VERDICTS
+        and math.isfinite(case.estimate.ratio) and case.estimate.ratio > 0
+    ]
+    geomean = geometric_mean(ratios) if ratios else None
+    geomean_failed = (
+        max_geomean_slowdown is not None and geomean is not None and geomean > 1.0 + max_geomean_slowdown
+    )
+    complete = len(cases) >= total
+    passed = complete and not failing and not geomean_failed
+
+    order = sorted(Verdict, key=lambda v: -v.severity)
+    words = [f"{counts[v.value]} {v.value}" for v in order if counts[v.value]]
+    text = ", ".join(words) if words else "no cases"
+    if not complete:
+        text += f" — incomplete ({len(cases)} of {total} cases)"
+    else:
+        text += " — gate passed" if passed else " — gate FAILED"
+    if geomean_failed:
+        text += (
+            f" (geometric mean of head/base {_percent(geomean - 1.0)}"  # type: ignore[operator]
+            f" exceeds +{max_geomean_slowdown * 100:g}%)"  # type: ignore[operator]
+        )
+    return Gate(
+        passed=passed, complete=complete, counts=counts, summary=text, geomean_ratio=geomean,
+        max_geomean_slowdown=max_geomean_slowdown, geomean_failed=geomean_failed, failing=failing,
+    )
+
+
+def _percent(change: float) -> str:
+    return f"{change * 100:+.2f}%"
+
+
+def _progress_detail(case: CaseComparison) -> str | None:
+    """``+2.31% [+1.90%, +2.75%] (remeasured)``, or the case's message when it has no ratio."""
+    estimate = case.estimate
+    if estimate is None:
+        return case.message
+    text = (
+        f"{_percent(estimate.ratio - 1.0)} "
+        f"[{_percent(estimate.ci_low - 1.0)}, {_percent(estimate.ci_high - 1.0)}], p = {estimate.p_value:.3g}"
+    )
+    return text + (" (remeasured)" if case.remeasured else "") + (" ⚠️ throttled" if case.throttled else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Orchestration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One case to compare: its head and base copies (either may be missing)."""
+
+    head: Case | None
+    base: Case | None
+
+    @property
+    def case(self) -> Case:
+        return self.head if self.head is not None else self.base  # type: ignore[return-value]
+
+
+def _case_key(case: Case) -> tuple[str, frozenset[tuple[str, int]]]:
+    # Dimensions as a set: the same shape written in another order is the same case.
+    return case.kernel.name, frozenset(case.dims.items())
+
+
+def _config_relative(request: CompareRequest, repo_root: Path) -> tuple[Path, Path | None]:
+    """Where the command ran, and an explicit ``--config``, relative to the repository root."""
+    root = repo_root.resolve()
+    start = Path(request.start).resolve()
+    try:
+        start_rel = start.relative_to(root)
+    except ValueError:
+        start_rel = Path(".")
+    explicit_rel = None
+    if request.config is not None:
+        path = Path(request.config)
+        absolute = (path if path.is_absolute() else start / path).resolve()
+        try:
+            explicit_rel = absolute.relative_to(root)
+        except ValueError:
+            raise UsageError(
+                f"--config {request.config} is outside the repository {root}",
+                hint="compare reads the suite from each side's own tree, so it must be tracked in the repository",
+            ) from None
+    return start_rel, explicit_rel
+
+
+def _find_in_tree(tree: Path, start_rel: Path, explicit_rel: Path | None) -> Path:
+    return find_config(tree / start_rel, tree / explicit_rel if explicit_rel is not None else None)
+
+
+def _load_base_suite(tree: Path, start_rel: Path, explicit_rel: Path | None) -> tuple[Suite | None, str | None, Path | None]:
+    """The base's own suite; a base without one (or with one that does not load) has no baselines."""
+    try:
+        path = _find_in_tree(tree, start_rel, explicit_rel)
+    except ConfigError:
+        where = explicit_rel or "kbench.toml"
+        return None, f"the base has no {where}", None
+    try:
+        return load_suite(path, check_files=False), None, path
+    except KbenchError as exc:
+        return None, f"the base's suite does not load: {exc.one_line()}", path
+
+
+def _relative_label(path: Path | None, tree: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path(tree).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run_compare(
+    request: CompareRequest,
+    *,
+    on_progress: ProgressFn | None = None,
+    build_fn: BuildFn | None = None,
+    worker: WorkerFn = run_case_in_worker,
+) -> CompareOutcome:
+    """Compare the head with the base over every selected case; see the module docstring."""
+    from kbench_ci.gitrepo import GitRepo
+
+    started = time.perf_counter()
+    if request.remeasure_factor < 1:
+        raise UsageError("the remeasure factor must be at least 1")
+    repo = GitRepo(Path(request.start))
+    revisions = repo.resolve_revisions(request.base, request.head, request.base_mode)
+    start_rel, explicit_rel = _config_relative(request, repo.root)
+
+    with ExitStack() as stack:
+        if revisions.head_sha is None:
+            # The working tree as it is: read its suite before any checkout, so a bad config
+            # fails in a second.
+            head_tree = repo.root
+            head_config = _find_in_tree(head_tree, start_rel, explicit_rel)
+            head_suite = load_suite(head_config)
+            described = repo.head_description()  # "abc1234" or "working tree (dirty) at abc1234"
+            if not described.startswith("working tree"):
+                described = f"working tree (clean) at {described}"
+            head_info = RevisionInfo(
+                label=HEAD, ref=None, sha=repo.resolve("HEAD"), description=described,
+                tree="working tree", config=_relative_label(head_config, head_tree),
+            )
+            base_tree = stack.enter_context(repo.worktree(revisions.base_sha))
+        else:
+            base_tree = stack.enter_context(repo.worktree(revisions.base_sha))
+            head_tree = stack.enter_context(repo.worktree(revisions.head_sha))
+            head_config = _find_in_tree(head_tree, start_rel, explicit_rel)
+            head_suite = load_suite(head_config)
+            head_info = RevisionInfo(
+                label=HEAD, ref=revisions.head_ref, sha=revisions.head_sha,
+                description=f"{revisions.head_ref} @ {revisions.head_sha[:12]}", tree="worktree",
+                config=_relative_label(head_config, head_tree),
+            )
+        base_suite, base_note, base_config = _load_base_suite(base_tree, start_rel, explicit_rel)
+        base_info = RevisionInfo(
+            label=BASE, ref=revisions.base_ref, sha=revisions.base_sha,
+            description=(
+                f"merge base of {revisions.base_ref} and {request.head or 'HEAD'} @ {revisions.base_sha[:12]}"
+                if revisions.base_mode == "merge-base"
+                else f"{revisions.base_ref} @ {revisions.base_sha[:12]}"
+            ),
+            tree="worktree", mode=revisions.base_mode, merge_base_of=revisions.merge_base_of,
+            config=_relative_label(base_config, base_tree), note=base_note,
+        )
+
+        base_kernels_all = base_suite.kernels if base_suite is not None else ()
+        head_kernels = select_kernels(head_suite.kernels, request.kernels, also_known=[k.name for k in base_kernels_all])
+        wanted = {k.name for k in head_kernels} | (set(request.kernels) if request.kernels else {k.name for k in base_kernels_all})
+        base_kernels = tuple(k for k in base_kernels_all if k.name in wanted)
+        head_kinds = {k.name: implementation_of(k) for k in head_kernels}
+        check_runnable(head_kernels, request.device)
+        settings = job_settings(head_suite.settings, device=request.device, rounds=request.rounds)
+        max_geomean = (
+            request.max_geomean_slowdown
+            if request.max_geomean_slowdown is not None
+            else head_suite.settings.max_geomean_slowdown
+        )
+
+        base_by_key = {_case_key(c): c for k in base_kernels for c in (Case(k, d) for d in k.shapes)}
+        plans: list[_Plan] = []
+        for kernel in head_kernels:
+            for dims in kernel.shapes:
+                case = Case(kernel, dims)
+                plans.append(_Plan(case, base_by_key.pop(_case_key(case), None)))
+        plans.extend(_Plan(None, case) for case in base_by_key.values())
+
+        results_path = request.output_dir / "results.json"
+        report_path = request.output_dir / "benchmark.md"
+        done: list[CaseComparison] = []
+        environment: dict[str, Any] = {}
+        setup_s = time.perf_counter() - started
+
+        def snapshot() -> CompareOutcome:
+            return CompareOutcome(
+                cases=tuple(done), total_cases=len(plans),
+                gate=evaluate_gate(done, total=len(plans), max_geomean_slowdown=max_geomean),
+                base=base_info, head=head_info, settings=settings, request=request,
+                environment=environment.get("value"), results_path=results_path, report_path=report_path,
+                wall_s=time.perf_counter() - started, setup_s=setup_s, max_geomean_slowdown=max_geomean,
+            )
+
+        def write() -> CompareOutcome:
+            from kbench_ci.compare_report import render_compare
+
+            outcome = snapshot()
+            write_json_atomically(results_path, compare_payload(outcome))
+            write_text_atomically(report_path, render_compare(outcome))
+            return outcome
+
+        write()  # an empty, incomplete report at once: the gate reads "not passed" until the end
+        staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
+        builder = SideBuilder(staging, build_fn)
+        for index, plan in enumerate(plans, start=1):
+            comparison, problem = _compare_one(
+                plan, index=index, total=len(plans), request=request, settings=settings, builder=builder,
+                head_suite=head_suite, base_suite=base_suite, head_kinds=head_kinds,
+                on_progress=on_progress, worker=worker,
+            )
+            done.append(comparison)
+            if "value" not in environment:
+                for measurement in (comparison.first, comparison.measurement):
+                    if measurement is not None and measurement.environment:
+                        environment["value"] = measurement.environment
+                        break
+            write()
+            if on_progress is not None:
+                on_progress(SuiteProgress(
+                    index, len(plans), comparison.case_id, "done", outcome=comparison.verdict.value,
+                    detail=_progress_detail(comparison),
+                ))
+            if problem is not None:
+                raise problem
+        return write()
+
+
+def _compare_one(
+    plan: _Plan,
+    *,
+    index: int,
+    total: int,
+    request: CompareRequest,
+    settings: JobSettings,
+    builder: SideBuilder,
+    head_suite: Suite,
+    base_suite: Suite | None,
+    head_kinds: Mapping[str, str],
+    on_progress: ProgressFn | None,
+    worker: WorkerFn,
+) -> tuple[CaseComparison, KbenchError | None]:
+    case = plan.case
+    threshold = request.threshold if request.threshold is not None else case.kernel.threshold
+    base_dims = dict(case.dims)
+    if plan.head is None:
+        assessment = assess(None, threshold=threshold, head_present=False)
+        return CaseComparison(
+            case_id=case.case_id, kernel=case.kernel.name, dims=base_dims, verdict=assessment.verdict,
+            threshold=threshold, estimate=None, message=assessment.message,
+        ), None
+
+    if on_progress is not None:
+        on_progress(SuiteProgress(index, total, case.case_id, "build"))
+    head_kind = head_kinds[case.kernel.name]
+    t0 = time.perf_counter()
+    head_spec, head_build = builder.side(plan.head.kernel, label=HEAD, kind=head_kind, cwd=head_suite.root)
+
+    base_spec, base_build, base_kind, base_unavailable = None, None, None, None
+    if plan.base is not None and head_spec is not None:
+        base_kind, base_unavailable = _base_kind(plan.base.kernel, request.device)
+        if base_unavailable is None:
+            base_spec, base_build = builder.side(
+                plan.base.kernel, label=BASE, kind=base_kind, cwd=base_suite.root  # type: ignore[union-attr]
+            )
+    build_s = time.perf_counter() - t0 if (head_build or base_build) else 0.0
+
+    def judge(result: CaseResult) -> Assessment:
+        return assess(
+            result, threshold=threshold, base_present=plan.base is not None, head_build=head_build,
+            base_build=base_build, base_unavailable=base_unavailable,
+        )
+
+    if head_spec is None:
+        assessment = judge(None)  # type: ignore[arg-type]
+        return CaseComparison(
+            case_id=case.case_id, kernel=case.kernel.name, dims=base_dims, verdict=assessment.verdict,
+            threshold=threshold, estimate=None, message=assessment.message, base_build=base_build,
+            head_build=head_build, base_kind=base_kind, head_kind=head_kind, phases=PhaseTimes(build_s=build_s),
+        ), None
+
+    sides = (base_spec, head_spec) if base_spec is not None else (head_spec,)
+    timeout = request.case_timeout_s if request.case_timeout_s is not None else plan.head.kernel.timeout_s
+    stage = {"name": "measure"}
+
+    def run(n_rounds: int) -> WorkerRun:
+        job = make_job(plan.head, sides, settings, rounds=n_rounds)  # type: ignore[arg-type]
+        return run_worker(
+            job,
+            # More rounds take longer: the timeout grows with them.
+            timeout_s=timeout * max(1.0, n_rounds / settings.rounds),
+            worker=worker,
+            on_event=worker_listener(on_progress, index, total, case.case_id, stage["name"]),
+        )
+
+    def on_remeasure() -> None:
+        stage["name"] = "remeasure"
+        if on_progress is not None:
+            on_progress(SuiteProgress(index, total, case.case_id, "remeasure"))
+
+    problems: list[KbenchError] = []
+
+    def run_checked(n_rounds: int) -> WorkerRun:
+        worker_run = run(n_rounds)
+        problem = worker_run.environment_error()
+        if problem is not None:
+            problems.append(problem)
+        return worker_run
+
+    deciding, first = measure_case(
+        run_checked, judge, threshold=threshold, rounds=settings.rounds,
+        remeasure_factor=request.remeasure_factor, on_remeasure=on_remeasure,
+    )
+    phases = PhaseTimes(build_s=build_s) + deciding.phases + (first.phases if first is not None else PhaseTimes())
+    message = deciding.assessment.message
+    if first is not None:
+        note = (
+            f"remeasured with {deciding.rounds} rounds: first run {first.verdict.value}"
+            + (f" ({_percent(first.estimate.ratio - 1.0)})" if first.estimate is not None else "")
+        )
+        message = f"{message}; {note}" if message else note
+    comparison = CaseComparison(
+        case_id=case.case_id, kernel=case.kernel.name, dims=base_dims, verdict=deciding.verdict,
+        threshold=threshold, estimate=deciding.estimate, message=message, measurement=deciding, first=first,
+        base_build=base_build, head_build=head_build, base_kind=base_kind, head_kind=head_kind, phases=phases,
+    )
+    return comparison, (problems[0] if problems else None)
+
+
+def _base_kind(kernel: KernelSpec, device: str) -> tuple[str | None, str | None]:
+    """The base kernel's kind, or why the base cannot be run here (then there is no baseline)."""
+    try:
+        kind = implementation_of(kernel)
+    except UsageError as exc:
+        return None, f"the base's kernel entry is not usable: {exc.one_line()}"
+    for role, path in (("solution", kernel.solution), ("ref", kernel.ref)):
+        if not Path(path).is_file():
+            return kind, f"the base has no {role} file {Path(path).name}"
+    if kind in COMPILED_KINDS and not device.startswith("cuda"):
+        return kind, "the base is CUDA C++ and this run is on the CPU"
+    return kind, None
+
+
+# --------------------------------------------------------------------------------------------
+# results.json
+# --------------------------------------------------------------------------------------------
+
+
+def _estimate_json(estimate: RatioEstimate | None) -> dict[str, Any] | None:
+    if estimate is None:
+        return None
+    return {
+        "ratio": estimate.ratio, "ci_low": estimate.ci_low, "ci_high": estimate.ci_high,
+        "p_value": estimate.p_value, "n_rounds": estimate.n_rounds, "confidence": estimate.confidence,
+        "round_ratios": list(estimate.round_ratios),
+    }
+
+
+def _measurement_json(measurement: Measurement | None) -> dict[str, Any] | None:
+    if measurement is None:
+        return None
+    result = measurement.result
+    return {
+        "verdict": measurement.verdict.value,
+        "message": measurement.assessment.message,
+        "rounds": measurement.rounds,
+        "estimate": _estimate_json(measurement.estimate),
+        "base": result.variant(BASE),
+        "head": result.variant(HEAD),
+        "timing_method": result.timing_method,
+        "timing_description": result.timing_description,
+        "event_overhead_ms": getattr(result, "event_overhead_ms", None),
+        "error": result.error,
+        "gpu_state_before": result.gpu_state_before,
+        "gpu_state_after": result.gpu_state_after,
+        "seconds": measurement.phases.as_json(),
+    }
+
+
+def case_json(case: CaseComparison) -> dict[str, Any]:
+    estimate = case.estimate
+    result = case.result
+    return {
+        "case_id": case.case_id,
+        "kernel": case.kernel,
+        "dims": dict(case.dims),
+        "verdict": case.verdict.value,
+        "threshold": case.threshold,
+        "ratio": estimate.ratio if estimate else None,
+        "ci_low": estimate.ci_low if estimate else None,
+        "ci_high": estimate.ci_high if estimate else None,
+        "p_value": estimate.p_value if estimate else None,
+        "n_rounds": estimate.n_rounds if estimate else None,
+        "round_ratios": list(estimate.round_ratios) if estimate else None,
+        "remeasured": case.remeasured,
+        "throttled": case.throttled,
+        "throttle_reasons": list(case.throttle_reasons),
+        "base": case.base,
+        "head": case.head,
+        "message": case.message,
+        "implementation": {"base": case.base_kind, "head": case.head_kind},
+        "timing_method": result.timing_method if result else None,
+        "timing_description": result.timing_description if result else None,
+        "event_overhead_ms": getattr(result, "event_overhead_ms", None) if result else None,
+        "error": result.error if result else None,
+        "gpu_state_before": result.gpu_state_before if result else None,
+        "gpu_state_after": result.gpu_state_after if result else None,
+        "first_measurement": _measurement_json(case.first),
+        "builds": {
+            "base": case.base_build.as_json() if case.base_build else None,
+            "head": case.head_build.as_json() if case.head_build else None,
+        },
+        "seconds": case.phases.as_json(),
+    }
+
+
+def compare_payload(outcome: CompareOutcome) -> dict[str, Any]:
+    """results.json of ``compare``: schema ``kbench-ci/compare`` version 1 (see docs/compare.md)."""
+    phases = outcome.phases
+    return {
+        "schema": COMPARE_SCHEMA,
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": list(outcome.request.command_line) or sys.argv,
+        "gate": outcome.gate.as_json(),
+        "base": outcome.base.as_json(),
+        "head": outcome.head.as_json(),
+        "settings": outcome.settings_json(),
+        "environment": outcome.environment,
+        "seconds": {
+            "wall": outcome.wall_s,
+            "setup": outcome.setup_s,
+            **{k: v for k, v in phases.as_json().items() if k != "total"},
+        },
+        "cases": [case_json(case) for case in outcome.cases],
+    }

@@ -1,0 +1,214 @@
+"""`kbench-ci compare` and `kbench-ci run` end to end on the CPU: real git repositories, real
+worker subprocesses, Triton kernels under the interpreter and PyTorch kernels on CPU tensors.
+
+Sizes, rounds and trials are tiny (see suite_fixtures.FAST_DEFAULTS): with 2 rounds the
+Wilcoxon test can never reach p < 0.05, so nothing here can come out `slower` by noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.suite_fixtures import TempRepo, make_suite_repo, suite_files
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The CLI with `run` and `compare` registered whether or not cli.py does it yet.
+_SHIM = (
+    "import sys; sys.argv[0] = 'kbench-ci'; "
+    "from tests.integration.suite_fixtures import ensure_cli_commands; ensure_cli_commands()()"
+)
+
+BASE_KERNELS = [
+    {"name": "vadd", "kind": "triton", "shapes": [{"N": 1024}]},
+    {"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}]},
+    {"name": "boom", "kind": "pytorch", "shapes": [{"N": 512}]},
+    {"name": "gone", "kind": "pytorch", "shapes": [{"N": 512}]},
+]
+HEAD_KERNELS = [
+    {"name": "vadd", "kind": "triton", "shapes": [{"N": 1024}], "variant": "wrong"},
+    {"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}]},
+    {"name": "boom", "kind": "pytorch", "shapes": [{"N": 512}], "variant": "raises"},
+    {"name": "fresh", "kind": "pytorch", "shapes": [{"N": 256}]},
+]
+
+
+def kbench(cwd: Path, *args: str, tmpdir: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    environment = dict(os.environ)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
+    if tmpdir is not None:
+        environment["TMPDIR"] = str(tmpdir)
+    return subprocess.run(
+        [sys.executable, "-c", _SHIM, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment,
+    )
+
+
+def results(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())
+
+
+def verdicts(data: dict) -> dict[str, str]:
+    return {case["kernel"]: case["verdict"] for case in data["cases"]}
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> TempRepo:
+    """main: four correct kernels. feature (checked out): vadd wrong, boom raises, gone removed,
+    fresh added, scale untouched. docs: main plus a README change only."""
+    repo = make_suite_repo(tmp_path / "repo", BASE_KERNELS)
+    repo.git("checkout", "-q", "-b", "docs")
+    repo.commit({"README.md": "docs only\n"}, "docs")
+    repo.git("checkout", "-q", "main")
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit({**suite_files(HEAD_KERNELS), "kernels/gone.py": None, "kernels/gone_ref.py": None}, "feature")
+    return repo
+
+
+def test_compare_head_with_regressions(history: TempRepo, tmp_path: Path) -> None:
+    """incorrect, failed (others still judged), added, removed; exit 1; nothing left behind."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = history.status()
+    out = tmp_path / "out"
+    completed = kbench(history.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       tmpdir=scratch)
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    data = results(out)
+    got = verdicts(data)
+    assert got["vadd"] == "incorrect"
+    assert got["boom"] == "failed"
+    assert got["fresh"] == "added"
+    assert got["gone"] == "removed"
+    assert got["scale"] in ("unchanged", "inconclusive")  # a crash next door does not stop the others
+    cases = {case["kernel"]: case for case in data["cases"]}
+    assert "boom: the head kernel is broken" in cases["boom"]["message"]
+    assert cases["vadd"]["head"]["status"] == "incorrect" and cases["vadd"]["base"]["status"] == "ok"
+    assert cases["scale"]["ratio"] > 0 and cases["scale"]["ci_low"] <= cases["scale"]["ci_high"]
+    assert len(cases["scale"]["base"]["rounds_ms"]) >= 2 and len(cases["scale"]["head"]["rounds_ms"]) >= 2
+    # The gate block the GitHub action reads.
+    gate = data["gate"]
+    assert gate["passed"] is False and gate["complete"] is True
+    assert gate["counts"]["incorrect"] == 1 and gate["counts"]["failed"] == 1 and gate["counts"]["added"] == 1
+    assert "gate FAILED" in gate["summary"]
+    assert data["schema"] == "kbench-ci/compare" and data["schema_version"] == 1
+    assert data["settings"]["timing_method"] == "host_time" and data["settings"]["rounds"] == 2
+    report = (out / "benchmark.md").read_text()
+    assert gate["summary"] in report and "<details>" in report
+    assert gate["summary"] in completed.stdout
+    assert "case 1/5" in completed.stderr  # the progress line names the case
+    # Worktrees and temporary directories are gone; the user's tree is as it was.
+    assert history.worktrees() == [str(history.root)]
+    assert list(scratch.iterdir()) == []
+    assert history.status() == before
+
+
+def test_no_fail_reports_but_exits_0(history: TempRepo, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    completed = kbench(history.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       "--kernel", "vadd", "--no-fail", "--json-summary", str(tmp_path / "summary.json"))
+    assert completed.returncode == 0, completed.stderr
+    assert verdicts(results(out)) == {"vadd": "incorrect"}
+    assert results(out)["gate"]["passed"] is False
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["passed"] is False and summary["exit_code"] == 0
+
+
+def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    # --head names a commit: both sides are checked out into worktrees.
+    completed = kbench(history.root, "compare", "--base", "main", "--head", "docs", "--device", "cpu",
+                       "--output-dir", str(out), "--kernel", "vadd", "--kernel", "scale", "--threshold", "2%")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    data = results(out)
+    assert set(verdicts(data).values()) <= {"unchanged", "inconclusive"}
+    assert data["gate"]["passed"] is True and data["gate"]["counts"]["slower"] == 0
+    assert data["head"]["ref"] == "docs" and data["head"]["tree"] == "worktree"
+    assert all(case["threshold"] == 0.02 for case in data["cases"])
+    assert history.worktrees() == [str(history.root)]
+
+
+def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
+    repo = make_suite_repo(tmp_path / "repo", BASE_KERNELS[:2])
+    broken = suite_files([{**BASE_KERNELS[1], "variant": "wrong"}])["kernels/scale.py"]
+    repo.write({"kernels/scale.py": broken})  # uncommitted
+    before = repo.status()
+    out = tmp_path / "out"
+    completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       "--kernel", "scale")
+    assert completed.returncode == 1, completed.stderr
+    data = results(out)
+    assert verdicts(data) == {"scale": "incorrect"}
+    assert "dirty" in data["head"]["description"]
+    # Untouched: the edit is still there, nothing new appeared (no __pycache__, no worktree).
+    assert (repo.root / "kernels" / "scale.py").read_text() == broken
+    assert repo.status() == before
+    assert repo.worktrees() == [str(repo.root)]
+
+
+def test_a_hanging_head_is_failed_after_the_case_timeout(tmp_path: Path) -> None:
+    repo = make_suite_repo(tmp_path / "repo", BASE_KERNELS[1:2])
+    repo.write({"kernels/scale.py": suite_files([{**BASE_KERNELS[1], "variant": "hangs"}])["kernels/scale.py"]})
+    out = tmp_path / "out"
+    completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       "--case-timeout", "8")
+    assert completed.returncode == 1, completed.stderr
+    (case,) = results(out)["cases"]
+    assert case["verdict"] == "failed" and "timed out" in case["message"]
+    assert case["base"]["status"] == "ok"  # the base was still checked (and timed) in a fresh worker
+    assert repo.worktrees() == [str(repo.root)]
+
+
+def test_bad_base_ref_exits_2(history: TempRepo, tmp_path: Path) -> None:
+    completed = kbench(history.root, "compare", "--base", "no-such-branch", "--device", "cpu",
+                       "--output-dir", str(tmp_path / "out"))
+    assert completed.returncode == 2
+    assert 'cannot resolve "no-such-branch"' in completed.stderr
+    assert completed.stderr.count("\n") <= 3  # one clear line, no traceback
+    assert history.worktrees() == [str(history.root)]
+
+
+def test_bad_config_exits_2(history: TempRepo, tmp_path: Path) -> None:
+    history.write({"kbench.toml": '[[kernels]]\nname = "x"\nshape = [{N = 1}]\n'})
+    completed = kbench(history.root, "compare", "--base", "main", "--device", "cpu",
+                       "--output-dir", str(tmp_path / "out"))
+    assert completed.returncode == 2
+    assert "kbench.toml" in completed.stderr and "shape" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert history.worktrees() == [str(history.root)]
+    bad_threshold = kbench(history.root, "compare", "--base", "main", "--threshold", "two")
+    assert bad_threshold.returncode == 2 and "threshold" in bad_threshold.stderr
+
+
+def test_run_checks_and_times_the_suite(history: TempRepo, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    completed = kbench(history.root, "run", "--device", "cpu", "--output-dir", str(out),
+                       "--kernel", "vadd", "--kernel", "scale")
+    assert completed.returncode == 1, completed.stderr  # vadd is wrong on this tree
+    data = results(out)
+    assert data["schema"] == "kbench-ci/run" and data["schema_version"] == 1
+    status = {case["kernel"]: case["status"] for case in data["cases"]}
+    assert status == {"vadd": "incorrect", "scale": "ok"}
+    scale = next(case for case in data["cases"] if case["kernel"] == "scale")
+    assert scale["median_ms"] > 0 and scale["n_samples"] == 20
+    assert data["gate"]["passed"] is False and data["gate"]["counts"] == {"failed": 0, "incorrect": 1, "ok": 1}
+    report = (out / "benchmark.md").read_text()
+    assert "| `scale`" in report and "incorrect" in report
+
+
+def test_acceptance_script_smoke(tmp_path: Path) -> None:
+    environment = dict(os.environ)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "aa_and_regression.py"), "--smoke", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env=environment, cwd=ROOT,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    for needle in ("A/A", "slower", "regression", "build", "correctness", "timing"):
+        assert needle in completed.stdout, needle

@@ -1,0 +1,524 @@
+"""Verdict assembly, the remeasure rule, the gate and the compare orchestration — with fake
+CaseResults and a fake worker (no subprocess, no torch), on real temporary git repositories."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench_ci.compare import (
+    Assessment,
+    CaseComparison,
+    CompareRequest,
+    assess,
+    evaluate_gate,
+    measure_case,
+    run_compare,
+)
+from kbench_ci.config import SuiteSettings
+from kbench_ci.correctness import CorrectnessResult
+from kbench_ci.errors import ConfigError, GitError
+from kbench_ci.jobs import CaseJob
+from kbench_ci.results import CaseResult, VariantResult
+from kbench_ci.stats import RatioEstimate, Verdict
+from kbench_ci.suite_run import (
+    BuildOutcome,
+    PhaseTimes,
+    SideBuildFailed,
+    SideBuilder,
+    WorkerRun,
+    job_settings,
+    trials_per_round,
+)
+from kbench_ci.worker import WorkerOutcome
+from tests.integration.suite_fixtures import TempRepo
+
+# --------------------------------------------------------------------------------------------
+# Fake results
+# --------------------------------------------------------------------------------------------
+
+
+def rounds_of(median: float, n_rounds: int = 10, per_round: int = 20, jitter: float = 0.002, seed: int = 1) -> tuple[tuple[float, ...], ...]:
+    rng = random.Random(seed)
+    return tuple(
+        tuple(median * (1.0 + rng.uniform(-jitter, jitter)) for _ in range(per_round)) for _ in range(n_rounds)
+    )
+
+
+def variant(label: str, status: str = "ok", median: float | None = 1.0, *, n_rounds: int = 10, seed: int = 1,
+            message: str | None = None) -> VariantResult:
+    timed = status == "ok" and median is not None
+    return VariantResult(
+        label=label, kind="triton", role="solution", status=status,  # type: ignore[arg-type]
+        message=message if message is not None else (None if status == "ok" else f"{label} {status}"),
+        correctness=CorrectnessResult(trials=()),
+        rounds_ms=rounds_of(median, n_rounds, seed=seed) if timed else (),
+    )
+
+
+def case_result(*variants: VariantResult, error: str | None = None, throttle: tuple[str, ...] = ()) -> CaseResult:
+    state = {"sm_clock_mhz": 1980.0, "memory_clock_mhz": 3201.0, "temperature_c": 40.0, "power_w": 300.0,
+             "throttle_reasons": list(throttle)}
+    return CaseResult(case_id="k[N=1]", dims={"N": 1}, seed=42, variants=tuple(variants), timing_method="cuda_event",
+                      error=error, gpu_state_before=state, gpu_state_after=state)
+
+
+def build(side: str, ok: bool, message: str | None = None) -> BuildOutcome:
+    return BuildOutcome(side=side, kernel="k", ok=ok, duration_s=1.0, command="nvcc ...", message=message,
+                        compiler_output=None if ok else "k.cu(3): error: expected a ';'")
+
+
+# --------------------------------------------------------------------------------------------
+# assess: correctness and presence before speed
+# --------------------------------------------------------------------------------------------
+
+
+def test_wrong_at_head_is_incorrect_whatever_its_speed() -> None:
+    # The head is wrong (and would be much faster): never a speed verdict.
+    result = case_result(variant("base", median=2.0), variant("head", "incorrect", None))
+    assessment = assess(result, threshold=0.02)
+    assert assessment.verdict is Verdict.INCORRECT and assessment.estimate is None
+    assert "head is incorrect" in (assessment.message or "")
+    # Wrong on both sides is still incorrect at head, not fixed.
+    both = case_result(variant("base", "incorrect", None), variant("head", "incorrect", None))
+    assert assess(both, threshold=0.02).verdict is Verdict.INCORRECT
+
+
+def test_wrong_at_base_right_at_head_is_fixed() -> None:
+    result = case_result(variant("base", "incorrect", None), variant("head"))
+    assert assess(result, threshold=0.02).verdict is Verdict.FIXED
+    crashed = case_result(variant("base", "error", None, message="base crashed the worker (SIGSEGV)"), variant("head"))
+    assessment = assess(crashed, threshold=0.02)
+    assert assessment.verdict is Verdict.FIXED and "SIGSEGV" in (assessment.message or "")
+
+
+def test_head_that_raises_crashes_or_hangs_is_failed() -> None:
+    raised = case_result(variant("base"), variant("head", "error", None, message="first call failed: RuntimeError: boom"))
+    assessment = assess(raised, threshold=0.02)
+    assert assessment.verdict is Verdict.FAILED and "boom" in (assessment.message or "")
+    hung = case_result(variant("base"), variant("head", "error", None, message="head timed out after 5 s (case timeout)"))
+    assert assess(hung, threshold=0.02).verdict is Verdict.FAILED
+    no_samples = case_result(variant("base"), variant("head", "ok", None))
+    assert assess(no_samples, threshold=0.02).verdict is Verdict.FAILED
+    assert assess(None, threshold=0.02).verdict is Verdict.FAILED
+
+
+def test_build_failure_at_head_fails_with_the_compilers_message() -> None:
+    assessment = assess(None, threshold=0.02, head_build=build("head", False, "nvcc failed for k.cu (exit 1)"))
+    assert assessment.verdict is Verdict.FAILED
+    assert "head failed to build" in (assessment.message or "") and "nvcc failed" in (assessment.message or "")
+
+
+def test_build_failure_at_base_means_no_baseline_not_a_regression() -> None:
+    result = case_result(variant("head"))  # only the head ran
+    assessment = assess(result, threshold=0.02, base_build=build("base", False, "nvcc failed for k.cu (exit 1)"))
+    assert assessment.verdict is Verdict.ADDED
+    assert not assessment.verdict.fails_gate
+    assert "no baseline" in (assessment.message or "") and "base failed to build" in (assessment.message or "")
+    # ...but a head that is wrong is still incorrect, baseline or not.
+    wrong = case_result(variant("head", "incorrect", None))
+    assert assess(wrong, threshold=0.02, base_build=build("base", False, "x")).verdict is Verdict.INCORRECT
+
+
+def test_added_and_removed() -> None:
+    assert assess(case_result(variant("head")), threshold=0.02, base_present=False).verdict is Verdict.ADDED
+    assert assess(None, threshold=0.02, head_present=False).verdict is Verdict.REMOVED
+    # An added kernel that is wrong fails the gate: it is wrong at head.
+    assert assess(case_result(variant("head", "incorrect", None)), threshold=0.02, base_present=False).verdict is Verdict.INCORRECT
+
+
+def test_timed_both_sides_goes_to_stats() -> None:
+    same = case_result(variant("base", median=1.0, seed=1), variant("head", median=1.0, seed=2))
+    assessment = assess(same, threshold=0.02)
+    assert assessment.verdict is Verdict.UNCHANGED
+    assert assessment.estimate is not None and abs(assessment.estimate.ratio - 1.0) < 0.005
+    slower = case_result(variant("base", median=1.0, seed=1), variant("head", median=1.05, seed=2))
+    assessment = assess(slower, threshold=0.02)
+    assert assessment.verdict is Verdict.SLOWER and assessment.estimate.ratio == pytest.approx(1.05, rel=0.01)  # type: ignore[union-attr]
+    faster = case_result(variant("base", median=1.0, seed=1), variant("head", median=0.9, seed=2))
+    assert assess(faster, threshold=0.02).verdict is Verdict.FASTER
+
+
+# --------------------------------------------------------------------------------------------
+# The remeasure rule
+# --------------------------------------------------------------------------------------------
+
+
+def _fake_runs(*medians: float) -> tuple[list[int], Any]:
+    calls: list[int] = []
+
+    def run(n_rounds: int) -> WorkerRun:
+        head_median = medians[len(calls)]
+        calls.append(n_rounds)
+        result = case_result(variant("base", median=1.0, n_rounds=n_rounds, seed=len(calls)),
+                             variant("head", median=head_median, n_rounds=n_rounds, seed=100 + len(calls)))
+        return WorkerRun(result=result, environment=None, load_errors=(), phases=PhaseTimes(timing_s=1.0), rounds=n_rounds)
+
+    return calls, run
+
+
+def _judge(result: CaseResult) -> Assessment:
+    return assess(result, threshold=0.02)
+
+
+def test_a_suspected_regression_is_measured_again_with_double_rounds_and_that_decides() -> None:
+    calls, run = _fake_runs(1.05, 1.0)  # slow the first time only: noise
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10, 20]
+    assert first is not None and first.verdict is Verdict.SLOWER
+    assert deciding.verdict is Verdict.UNCHANGED and deciding.rounds == 20
+
+
+def test_a_confirmed_regression_stays_slower() -> None:
+    calls, run = _fake_runs(1.05, 1.05)
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10, 20] and deciding.verdict is Verdict.SLOWER and first is not None
+
+
+def test_no_remeasure_for_unchanged_faster_or_incorrect() -> None:
+    for medians in ((1.0,), (0.9,)):
+        calls, run = _fake_runs(*medians)
+        deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+        assert calls == [10] and first is None
+
+    calls: list[int] = []
+
+    def wrong(n_rounds: int) -> WorkerRun:
+        calls.append(n_rounds)
+        return WorkerRun(case_result(variant("base"), variant("head", "incorrect", None)), None, (), PhaseTimes(), n_rounds)
+
+    deciding, first = measure_case(wrong, _judge, threshold=0.02, rounds=10)
+    assert calls == [10] and first is None and deciding.verdict is Verdict.INCORRECT
+
+
+def test_inconclusive_above_the_threshold_is_remeasured() -> None:
+    estimate = RatioEstimate(ratio=1.03, ci_low=0.99, ci_high=1.08, p_value=0.2, n_rounds=10, confidence=0.95,
+                             round_ratios=(1.03,) * 10)
+    results = iter([Assessment(Verdict.INCONCLUSIVE, estimate, None), Assessment(Verdict.UNCHANGED, estimate, None)])
+    calls: list[int] = []
+
+    def run(n_rounds: int) -> WorkerRun:
+        calls.append(n_rounds)
+        return WorkerRun(case_result(variant("base"), variant("head")), None, (), PhaseTimes(), n_rounds)
+
+    deciding, first = measure_case(run, lambda r: next(results), threshold=0.02, rounds=6, remeasure_factor=3)
+    assert calls == [6, 18] and first is not None and deciding.verdict is Verdict.UNCHANGED
+
+
+# --------------------------------------------------------------------------------------------
+# The gate
+# --------------------------------------------------------------------------------------------
+
+
+def comparison(case_id: str, verdict: Verdict, ratio: float | None = None) -> CaseComparison:
+    estimate = (
+        RatioEstimate(ratio=ratio, ci_low=ratio * 0.99, ci_high=ratio * 1.01, p_value=0.01, n_rounds=10,
+                      confidence=0.95, round_ratios=(ratio,) * 10)
+        if ratio is not None else None
+    )
+    return CaseComparison(case_id=case_id, kernel=case_id.split("[")[0], dims={"N": 1}, verdict=verdict,
+                          threshold=0.02, estimate=estimate, message=None)
+
+
+def test_gate_summary_counts_every_verdict_and_reads_worst_first() -> None:
+    cases = (
+        [comparison(f"u{i}[N=1]", Verdict.UNCHANGED, 1.0) for i in range(14)]
+        + [comparison("s1[N=1]", Verdict.SLOWER, 1.05), comparison("s2[N=1]", Verdict.SLOWER, 1.04),
+           comparison("f[N=1]", Verdict.FASTER, 0.9)]
+    )
+    gate = evaluate_gate(cases)
+    assert gate.summary == "2 slower, 1 faster, 14 unchanged — gate FAILED"
+    assert not gate.passed and gate.complete
+    assert set(gate.counts) == {v.value for v in Verdict}
+    assert gate.counts["slower"] == 2 and gate.counts["removed"] == 0
+    assert gate.failing == ("s1[N=1]", "s2[N=1]")
+
+
+def test_gate_passes_without_failing_verdicts_and_fails_when_incomplete() -> None:
+    cases = [comparison("a[N=1]", Verdict.UNCHANGED, 1.0), comparison("b[N=1]", Verdict.ADDED),
+             comparison("c[N=1]", Verdict.REMOVED), comparison("d[N=1]", Verdict.FIXED),
+             comparison("e[N=1]", Verdict.INCONCLUSIVE, 1.01)]
+    gate = evaluate_gate(cases)
+    assert gate.passed and gate.summary.endswith("— gate passed")
+    partial = evaluate_gate(cases[:2], total=5)
+    assert not partial.passed and not partial.complete and "incomplete (2 of 5 cases)" in partial.summary
+    for verdict in (Verdict.INCORRECT, Verdict.FAILED, Verdict.SLOWER):
+        assert not evaluate_gate([*cases, comparison("x[N=1]", verdict, 1.1 if verdict is Verdict.SLOWER else None)]).passed
+
+
+def test_gate_geometric_mean_limit() -> None:
+    # Each 1.5% slower, below the 2% threshold: unchanged one by one, but the geomean crosses 1%.
+    cases = [comparison(f"k{i}[N=1]", Verdict.INCONCLUSIVE, 1.015) for i in range(4)]
+    assert evaluate_gate(cases).passed
+    gate = evaluate_gate(cases, max_geomean_slowdown=0.01)
+    assert not gate.passed and gate.geomean_failed
+    assert gate.geomean_ratio == pytest.approx(1.015)
+    assert "geometric mean" in gate.summary and "FAILED" in gate.summary
+    assert evaluate_gate(cases, max_geomean_slowdown=0.02).passed
+    # Cases without a ratio (added, incorrect, ...) are not part of the mean.
+    assert evaluate_gate([comparison("a[N=1]", Verdict.ADDED)], max_geomean_slowdown=0.01).geomean_ratio is None
+
+
+# --------------------------------------------------------------------------------------------
+# Settings → job, and building sides
+# --------------------------------------------------------------------------------------------
+
+
+def test_trials_per_round_rule() -> None:
+    assert trials_per_round(100, 10) == 10
+    assert trials_per_round(100, 2) == 50
+    assert trials_per_round(100, 20) == 10  # never below 10
+    assert trials_per_round(10, 2) == 10
+
+
+def test_job_settings_cpu_uses_host_time_and_rounds_override() -> None:
+    settings = job_settings(SuiteSettings(num_trials=200), device="cpu", rounds=4)
+    assert settings.timing_method == "host_time" and settings.timing_method_changed
+    assert settings.rounds == 4 and settings.trials_per_round == 50
+    gpu = job_settings(SuiteSettings(), device="cuda:0")
+    assert gpu.timing_method == "cuda_event" and not gpu.timing_method_changed and gpu.rounds == 10
+
+
+def test_side_builder_stages_the_library_and_builds_once_per_side(tmp_path: Path) -> None:
+    from kbench_ci.config import KernelSpec
+
+    source = tmp_path / "tree" / "k.cu"
+    source.parent.mkdir()
+    source.write_text('extern "C" void solve(const float* x, float* y, int N) {}\n')
+    kernel = KernelSpec(name="k", solution=source, ref=tmp_path / "tree" / "ref.py", implementation="cuda-cpp",
+                        shapes=({"N": 1},))
+    calls: list[tuple[Path, Path]] = []
+
+    def fake_build(kernel: Any, kind: str, src: Path, out: Path, cwd: Path) -> str:
+        calls.append((src, out))
+        if "base" in str(out):
+            raise SideBuildFailed("nvcc failed for k.cu (exit 1)", command="nvcc k.cu", compiler_output="error: x")
+        out.write_bytes(b"\x7fELF")
+        return "nvcc k.cu"
+
+    builder = SideBuilder(tmp_path / "staging", fake_build)
+    spec, outcome = builder.side(kernel, label="head", kind="cuda-cpp", cwd=tmp_path)
+    assert spec is not None and outcome is not None and outcome.ok
+    staged = Path(spec.solution)
+    assert staged.parent == tmp_path / "staging" / "head" / "k" and staged.with_suffix(".so").is_file()
+    assert calls[0][0] == source  # compiled from the tree, so includes resolve there
+    assert not source.with_suffix(".so").exists()  # nothing written into the tree
+    again, second = builder.side(kernel, label="head", kind="cuda-cpp", cwd=tmp_path)
+    assert again == spec and second is not None and second.duration_s == 0.0 and len(calls) == 1
+    failed_spec, failed = builder.side(kernel, label="base", kind="cuda-cpp", cwd=tmp_path)
+    assert failed_spec is None and failed is not None and not failed.ok
+    assert failed.compiler_output == "error: x"
+    python_spec, none = builder.side(kernel.__class__(name="p", solution=tmp_path / "p.py", ref=tmp_path / "r.py",
+                                                      implementation="triton", shapes=({"N": 1},)),
+                                     label="head", kind="triton", cwd=tmp_path)
+    assert none is None and python_spec is not None and python_spec.solution.endswith("p.py")
+
+
+# --------------------------------------------------------------------------------------------
+# Orchestration with a fake worker
+# --------------------------------------------------------------------------------------------
+
+CU = 'extern "C" void solve(const float* x, float* y, int N) {{ /* {tag} */ }}\n'
+PY = "# {tag}\n"
+
+
+def _toml(kernels: list[tuple[str, str]], extra: str = "") -> str:
+    """kernels: (name, file) pairs; .cu files are cuda-cpp, .py triton."""
+    lines = ["[defaults]", "rounds = 4", "num_trials = 40", extra]
+    for name, file in kernels:
+        lines += ["[[kernels]]", f'name = "{name}"', f'solution = "k/{file}"', 'ref = "k/ref.py"',
+                  "shapes = [{N = 16}]"]
+    return "\n".join(lines) + "\n"
+
+
+class FakeWorker:
+    """Reads each side's solution file: WRONG → incorrect, RAISE → error, SLOW → 5% slower."""
+
+    def __init__(self, *, interrupt_at: int | None = None) -> None:
+        self.jobs: list[CaseJob] = []
+        self.interrupt_at = interrupt_at
+
+    def __call__(self, job: CaseJob, *, timeout_s: float, on_event: Any = None) -> tuple[CaseResult, WorkerOutcome]:
+        self.jobs.append(job)
+        if self.interrupt_at is not None and len(self.jobs) == self.interrupt_at:
+            raise KeyboardInterrupt
+        variants = []
+        for index, side in enumerate(job.sides):
+            text = Path(side.solution).read_text()
+            if on_event is not None:
+                on_event({"event": "begin", "variant": side.label, "phase": "correctness"})
+                on_event({"event": "progress", "variant": side.label, "phase": "timing", "done": 0, "total": job.rounds})
+            if "WRONG" in text:
+                variants.append(variant(side.label, "incorrect", None))
+            elif "RAISE" in text:
+                variants.append(variant(side.label, "error", None, message="first call failed: RuntimeError: boom"))
+            else:
+                median = 1.05 if "SLOW" in text else 1.0
+                variants.append(variant(side.label, median=median, n_rounds=job.rounds, seed=len(self.jobs) * 10 + index))
+        result = case_result(*variants, throttle=("sw_thermal_slowdown",) if "HOT" in text else ())
+        return result, WorkerOutcome(environment={"device": "cuda:0", "gpu_name": "Fake GPU"})
+
+
+def fake_nvcc(kernel: Any, kind: str, src: Path, out: Path, cwd: Path) -> str:
+    if "SYNTAX" in src.read_text():
+        raise SideBuildFailed("nvcc failed for k.cu (exit 2)", command="nvcc k.cu",
+                              compiler_output="k.cu(1): error: expected a ';'\n1 error detected")
+    out.write_bytes(b"")
+    return f"nvcc -o {out} {src}"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> TempRepo:
+    repo = TempRepo(tmp_path / "repo")
+    repo.commit({
+        "kbench.toml": _toml([("same", "same.py"), ("slow", "slow.py"), ("wrong", "wrong.py"), ("raise", "raise.py"),
+                              ("cu_base_broken", "a.cu"), ("cu_head_broken", "b.cu"), ("gone", "gone.py"),
+                              ("hot", "hot.py")]),
+        "k/ref.py": "def reference(**_): pass\n",
+        "k/same.py": PY.format(tag="v1"), "k/slow.py": PY.format(tag="v1"), "k/wrong.py": PY.format(tag="v1"),
+        "k/raise.py": PY.format(tag="v1"), "k/a.cu": CU.format(tag="SYNTAX"), "k/b.cu": CU.format(tag="v1"),
+        "k/gone.py": PY.format(tag="v1"), "k/hot.py": PY.format(tag="HOT"),
+    }, "base")
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit({
+        "kbench.toml": _toml([("same", "same.py"), ("slow", "slow.py"), ("wrong", "wrong.py"), ("raise", "raise.py"),
+                              ("cu_base_broken", "a.cu"), ("cu_head_broken", "b.cu"), ("new", "new.py"),
+                              ("hot", "hot.py")]),
+        "k/slow.py": PY.format(tag="SLOW"), "k/wrong.py": PY.format(tag="WRONG"), "k/raise.py": PY.format(tag="RAISE"),
+        "k/a.cu": CU.format(tag="fixed"), "k/b.cu": CU.format(tag="SYNTAX"), "k/new.py": PY.format(tag="v1"),
+        "k/gone.py": None,
+    }, "head")
+    return repo
+
+
+def _request(repo: TempRepo, tmp_path: Path, **kwargs: Any) -> CompareRequest:
+    return CompareRequest(start=repo.root, base="main", device="cuda:0", output_dir=tmp_path / "out", **kwargs)
+
+
+def test_orchestration_verdicts_remeasure_and_results(repo: TempRepo, tmp_path: Path) -> None:
+    worker = FakeWorker()
+    progress: list[Any] = []
+    outcome = run_compare(_request(repo, tmp_path), worker=worker, build_fn=fake_nvcc, on_progress=progress.append)
+    verdicts = {c.kernel: c.verdict for c in outcome.cases}
+    assert verdicts == {
+        "same": Verdict.UNCHANGED, "slow": Verdict.SLOWER, "wrong": Verdict.INCORRECT, "raise": Verdict.FAILED,
+        "cu_base_broken": Verdict.ADDED, "cu_head_broken": Verdict.FAILED, "new": Verdict.ADDED,
+        "gone": Verdict.REMOVED, "hot": Verdict.UNCHANGED,
+    }
+    by_kernel = {c.kernel: c for c in outcome.cases}
+    # The suspected regression ran twice, the second time with double the rounds.
+    slow_jobs = [job for job in worker.jobs if job.case_id == "slow[N=16]"]
+    assert [job.rounds for job in slow_jobs] == [4, 8]
+    assert by_kernel["slow"].remeasured and "remeasured with 8 rounds" in (by_kernel["slow"].message or "")
+    assert not by_kernel["same"].remeasured
+    # Same seed, same dims, base then head in one job; trials per round from max(10, 40 // 4).
+    same_job = next(job for job in worker.jobs if job.case_id == "same[N=16]")
+    assert [s.label for s in same_job.sides] == ["base", "head"] and same_job.num_trials == 10 and same_job.seed == 42
+    # A head that does not build is not run; a base that does not build has no baseline.
+    assert all(job.case_id != "cu_head_broken[N=16]" for job in worker.jobs)
+    assert "expected a ';'" in (by_kernel["cu_head_broken"].head_build.compiler_output or "")  # type: ignore[union-attr]
+    assert "no baseline" in (by_kernel["cu_base_broken"].message or "")
+    broken_base_job = next(job for job in worker.jobs if job.case_id == "cu_base_broken[N=16]")
+    assert [s.label for s in broken_base_job.sides] == ["head"]
+    assert by_kernel["hot"].throttled
+    assert not outcome.gate.passed
+    assert outcome.gate.counts["failed"] == 2 and outcome.gate.counts["removed"] == 1
+
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["schema"] == "kbench-ci/compare" and data["schema_version"] == 1
+    assert data["gate"]["passed"] is False and data["gate"]["summary"] == outcome.gate.summary
+    assert set(data["gate"]["counts"]) == {v.value for v in Verdict}
+    assert data["base"]["ref"] == "main" and len(data["base"]["sha"]) == 40
+    cases = {c["kernel"]: c for c in data["cases"]}
+    for key in ("case_id", "kernel", "dims", "verdict", "threshold", "ratio", "ci_low", "ci_high", "p_value",
+                "remeasured", "throttled", "base", "head", "message"):
+        assert key in cases["same"], key
+    assert cases["slow"]["remeasured"] is True and cases["slow"]["first_measurement"]["rounds"] == 4
+    assert len(cases["slow"]["head"]["rounds_ms"]) == 8 and len(cases["slow"]["base"]["rounds_ms"]) == 8
+    assert cases["gone"]["base"] is None and cases["gone"]["head"] is None
+    assert cases["hot"]["throttled"] is True
+
+    # The PR comment and the action's gate step read these files.
+    from kbench_ci.comment import fit_body, load_gate
+
+    gate = load_gate(tmp_path / "out" / "results.json")
+    assert gate.passed is False and gate.regressions == 4 and gate.summary == outcome.gate.summary
+
+    report = (tmp_path / "out" / "benchmark.md").read_text()
+    folded, truncated = fit_body(report, limit=len(report) // 2)
+    assert truncated and outcome.gate.summary in folded
+    first_lines = report.splitlines()[:4]
+    assert f"**{outcome.gate.summary}**" in first_lines
+    assert "xychart-beta" in report and "<details>" in report and "(remeasured)" in report
+    assert "throttled" in report and "expected a ';'" in report
+    # Worst first: incorrect, failed, slower ... unchanged.
+    table_rows = [line for line in report.splitlines() if line.startswith("| `")]
+    assert "incorrect" in table_rows[0] and "unchanged" in table_rows[-1]
+    # Progress: every case announced, and a remeasure stage for the slow one.
+    assert {p.stage for p in progress} >= {"build", "measure", "remeasure", "done"}
+    assert repo.worktrees() == [str(repo.root)]
+
+
+def test_results_are_written_after_every_case_and_worktrees_go_on_ctrl_c(repo: TempRepo, tmp_path: Path) -> None:
+    worker = FakeWorker(interrupt_at=4)
+    with pytest.raises(KeyboardInterrupt):
+        run_compare(_request(repo, tmp_path, kernels=("same", "slow", "wrong", "raise")), worker=worker,
+                    build_fn=fake_nvcc)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    # same (1 job) and slow (2 jobs: remeasured) were done before the fourth job was interrupted.
+    assert [c["kernel"] for c in data["cases"]] == ["same", "slow"]
+    assert data["gate"]["passed"] is False and data["gate"]["complete"] is False
+    assert "incomplete (2 of 4 cases)" in data["gate"]["summary"]
+    assert repo.worktrees() == [str(repo.root)]
+
+
+def test_threshold_override_kernel_filter_and_no_change(repo: TempRepo, tmp_path: Path) -> None:
+    outcome = run_compare(_request(repo, tmp_path, kernels=("slow",), threshold=0.10), worker=FakeWorker(),
+                          build_fn=fake_nvcc)
+    (case,) = outcome.cases
+    assert case.threshold == 0.10 and case.verdict is Verdict.UNCHANGED and outcome.gate.passed
+    # Base and head are the same commit: nothing can be slower.
+    aa = run_compare(_request(repo, tmp_path, head="main", kernels=("same", "slow", "hot")), worker=FakeWorker(),
+                     build_fn=fake_nvcc)
+    assert {c.verdict for c in aa.cases} == {Verdict.UNCHANGED} and aa.gate.passed
+    assert aa.head.tree == "worktree" and aa.head.sha == aa.base.sha
+
+
+def test_usage_errors(repo: TempRepo, tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="cannot resolve"):
+        run_compare(CompareRequest(start=repo.root, base="no-such-branch", device="cuda:0"), worker=FakeWorker())
+    with pytest.raises(Exception, match="--kernel nope"):
+        run_compare(_request(repo, tmp_path, kernels=("nope",)), worker=FakeWorker(), build_fn=fake_nvcc)
+    repo.write({"kbench.toml": "[[kernels]]\nname = 1\n"})
+    with pytest.raises(ConfigError):
+        run_compare(_request(repo, tmp_path), worker=FakeWorker(), build_fn=fake_nvcc)
+    assert repo.worktrees() == [str(repo.root)]
+
+
+def test_base_without_a_suite_has_no_baselines(tmp_path: Path) -> None:
+    repo = TempRepo(tmp_path / "repo")
+    repo.commit({"README": "no suite yet\n"}, "base")
+    repo.commit({"kbench.toml": _toml([("same", "same.py")]), "k/ref.py": "", "k/same.py": PY.format(tag="v1")}, "add")
+    outcome = run_compare(CompareRequest(start=repo.root, base="HEAD~1", device="cuda:0", output_dir=tmp_path / "o"),
+                          worker=FakeWorker())
+    assert [c.verdict for c in outcome.cases] == [Verdict.ADDED]
+    assert outcome.base.note and "no" in outcome.base.note
+    assert outcome.gate.passed
+
+
+def test_cuda_kernels_need_a_gpu(repo: TempRepo, tmp_path: Path) -> None:
+    from kbench_ci.errors import EnvironmentProblem
+
+    request = CompareRequest(start=repo.root, base="main", device="cpu", output_dir=tmp_path / "o")
+    with pytest.raises(EnvironmentProblem, match="need a CUDA GPU"):
+        run_compare(request, worker=FakeWorker(), build_fn=fake_nvcc)
+    # Selecting only Python kernels works on the CPU.
+    outcome = run_compare(
+        CompareRequest(start=repo.root, base="main", device="cpu", output_dir=tmp_path / "o", kernels=("same",)),
+        worker=FakeWorker(),
+    )
+    assert [c.verdict for c in outcome.cases] == [Verdict.UNCHANGED]
