@@ -128,15 +128,21 @@ def _run_once(
             offset = 0
             in_progress: str | None = None
             timed_out = False
-            while True:
-                offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
-                if process.poll() is not None:
-                    break
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    _kill(process)
-                    break
-                time.sleep(_POLL_SECONDS)
+            try:
+                while True:
+                    offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
+                    if process.poll() is not None:
+                        break
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                        _kill(process)
+                        break
+                    time.sleep(_POLL_SECONDS)
+            except BaseException:
+                # Ctrl-C or an error here: the child is in its own session and would not see the
+                # terminal's signal, so it would keep the GPU busy forever. Take it down first.
+                _kill(process)
+                raise
             offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
         code = process.returncode
         if timed_out:

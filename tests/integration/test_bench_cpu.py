@@ -193,3 +193,31 @@ def test_bad_input_gives_one_clear_line_and_exit_code(args: list[str], code: int
     assert len(error_lines) == 1, completed.stderr
     assert message in error_lines[0]
     assert "Traceback" not in completed.stderr
+
+
+def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
+    """Ctrl-C in the parent must not leave a worker (own session) running a hung kernel."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kbench_ci.cli", "bench", str(CHEATS / "hangs.py"), "--implementation=pytorch",
+         f"--ref={CHEATS / 'ref.py'}", f"--output-dir={tmp_path}", "--device=cpu", "--N=64"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[str] = []
+        while time.monotonic() < deadline and not workers:
+            time.sleep(0.5)
+            listing = subprocess.run(["pgrep", "-f", "kbench_ci.worker"], capture_output=True, text=True).stdout
+            workers = listing.split()
+        assert workers, "the worker never started"
+        time.sleep(3)  # let it reach the hanging kernel
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        time.sleep(0.5)
+        alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+        assert alive == [], f"worker(s) {alive} outlived the interrupted parent"
+    finally:
+        process.kill()
