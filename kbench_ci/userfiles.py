@@ -34,6 +34,7 @@ def load_module(path: Path, *, role: str) -> ModuleType:
     # Let the file import siblings (helpers next to the kernel), as `python file.py` would.
     sys.path.insert(0, str(path.parent))
     sys.modules[name] = module
+    modules_before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
@@ -54,7 +55,19 @@ def load_module(path: Path, *, role: str) -> ModuleType:
         ) from exc
     finally:
         sys.path.remove(str(path.parent))
+        _forget_sibling_modules(path.parent, modules_before)
     return module
+
+
+def _forget_sibling_modules(directory: Path, modules_before: set[str]) -> None:
+    """Drop helpers the file imported from its own folder (``import common``) from the module
+    cache. The loaded module keeps its reference; but a compare loads base and head copies of
+    the same tree in one process, and the second ``import common`` must find its own tree's
+    file, not the cached first one."""
+    for module_name in set(sys.modules) - modules_before:
+        module_file = getattr(sys.modules[module_name], "__file__", None)
+        if module_file and Path(module_file).resolve().is_relative_to(directory):
+            del sys.modules[module_name]
 
 
 def require_function(module: ModuleType, name: str, *, role: str, path: Path) -> Callable[..., Any]:

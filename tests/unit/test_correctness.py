@@ -1,0 +1,90 @@
+"""Tolerance precedence, the comparison rule, poisoning and input snapshots."""
+
+import pytest
+import torch
+
+from kbench_ci.correctness import DEFAULT_TOLERANCES, Tolerance, compare_output, resolve_tolerance
+from kbench_ci.inputs import changed_inputs, poison_
+
+LOOSE = Tolerance(1e-3, 1e-3, "test")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "key"),
+    [(torch.float64, "float64"), (torch.float32, "float32"), (torch.float16, "float16"),
+     (torch.bfloat16, "bfloat16"), (torch.float8_e4m3fn, "float8_e4m3fn"), (torch.float8_e5m2, "float8_e5m2")],
+)
+def test_default_table_by_dtype(dtype, key) -> None:
+    tolerance = resolve_tolerance(dtype, cli_atol=None, cli_rtol=None, ref_atol=None, ref_rtol=None)
+    assert (tolerance.atol, tolerance.rtol) == DEFAULT_TOLERANCES[key]
+    assert tolerance.source == f"default ({key})"
+
+
+def test_tf32_precision_only_changes_float32() -> None:
+    tf32 = resolve_tolerance(torch.float32, cli_atol=None, cli_rtol=None, ref_atol=None, ref_rtol=None, precision="tf32")
+    assert (tf32.atol, tf32.rtol) == DEFAULT_TOLERANCES["tf32"]
+    half = resolve_tolerance(torch.float16, cli_atol=None, cli_rtol=None, ref_atol=None, ref_rtol=None, precision="tf32")
+    assert (half.atol, half.rtol) == DEFAULT_TOLERANCES["float16"]
+
+
+def test_cli_beats_ref_beats_table_independently_for_atol_and_rtol() -> None:
+    ref_only = resolve_tolerance(torch.float32, cli_atol=None, cli_rtol=None, ref_atol=0.5, ref_rtol=None)
+    assert (ref_only.atol, ref_only.rtol, ref_only.source) == (0.5, DEFAULT_TOLERANCES["float32"][1], "ref.py")
+    both = resolve_tolerance(torch.float32, cli_atol=0.1, cli_rtol=None, ref_atol=0.5, ref_rtol=0.25)
+    assert (both.atol, both.rtol, both.source) == (0.1, 0.25, "cli")
+
+
+def test_integers_compare_exactly() -> None:
+    tolerance = resolve_tolerance(torch.int32, cli_atol=None, cli_rtol=None, ref_atol=1.0, ref_rtol=1.0)
+    assert (tolerance.atol, tolerance.rtol) == (0.0, 0.0)
+    check = compare_output("idx", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), tolerance)
+    assert not check.passed and check.mismatched == 1 and check.first_mismatch == (2, 4.0, 3.0)
+
+
+def test_nan_never_passes_on_either_side_and_equal_infinities_do() -> None:
+    expected = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
+    actual = torch.tensor([1.0, float("inf"), float("nan"), float("nan")])
+    check = compare_output("y", actual, expected, LOOSE)
+    assert check.mismatched == 2
+    assert check.max_abs_error == float("inf")
+
+
+def test_error_figures() -> None:
+    check = compare_output("y", torch.tensor([1.0, 2.1, 3.0]), torch.tensor([1.0, 2.0, 3.0]), LOOSE)
+    assert not check.passed and check.mismatched == 1
+    assert check.max_abs_error == pytest.approx(0.1, rel=1e-5)
+    assert check.max_rel_error == pytest.approx(0.05, rel=1e-5)
+
+
+def test_shape_and_dtype_mismatches_are_named() -> None:
+    shape = compare_output("y", torch.zeros(3, 4), torch.zeros(4, 3), LOOSE)
+    assert shape.problem == "shape mismatch: kernel gives (3, 4), reference gives (4, 3)"
+    dtype = compare_output("y", torch.zeros(3, dtype=torch.float64), torch.zeros(3), LOOSE)
+    assert dtype.problem == "dtype mismatch: kernel gives float64, reference gives float32"
+    missing = compare_output("y", None, torch.zeros(3), LOOSE)
+    assert "produced no tensor" in missing.problem
+
+
+def test_a_flat_cu_buffer_matches_a_shaped_reference() -> None:
+    check = compare_output("out", torch.arange(6.0), torch.arange(6.0).view(2, 3), LOOSE)
+    assert check.passed
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2])
+def test_poisoned_floats_are_nan(dtype) -> None:
+    tensor = poison_(torch.zeros(8).to(dtype))
+    assert torch.isnan(tensor.float()).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool])
+def test_poisoned_integers_hold_the_sentinel_bytes(dtype) -> None:
+    tensor = poison_(torch.zeros(8, dtype=dtype))
+    assert (tensor.view(torch.uint8) == 0xA5).all()
+
+
+def test_changed_inputs_sees_bytes_not_values_and_ignores_outputs() -> None:
+    pristine = {"x": torch.tensor([1.0, float("nan")]), "y": torch.zeros(2), "n": 2}
+    untouched = {"x": pristine["x"].clone(), "y": torch.ones(2), "n": 2}
+    assert changed_inputs(pristine, untouched, ("y",)) == ()
+    scribbled = {"x": torch.tensor([0.0, float("nan")]), "y": torch.ones(2), "n": 2}
+    assert changed_inputs(pristine, scribbled, ("y",)) == ("x",)
