@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kbench_ci.processes import kill_process_group
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,
@@ -416,24 +416,18 @@ def _run_compiler(command: Sequence[str], *, timeout_s: float, source: Path) -> 
     try:
         stdout, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_process_group(process)
         raise BuildError(
             f"nvcc timed out after {timeout_s:g} s for {source.name}",
             hint="raise the build timeout or simplify the kernel's templates",
         ) from None
     except BaseException:
         # KeyboardInterrupt and friends: never leave a compiler running behind us.
-        _kill_group(process)
+        kill_process_group(process)
         raise
     return process.returncode, stdout.decode("utf-8", errors="replace")
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.communicate()
 
 
 def _first_error_line(compiler_output: str) -> str | None:

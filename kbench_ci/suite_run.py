@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from kbench_ci.processes import kill_process_group
 from kbench_ci import __version__
 from kbench_ci.config import Case, KernelSpec, Suite, SuiteSettings, find_config, load_suite
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
@@ -286,20 +286,14 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
     try:
         out, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_process_group(process)
         return 124, f"build command timed out after {timeout_s:g} s"
     except BaseException:
-        _kill_group(process)
+        kill_process_group(process)
         raise
     return process.returncode, out.decode("utf-8", errors="replace")
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.communicate()
 
 
 class SideBuilder:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kbench_ci.processes import kill_process_group
 from kbench_ci.jobs import CaseJob
 from kbench_ci.results import CaseResult, VariantResult, variant_from_json
 
@@ -135,13 +136,13 @@ def _run_once(
                         break
                     if time.monotonic() > deadline:
                         timed_out = True
-                        _kill(process)
+                        kill_process_group(process)
                         break
                     time.sleep(_POLL_SECONDS)
             except BaseException:
                 # Ctrl-C or an error here: the child is in its own session and would not see the
                 # terminal's signal, so it would keep the GPU busy forever. Take it down first.
-                _kill(process)
+                kill_process_group(process)
                 raise
             offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
         code = process.returncode
@@ -201,12 +202,6 @@ def _drain(
     return offset + end + 1, in_progress
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
 
 
 def _last_line(path: Path) -> str:
