@@ -253,6 +253,9 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
 
 def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device, emit: Emit) -> None:
     timer: Timer = make_timer(job.timing_method, device, flush_l2=job.flush_l2)  # type: ignore[arg-type]
+    if job.event_overhead_ms is not None and hasattr(timer, "event_overhead_ms"):
+        timer.event_overhead_ms = job.event_overhead_ms  # type: ignore[attr-defined]
+        timer.overhead_source = "calibrated against CUPTI by an earlier worker of this run"  # type: ignore[attr-defined]
     # Each variant gets its own inputs (same seed: identical when the setups are identical),
     # made once so input generation stays out of the rounds.
     prepared = {}

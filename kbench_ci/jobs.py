@@ -41,6 +41,9 @@ class CaseJob:
     device: str = "cuda:0"
     #: variant labels not to run (they crashed or hung a previous worker)
     skip: tuple[str, ...] = ()
+    #: cuda_event only: an event overhead already calibrated on this device in this run, so
+    #: later workers skip the (profiler-based, ~1-2 s) calibration
+    event_overhead_ms: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -445,6 +445,9 @@ def _no_bytecode() -> Iterator[None]:
             os.environ["PYTHONDONTWRITEBYTECODE"] = previous
 
 
+#: device -> event overhead (ms) calibrated by the first cuda_event worker of this process
+_CALIBRATED_OVERHEAD_MS: dict[str, float] = {}
+
 _PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing"}
 
 
@@ -472,8 +475,14 @@ def run_worker(
         if on_event is not None:
             on_event(event)
 
+    # The event-pair overhead is a property of the GPU and driver: calibrate it in the first
+    # worker of the run and hand it to the rest.
+    if job.timing_method == "cuda_event" and job.event_overhead_ms is None and job.device in _CALIBRATED_OVERHEAD_MS:
+        job = replace(job, event_overhead_ms=_CALIBRATED_OVERHEAD_MS[job.device])
     with _no_bytecode():
         result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
+    if result is not None and result.event_overhead_ms is not None:
+        _CALIBRATED_OVERHEAD_MS.setdefault(job.device, result.event_overhead_ms)
     buckets[state["bucket"]] += time.perf_counter() - state["since"]  # type: ignore[index,operator]
     return WorkerRun(
         result=result,
