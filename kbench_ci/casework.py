@@ -29,6 +29,7 @@ from kbench_ci.inputs import InputSet, changed_inputs, poison_outputs_
 from kbench_ci.jobs import CaseJob, SideSpec
 from kbench_ci.problem import Problem, collect_outputs, load_problem
 from kbench_ci.results import VariantResult, to_jsonable
+from kbench_ci.userfiles import accepted_kwargs
 from kbench_ci.timing import Timer, make_timer
 
 Emit = Callable[[dict[str, Any]], None]
@@ -150,13 +151,13 @@ def _tolerance_function(side: SideSpec, problem: Problem) -> Callable[[torch.dty
     return tolerance_for
 
 
-def _fail(variant: _Variant, status: str, message: str, emit: Emit) -> None:
+def _fail(variant: _Variant, status: str, message: str) -> None:
     variant.result = replace(variant.result, status=status, message=message)  # type: ignore[arg-type]
 
 
 def _usage_failure(variant: _Variant, exc: KbenchError, emit: Emit) -> None:
     """A broken contract in the user's setup()/reference() is bad usage, not a slow kernel."""
-    _fail(variant, "error", exc.one_line(), emit)
+    _fail(variant, "error", exc.one_line())
     if variant.role == "solution":
         emit({"event": "load_error", "variant": variant.label, "error_type": type(exc).__name__,
               "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
@@ -190,7 +191,7 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
         return
     except Exception as exc:
         _raise_if_context_lost(exc, device)
-        _fail(variant, "error", f"first call failed: {_describe(exc)}", emit)
+        _fail(variant, "error", f"first call failed: {_describe(exc)}")
         return
     variant.result = replace(variant.result, first_call_ms=first_call_ms, compile_ms=compile_ms)
 
@@ -198,29 +199,37 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
 def _expected_outputs(variant: _Variant, inputs: InputSet, device: torch.device) -> dict[str, torch.Tensor]:
     """The eager reference's outputs on a private copy of the inputs."""
     kwargs = inputs.fresh_copy()
-    from kbench_ci.userfiles import accepted_kwargs
-
     result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
     outputs = collect_outputs(result, kwargs, inputs.output_names, what=f"{variant.problem.path.name} reference()")
     _sync(device)
     return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
 
 
+def _call_on_poisoned_outputs(
+    variant: _Variant, kwargs: dict[str, Any], output_names: tuple[str, ...], device: torch.device
+) -> dict[str, Any]:
+    """Poison the outputs, call once, and snapshot what the call produced on the current stream.
+
+    Only the current stream is waited for before the snapshot: work a kernel left running on
+    another stream is not finished yet and shows up as poisoned output.
+    """
+    poison_outputs_(kwargs, output_names)
+    _sync(device)
+    returned = variant.kernel.call(kwargs)
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    outputs = variant.kernel.collect(returned, kwargs, output_names)
+    snapshot = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    _sync(device)
+    return snapshot
+
+
 def _check_once(variant: _Variant, inputs: InputSet, expected: Mapping[str, torch.Tensor], device: torch.device) -> TrialCheck:
     kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.output_names)
-    _sync(device)
     try:
-        returned = variant.kernel.call(kwargs)
-        # Wait for the current stream only, then snapshot the outputs: work a kernel left
-        # running on another stream is not finished yet and shows up as poisoned output.
-        if device.type == "cuda":
-            torch.cuda.current_stream(device).synchronize()
-        outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
-        snapshot = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
-        if device.type == "cuda":
-            torch.cuda.current_stream(device).synchronize()
-        _sync(device)
+        snapshot = _call_on_poisoned_outputs(variant, kwargs, inputs.output_names, device)
     except Exception as exc:
         _raise_if_context_lost(exc, device)
         return TrialCheck(seed=inputs.seed, outputs=(), error=f"raised {_describe(exc)}")
@@ -243,7 +252,7 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
             return
         except Exception as exc:
             _raise_if_context_lost(exc, device)
-            _fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {_describe(exc)}", emit)
+            _fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {_describe(exc)}")
             return
         trials.append(_check_once(variant, inputs, expected, device))
     result = CorrectnessResult(trials=tuple(trials))
@@ -281,7 +290,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 samples = timer.measure(fn, job.num_trials + job.discard_first)
             except Exception as exc:
                 _raise_if_context_lost(exc, device)
-                _fail(variant, "error", f"failed while timing: {_describe(exc)}", emit)
+                _fail(variant, "error", f"failed while timing: {_describe(exc)}")
                 variants = [v for v in variants if v is not variant]
                 continue
             rounds[variant.label].append(tuple(samples[job.discard_first:]))
@@ -314,13 +323,7 @@ def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, An
     try:
         expected = _expected_outputs(variant, inputs, device)
         # Poisoned again, so outputs left over from earlier calls cannot pass for this one.
-        poison_outputs_(kwargs, inputs.output_names)
-        returned = variant.kernel.call(kwargs)
-        if device.type == "cuda":
-            torch.cuda.current_stream(device).synchronize()
-        outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
-        outputs = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
-        _sync(device)
+        outputs = _call_on_poisoned_outputs(variant, kwargs, inputs.output_names, device)
     except Exception as exc:
         _raise_if_context_lost(exc, device)
         return False
