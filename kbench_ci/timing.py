@@ -49,6 +49,34 @@ class TimingConfig:
         return "cold" if self.flush_l2 else "warm"
 
 
+class CacheFlush:
+    """A buffer whose write evicts the cache: at least twice the GPU's L2, or 64 MiB on a CPU.
+
+    Calling it enqueues the write on the current stream (GPU) or does it (CPU); disabled, it
+    does nothing. Both timers flush through this, outside their timed regions.
+    """
+
+    def __init__(self, device: torch.device, *, enabled: bool) -> None:
+        if not enabled:
+            self.nbytes = 0
+            self._buffer = None
+            return
+        if device.type == "cuda":
+            l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+            self.nbytes = max(2 * l2_bytes, _MIN_GPU_FLUSH_BYTES)
+        else:
+            self.nbytes = _CPU_FLUSH_BYTES
+        self._buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+
+    @property
+    def enabled(self) -> bool:
+        return self._buffer is not None
+
+    def __call__(self) -> None:
+        if self._buffer is not None:
+            self._buffer.zero_()
+
+
 class Timer(Protocol):
     method: TimingMethod
 
@@ -66,13 +94,7 @@ class CudaEventTimer:
 
     def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
         self.device = device
-        self.flush_l2 = flush_l2
-        properties = torch.cuda.get_device_properties(device)
-        l2_bytes = int(getattr(properties, "L2_cache_size", 0) or 0)
-        self.flush_bytes = max(2 * l2_bytes, _MIN_GPU_FLUSH_BYTES)
-        self._flush_buffer = (
-            torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=device) if flush_l2 else None
-        )
+        self._flush = CacheFlush(device, enabled=flush_l2)
         self._cycles_per_us = self._calibrate_sleep()
         self._clock_settled = False
         self.hold_us = _MIN_HOLD_US
@@ -90,10 +112,6 @@ class CudaEventTimer:
         end.synchronize()
         elapsed_us = start.elapsed_time(end) * 1000.0
         return cycles / max(elapsed_us, 1e-3)
-
-    def _flush(self) -> None:
-        if self._flush_buffer is not None:
-            self._flush_buffer.zero_()
 
     def _hold(self) -> None:
         torch.cuda._sleep(int(self.hold_us * self._cycles_per_us))
@@ -176,7 +194,7 @@ class CudaEventTimer:
         return [start.elapsed_time(end) for start, end in zip(starts, ends)]
 
     def describe(self) -> str:
-        flush = f"L2 flushed ({self.flush_bytes / 2**20:.0f} MiB write) before every trial" if self.flush_l2 else "warm L2"
+        flush = f"L2 flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm L2"
         overhead = (
             f"event overhead {self.event_overhead_ms * 1e3:.2f} us subtracted ({self.overhead_source})"
             if self.event_overhead_ms is not None
@@ -195,27 +213,12 @@ class HostTimer:
 
     def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
         self.device = device
-        self.flush_l2 = flush_l2
         self._is_cuda = device.type == "cuda"
-        if flush_l2:
-            if self._is_cuda:
-                l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
-                nbytes = max(2 * l2_bytes, _MIN_GPU_FLUSH_BYTES)
-            else:
-                nbytes = _CPU_FLUSH_BYTES
-            self.flush_bytes = nbytes
-            self._flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
-        else:
-            self.flush_bytes = 0
-            self._flush_buffer = None
+        self._flush = CacheFlush(device, enabled=flush_l2)
 
     def _sync(self) -> None:
         if self._is_cuda:
             torch.cuda.synchronize(self.device)
-
-    def _flush(self) -> None:
-        if self._flush_buffer is not None:
-            self._flush_buffer.zero_()
 
     def warm_up(self, fn: Callable[[], object], count: int) -> None:
         for _ in range(count):
@@ -235,7 +238,7 @@ class HostTimer:
 
     def describe(self) -> str:
         where = "device synchronised before and after" if self._is_cuda else "CPU"
-        flush = f"cache flushed ({self.flush_bytes / 2**20:.0f} MiB write) before every trial" if self._flush_buffer is not None else "warm cache"
+        flush = f"cache flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm cache"
         return f"host wall clock (perf_counter), {where}; {flush}"
 
 
