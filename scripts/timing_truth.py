@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from kbench_ci.impls.cuda_solution import load_cuda_solution  # noqa: E402
 from kbench_ci.impls.python_solution import load_python_solution  # noqa: E402
 from kbench_ci.problem import load_problem  # noqa: E402
+from kbench_ci.timing import CudaEventTimer  # noqa: E402
 
 CASES = [
     # name, solution, ref, implementation, dims, kernel-name substring in the profiler
@@ -96,6 +97,28 @@ def profiler_median_us(fn, kernel_substring: str) -> float:
     return statistics.median(durations)
 
 
+def same_launch_us(fn, kernel_substring: str, hold_us: float | None) -> tuple[float, float, float]:
+    """kbench's own timer and CUPTI on the very same launches (no run-to-run clock drift).
+
+    Returns (event median less the calibrated overhead, CUPTI median of those launches, hold us).
+    ``hold_us`` None keeps the hold the timer sized itself from the enqueue time.
+    """
+    timer = CudaEventTimer(torch.device("cuda:0"))
+    timer.warm_up(fn, 20)
+    overhead_ms = timer.calibrate_overhead()
+    if hold_us is not None:
+        timer.hold_us = hold_us
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        raw_ms = timer.measure_raw(fn, TRIALS)
+    durations = [
+        event.device_time_total
+        for event in profile.events()
+        if kernel_substring in event.name and getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
+    ]
+    corrected = statistics.median(raw_ms) * 1e3 - overhead_ms * 1e3
+    return corrected, statistics.median(durations) if durations else float("nan"), timer.hold_us
+
+
 def naive_event_median_us(fn) -> float:
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
@@ -120,6 +143,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    diagnostics: list[str] = []
     failures = 0
     for name, solution, ref, implementation, dims, substring in SUITES[args.suite]:
         if args.only and args.only not in name:
@@ -128,6 +152,10 @@ def main() -> int:
         fn = load_kernel(solution, ref, implementation, dims)
         truth = profiler_median_us(fn, substring)
         naive = naive_event_median_us(fn)
+        for hold in (None, 100.0):
+            events_us, cupti_us, used_hold = same_launch_us(fn, substring, hold)
+            diagnostics.append(f"{name:<20} hold {used_hold:7.0f} us: events-overhead {events_us:9.3f} us, "
+                               f"CUPTI same launches {cupti_us:9.3f} us, diff {events_us - cupti_us:+7.3f} us")
         error_us = ours - truth
         allowed = 0.5 if truth < 10 else 0.03 * truth
         ok = abs(error_us) <= allowed
@@ -138,6 +166,8 @@ def main() -> int:
     print("-" * len(header))
     for row in rows:
         print(f"{row[0]:<20} {row[1]:<16} {row[2]:>10.3f} {row[3]:>12.3f} {row[4]:>8.3f} {row[5]:>7.2f} {row[6]:>9.3f}  {row[7]}")
+    print("\nsame launches timed both ways (kbench's timer under torch.profiler):")
+    print("\n".join(diagnostics))
     (args.out / f"timing_truth_{args.suite}.json").write_text(json.dumps(rows, indent=1))
     return 1 if failures else 0
 
