@@ -18,33 +18,37 @@ export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/python_packages:$PWD"
 export PYTHONUNBUFFERED=1
 kb() { python3 -m kbench_ci.cli "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
+# bench_example NAME TIMING_TRUTH_FILTER BENCH_ARGS...: `kbench-ci bench` into /tmp/NAME, keep its
+# benchmark.md, then cross-check the same kernel against CUPTI with timing_truth.py.
+bench_example() {
+  local name=$1 only=$2
+  shift 2
+  kb bench "$@" --output-dir="/tmp/$name" >/dev/null
+  cp "/tmp/$name/benchmark.md" "$out/$name.md"
+  python3 scripts/timing_truth.py --suite kinds --only "$only" --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_$name.log"
+}
+cutlass() {
+  kb build --cutlass examples/gemm_cutlass/gemm.cu 2>&1 | tee "$out/build.log"
+  bench_example gemm_cutlass CUTLASS examples/gemm_cutlass/gemm.cu --implementation=cutlass \
+    --baselines=pytorch-eager,torch-compile --ref=examples/gemm_cutlass/ref.py --M=4096 --N=4096 --K=4096
+}
+rmsnorm() {
+  bench_example rmsnorm_triton Triton examples/rmsnorm_triton/rmsnorm.py --implementation=triton \
+    --baselines=pytorch-eager,torch-compile,flashinfer --ref=examples/rmsnorm_triton/ref.py --M=8192 --N=4096
+}
+cute() {
+  bench_example cute_dsl CuTe examples/cute_dsl/add.py --implementation=cute-dsl \
+    --baselines=pytorch-eager,torch-compile --ref=examples/cute_dsl/ref.py --M=8192 --N=8192
+}
 case "$part" in
   engine)
     kb build examples/softmax_cuda/softmax.cu 2>&1 | tail -1
     python3 scripts/timing_truth.py --suite engine --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_engine.log"
     python3 -m pytest tests/gpu -q -rA -p no:cacheprovider -k "stale or softmax" 2>&1 | tail -8 | tee "$out/gpu_tests.log"
     ;;
-  kinds)
-    bash "$0" cutlass "$out"
-    bash "$0" rmsnorm "$out"
-    ;;
-  cutlass)
-    kb build --cutlass examples/gemm_cutlass/gemm.cu 2>&1 | tee "$out/build.log"
-    kb bench examples/gemm_cutlass/gemm.cu --implementation=cutlass --baselines=pytorch-eager,torch-compile \
-      --ref=examples/gemm_cutlass/ref.py --output-dir=/tmp/gemm --M=4096 --N=4096 --K=4096 >/dev/null
-    cp /tmp/gemm/benchmark.md "$out/gemm_cutlass.md"
-    python3 scripts/timing_truth.py --suite kinds --only CUTLASS --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_cutlass.log"
-    ;;
-  rmsnorm)
-    kb bench examples/rmsnorm_triton/rmsnorm.py --implementation=triton --baselines=pytorch-eager,torch-compile,flashinfer \
-      --ref=examples/rmsnorm_triton/ref.py --output-dir=/tmp/rms --M=8192 --N=4096 >/dev/null
-    cp /tmp/rms/benchmark.md "$out/rmsnorm_triton.md"
-    python3 scripts/timing_truth.py --suite kinds --only Triton --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_rmsnorm.log"
-    ;;
-  cute)
-    kb bench examples/cute_dsl/add.py --implementation=cute-dsl --baselines=pytorch-eager,torch-compile \
-      --ref=examples/cute_dsl/ref.py --output-dir=/tmp/cute --M=8192 --N=8192 >/dev/null
-    cp /tmp/cute/benchmark.md "$out/cute_dsl.md"
-    python3 scripts/timing_truth.py --suite kinds --only CuTe --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_cute.log"
-    ;;
+  kinds) cutlass; rmsnorm ;;
+  cutlass) cutlass ;;
+  rmsnorm) rmsnorm ;;
+  cute) cute ;;
+  *) echo "usage: bash scripts/gpu_acceptance.sh engine|kinds|cutlass|rmsnorm|cute [OUTDIR]" >&2; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 
 For each example and size: run `kbench-ci bench` (the product, end to end) and read the
 solution's median from results.json; then, independently, run the same kernel on the same
-inputs under torch.profiler (CUPTI kernel records, L2 flushed between calls the same way) and
+inputs under torch.profiler (CUPTI kernel records, L2 flushed between calls by the same CacheFlush) and
 take the median device duration of the kernel's own launches. Also shows what a naive event
 timer (no held stream) would have reported.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from kbench_ci.impls.cuda_solution import load_cuda_solution
 from kbench_ci.impls.python_solution import load_python_solution
 from kbench_ci.problem import load_problem
-from kbench_ci.timing import CudaEventTimer
+from kbench_ci.timing import CacheFlush, CudaEventTimer
 
 CASES = [
     # name, solution, ref, implementation, dims, kernel-name substring in the profiler
@@ -75,22 +75,26 @@ def load_kernel(solution: str, ref: str, implementation: str, dims: dict):
     return lambda: loaded.kernel.call(kwargs)
 
 
+def kernel_durations_us(profile, kernel_substring: str) -> list[float]:
+    """CUPTI device durations of the recorded kernels whose name contains ``kernel_substring``."""
+    return [
+        event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
+        for event in profile.events()
+        if kernel_substring in event.name and getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
+    ]
+
+
 def profiler_median_us(fn, kernel_substring: str) -> float:
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    flush = CacheFlush(torch.device("cuda:0"), enabled=True)
     for _ in range(20):
         fn()
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         for _ in range(TRIALS):
-            flush.zero_()
+            flush()
             fn()
         torch.cuda.synchronize()
-    durations = [
-        event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
-        for event in profile.events()
-        if kernel_substring in event.name and getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
-    ]
+    durations = kernel_durations_us(profile, kernel_substring)
     if len(durations) < TRIALS // 2:
         names = sorted({e.name for e in profile.events()})[:20]
         raise SystemExit(f"profiler saw {len(durations)} '{kernel_substring}' kernels; names: {names}")
@@ -110,21 +114,16 @@ def same_launch_us(fn, kernel_substring: str, hold_us: float | None) -> tuple[fl
         timer.hold_us = hold_us
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         raw_ms = timer.measure_raw(fn, TRIALS)
-    durations = [
-        event.device_time_total
-        for event in profile.events()
-        if kernel_substring in event.name and getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
-    ]
+    durations = kernel_durations_us(profile, kernel_substring)
     corrected = statistics.median(raw_ms) * 1e3 - overhead_ms * 1e3
     return corrected, statistics.median(durations) if durations else float("nan"), timer.hold_us
 
 
 def naive_event_median_us(fn) -> float:
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    flush = CacheFlush(torch.device("cuda:0"), enabled=True)
     samples = []
     for _ in range(TRIALS):
-        flush.zero_()
+        flush()
         torch.cuda.synchronize()  # GPU idle at the start event: the naive mistake
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
