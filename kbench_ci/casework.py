@@ -99,8 +99,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
                 label=side.label, kind=side.implementation, role="solution", status="error", message=exc.one_line(),
             ))})
             if index == 0:
-                emit({"event": "load_error", "variant": side.label, "error_type": type(exc).__name__,
-                      "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
+                _emit_load_error(side.label, exc, emit)
             continue
         tolerance_for = _tolerance_function(side, problem)
         if side.label not in job.skip:
@@ -159,8 +158,13 @@ def _usage_failure(variant: _Variant, exc: KbenchError, emit: Emit) -> None:
     """A broken contract in the user's setup()/reference() is bad usage, not a slow kernel."""
     _fail(variant, "error", exc.one_line())
     if variant.role == "solution":
-        emit({"event": "load_error", "variant": variant.label, "error_type": type(exc).__name__,
-              "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
+        _emit_load_error(variant.label, exc, emit)
+
+
+def _emit_load_error(label: str, exc: KbenchError, emit: Emit) -> None:
+    """The solution's usage error, for the CLI to turn into its message and exit code."""
+    emit({"event": "load_error", "variant": label, "error_type": type(exc).__name__,
+          "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
 
 
 def _sync(device: torch.device) -> None:
@@ -175,13 +179,12 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
         inputs = variant.solution.make_inputs(job.seed)
         kwargs = inputs.fresh_copy()
         compile_ms = None
+        _sync(device)
         if variant.kernel.compile is not None:
-            _sync(device)
             t0 = time.perf_counter()
             variant.kernel.compile(kwargs)
             _sync(device)
             compile_ms = (time.perf_counter() - t0) * 1e3
-        _sync(device)
         t0 = time.perf_counter()
         variant.kernel.call(kwargs)
         _sync(device)
@@ -202,6 +205,11 @@ def _expected_outputs(variant: _Variant, inputs: InputSet, device: torch.device)
     result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
     outputs = collect_outputs(result, kwargs, inputs.output_names, what=f"{variant.problem.path.name} reference()")
     _sync(device)
+    return _snapshot(outputs)
+
+
+def _snapshot(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Private copies of the tensors among ``outputs`` (later calls may overwrite the originals)."""
     return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
 
 
@@ -219,10 +227,8 @@ def _call_on_poisoned_outputs(
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
     outputs = variant.kernel.collect(returned, kwargs, output_names)
-    snapshot = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in outputs.items()}
-    if device.type == "cuda":
-        torch.cuda.current_stream(device).synchronize()
-    _sync(device)
+    snapshot = _snapshot(outputs)
+    _sync(device)  # the whole device: a side stream's late writes must not reach the next call
     return snapshot
 
 
@@ -261,10 +267,9 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
 
 
 def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device, emit: Emit) -> None:
-    timer: Timer = make_timer(job.timing_method, device, flush_l2=job.flush_l2)  # type: ignore[arg-type]
-    if job.event_overhead_ms is not None and hasattr(timer, "event_overhead_ms"):
-        timer.event_overhead_ms = job.event_overhead_ms  # type: ignore[attr-defined]
-        timer.overhead_source = "calibrated against CUPTI by an earlier worker of this run"  # type: ignore[attr-defined]
+    timer: Timer = make_timer(
+        job.timing_method, device, flush_l2=job.flush_l2, event_overhead_ms=job.event_overhead_ms  # type: ignore[arg-type]
+    )
     # Each variant gets its own inputs (same seed: identical when the setups are identical),
     # made once so input generation stays out of the rounds.
     prepared = {}
@@ -295,9 +300,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 continue
             rounds[variant.label].append(tuple(samples[job.discard_first:]))
             discarded[variant.label].extend(samples[: job.discard_first])
-    for variant in variants:
-        if variant.result.status != "ok":
-            continue
+    for variant in variants:  # only variants still "ok": one that failed while timing was dropped
         variant.result = replace(
             variant.result,
             rounds_ms=tuple(rounds[variant.label]),
@@ -310,7 +313,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
     emit({"event": "timing_description", "text": timer.describe(),
-          "event_overhead_ms": getattr(timer, "event_overhead_ms", None)})
+          "event_overhead_ms": timer.event_overhead_ms})
 
 
 def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:

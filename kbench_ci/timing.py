@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
 
 TimingMethod = Literal["cuda_event", "host_time"]
-CacheMode = Literal["cold", "warm"]
 
 # The CPU has no L2 to query from torch; 64 MiB exceeds the last-level cache of common hosts.
 _CPU_FLUSH_BYTES = 64 * 1024 * 1024
@@ -34,19 +32,6 @@ _MIN_HOLD_US = 20.0
 _MAX_HOLD_US = 20_000.0
 # A corrected sample never reaches zero (statistics take ratios and logs of samples).
 _MIN_SAMPLE_MS = 1e-6
-
-
-@dataclass(frozen=True, slots=True)
-class TimingConfig:
-    method: TimingMethod = "cuda_event"
-    num_warmup: int = 10
-    num_trials: int = 100
-    discard_first: int = 1
-    flush_l2: bool = True
-
-    @property
-    def cache_mode(self) -> CacheMode:
-        return "cold" if self.flush_l2 else "warm"
 
 
 class CacheFlush:
@@ -79,6 +64,8 @@ class CacheFlush:
 
 class Timer(Protocol):
     method: TimingMethod
+    #: the event-pair cost subtracted from every sample (cuda_event); None where nothing is
+    event_overhead_ms: float | None
 
     def warm_up(self, fn: Callable[[], object], count: int) -> None: ...
 
@@ -92,14 +79,20 @@ class CudaEventTimer:
 
     method: TimingMethod = "cuda_event"
 
-    def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
+    def __init__(
+        self, device: torch.device, *, flush_l2: bool = True, event_overhead_ms: float | None = None
+    ) -> None:
+        """``event_overhead_ms``: an overhead already calibrated on this device in this run, so
+        this timer skips the (profiler-based, ~1-2 s) calibration."""
         self.device = device
         self._flush = CacheFlush(device, enabled=flush_l2)
-        self._cycles_per_us = self._calibrate_sleep()
-        self._clock_settled = False
+        # Calibrated after the first warm-up, once the GPU has left its idle clocks.
+        self._cycles_per_us: float | None = None
         self.hold_us = _MIN_HOLD_US
-        self.event_overhead_ms: float | None = None
-        self.overhead_source = "not measured"
+        self.event_overhead_ms = event_overhead_ms
+        self.overhead_source = (
+            "not measured" if event_overhead_ms is None else "calibrated against CUPTI by an earlier worker of this run"
+        )
 
     def _calibrate_sleep(self) -> float:
         """Spin-kernel cycles per microsecond at the clock the GPU runs now."""
@@ -113,8 +106,8 @@ class CudaEventTimer:
         elapsed_us = start.elapsed_time(end) * 1000.0
         return cycles / max(elapsed_us, 1e-3)
 
-    def _hold(self) -> None:
-        torch.cuda._sleep(int(self.hold_us * self._cycles_per_us))
+    def _hold(self, cycles_per_us: float) -> None:
+        torch.cuda._sleep(int(self.hold_us * cycles_per_us))
 
     def warm_up(self, fn: Callable[[], object], count: int) -> None:
         """Run ``fn`` ``count`` times and size the hold from how long the host takes to enqueue."""
@@ -126,13 +119,12 @@ class CudaEventTimer:
             fn()
             enqueue_us.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize(self.device)
-        if not self._clock_settled:
-            # The first calibration may have run at idle clocks; redo it now the GPU is busy.
+        if self._cycles_per_us is None:
+            # Now, not at construction: the warm-up has brought the GPU out of its idle clocks.
             self._cycles_per_us = self._calibrate_sleep()
-            self._clock_settled = True
         if enqueue_us:
             # Twice the slowest enqueue seen (plus event records), so a hiccup is still covered.
-            worst = max(sorted(enqueue_us)[len(enqueue_us) // 2 :])
+            worst = max(enqueue_us)
             self.hold_us = min(max(2.0 * worst + 10.0, _MIN_HOLD_US), _MAX_HOLD_US)
 
     def measure(self, fn: Callable[[], object], count: int) -> list[float]:
@@ -184,9 +176,12 @@ class CudaEventTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         stream = torch.cuda.current_stream(self.device)
+        if self._cycles_per_us is None:  # measured without a warm-up
+            self._cycles_per_us = self._calibrate_sleep()
+        cycles_per_us = self._cycles_per_us
         for start, end in zip(starts, ends):
             self._flush()
-            self._hold()
+            self._hold(cycles_per_us)
             start.record(stream)
             fn()
             end.record(stream)
@@ -210,6 +205,7 @@ class HostTimer:
     """Wall clock around one call, synchronised before the clock starts and after the call."""
 
     method: TimingMethod = "host_time"
+    event_overhead_ms: float | None = None  # nothing is subtracted from wall-clock samples
 
     def __init__(self, device: torch.device, *, flush_l2: bool = True) -> None:
         self.device = device
@@ -242,9 +238,12 @@ class HostTimer:
         return f"host wall clock (perf_counter), {where}; {flush}"
 
 
-def make_timer(method: TimingMethod, device: torch.device, *, flush_l2: bool = True) -> Timer:
+def make_timer(
+    method: TimingMethod, device: torch.device, *, flush_l2: bool = True, event_overhead_ms: float | None = None
+) -> Timer:
+    """``event_overhead_ms`` (cuda_event only): reuse an overhead calibrated earlier in this run."""
     if method == "cuda_event":
         if device.type != "cuda":
             raise ValueError("cuda_event timing needs a CUDA device")
-        return CudaEventTimer(device, flush_l2=flush_l2)
+        return CudaEventTimer(device, flush_l2=flush_l2, event_overhead_ms=event_overhead_ms)
     return HostTimer(device, flush_l2=flush_l2)
