@@ -37,7 +37,7 @@ class Tolerance:
 def dtype_key(dtype: torch.dtype, *, precision: str | None = None) -> str:
     if not (dtype.is_floating_point or dtype.is_complex):
         return "integer"
-    name = str(dtype).removeprefix("torch.")
+    name = _dtype_name(dtype)
     if precision == "tf32" and dtype == torch.float32:
         return "tf32"
     if name.startswith("float8_e4m3"):
@@ -64,22 +64,19 @@ def resolve_tolerance(
     if key == "integer":
         # Exact comparison for integers unless someone explicitly asks otherwise on the CLI.
         return Tolerance(cli_atol or 0.0, cli_rtol or 0.0, "cli" if cli_atol or cli_rtol else "exact (integer)")
-    sources = []
-    atol, rtol = table_atol, table_rtol
-    for value, attr, origin in (
-        (ref_atol, "atol", "ref.py"),
-        (ref_rtol, "rtol", "ref.py"),
-        (cli_atol, "atol", "cli"),
-        (cli_rtol, "rtol", "cli"),
-    ):
-        if value is not None:
-            if attr == "atol":
-                atol = value
-            else:
-                rtol = value
-            sources.append(origin)
-    source = sources[-1] if sources else f"default ({key})"
+    atol = _first_given(cli_atol, ref_atol, table_atol)
+    rtol = _first_given(cli_rtol, ref_rtol, table_rtol)
+    if cli_atol is not None or cli_rtol is not None:
+        source = "cli"
+    elif ref_atol is not None or ref_rtol is not None:
+        source = "ref.py"
+    else:
+        source = f"default ({key})"
     return Tolerance(atol, rtol, source)
+
+
+def _first_given(*values: float | None) -> float:
+    return next(value for value in values if value is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +219,6 @@ def compare_outputs(
 
 
 def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
-    if tensor.dtype == torch.bool:
-        return tensor.to(torch.float64)
     return tensor.detach().to(torch.float64)
 
 

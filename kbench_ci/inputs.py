@@ -33,9 +33,6 @@ class InputSet:
     output_names: tuple[str, ...]
     seed: int
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {k: v for k, v in self.kwargs.items() if isinstance(v, torch.Tensor)}
-
     def fresh_copy(self) -> dict[str, Any]:
         """A deep copy of the kwargs: every tensor cloned, scalars as they are."""
         return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in self.kwargs.items()}
@@ -58,10 +55,9 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
         tensor.view(torch.uint8).fill_(_FLOAT8_NAN_BYTE)
     elif tensor.is_floating_point() or tensor.is_complex():
         tensor.fill_(float("nan"))
-    elif tensor.dtype == torch.bool:
-        # bool has no spare bit pattern; write the byte 0xA5, which no kernel writes as a bool.
-        tensor.view(torch.uint8).fill_(_INTEGER_SENTINEL_BYTE)
     else:
+        # Integers get the byte 0xA5 everywhere; bool has no spare bit pattern, and 0xA5 is a
+        # byte no kernel writes as a bool.
         tensor.view(torch.uint8).fill_(_INTEGER_SENTINEL_BYTE)
     return tensor
 

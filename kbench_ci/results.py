@@ -143,19 +143,11 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
 
 def write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
     """Write-then-rename, so a crash mid-write never leaves a truncated results file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(to_jsonable(payload), handle, indent=1, allow_nan=False)
-            handle.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(to_jsonable(payload), indent=1, allow_nan=False) + "\n")
 
 
 def write_text_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -86,18 +86,23 @@ def accepted_kwargs(function: Callable[..., Any], available: Mapping[str, Any]) 
     Users write ``reference(x, out, N)`` or ``reference(**kwargs)``; both must work with the same
     dictionary of inputs and dimensions, so names the function does not take are left out.
     """
+    return kwargs_filter(function)(available)
+
+
+def kwargs_filter(function: Callable[..., Any]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """``accepted_kwargs`` with the signature read once, for calls made in the timed loop."""
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):  # builtins and C extensions: pass everything
-        return dict(available)
+        return dict
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return dict(available)
-    names = {
+        return dict
+    names = frozenset(
         p.name
         for p in parameters
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    }
-    return {key: value for key, value in available.items() if key in names}
+    )
+    return lambda available: {key: value for key, value in available.items() if key in names}
 
 
 def missing_required(function: Callable[..., Any], given: Mapping[str, Any]) -> list[str]:
