@@ -74,7 +74,7 @@ def check_request(request: BenchRequest) -> None:
                 f"{request.solution.name} is a CUDA C++ solution and needs a CUDA GPU; none is available here",
                 hint="run it on a GPU machine (CPU mode runs Triton and PyTorch solutions only)",
             )
-        from kbench_ci.build import library_status, plan_build, format_command
+        from kbench_ci.build import format_command, library_status, plan_build, shared_library_path
         from kbench_ci.cuda_signature import read_solve_signature
 
         read_solve_signature(request.solution)  # a bad signature is a usage error: fail before the worker
@@ -83,10 +83,10 @@ def check_request(request: BenchRequest) -> None:
             try:
                 command = format_command(plan_build(request.solution, cutlass=request.implementation == "cutlass"))
             except KbenchError:
-                command = f"nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC -o {request.solution.with_suffix('.so')} {request.solution}"
+                command = f"nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC -o {shared_library_path(request.solution)} {request.solution}"
             what = "is missing" if status == "missing" else "is older than the .cu"
             raise UserFileError(
-                f"{request.solution.with_suffix('.so').name} {what}; bench loads the shared library and does not compile it",
+                f"{shared_library_path(request.solution).name} {what}; bench loads the shared library and does not compile it",
                 hint=f"build it: kbench-ci build {request.solution}{' --cutlass' if request.implementation == 'cutlass' else ''}  (runs: {command})",
             )
 

@@ -232,6 +232,11 @@ def find_cutlass_include() -> Path:
 # --------------------------------------------------------------------------- plan
 
 
+def shared_library_path(source: Path) -> Path:
+    """Where a solution's ``.so`` lives: beside its ``.cu``, same stem (``bench`` loads it there)."""
+    return source.with_suffix(".so")
+
+
 def plan_build(
     source: Path,
     *,
@@ -246,7 +251,7 @@ def plan_build(
     source_text = _read_source(source)
     target = _normalise_arch(arch, origin="arch") if arch else detect_arch()
     effective_arch, arch_flags = _arch_flags(target, source_text)
-    output = Path(output).resolve() if output is not None else source.with_suffix(".so")
+    output = Path(output).resolve() if output is not None else shared_library_path(source)
 
     cutlass_include: Path | None = None
     cutlass_flags: list[str] = []
@@ -448,7 +453,7 @@ def library_status(source: Path) -> Literal["ok", "missing", "stale"]:
         newest_input = source.stat().st_mtime
     except FileNotFoundError:
         raise UserFileError(f"CUDA source {source} does not exist") from None
-    library = source.with_suffix(".so")
+    library = shared_library_path(source)
     try:
         built = library.stat().st_mtime
     except FileNotFoundError:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from kbench_ci.processes import kill_process_group
 from kbench_ci import __version__
+from kbench_ci.build import shared_library_path
 from kbench_ci.config import Case, KernelSpec, Suite, SuiteSettings, find_config, load_suite
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
 from kbench_ci.impls import COMPILED_KINDS, resolve_implementation
@@ -348,7 +349,7 @@ class SideBuilder:
         directory.mkdir(parents=True, exist_ok=True)
         source = Path(kernel.solution)
         staged_source = directory / source.name
-        output = staged_source.with_suffix(".so")
+        output = shared_library_path(staged_source)
         started = time.perf_counter()
         try:
             shutil.copyfile(source, staged_source)

@@ -47,6 +47,11 @@ def resolve_implementation(name: str, solution: Path) -> str:
     return key
 
 
+def collect_in_place(result: Any, kwargs: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """A solution that writes its outputs into the tensors it was given: those are the outputs."""
+    return {name: kwargs[name] for name in names}
+
+
 @dataclass(frozen=True, slots=True)
 class Kernel:
     """A launchable solution or baseline."""

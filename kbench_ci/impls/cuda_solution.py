@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.build import shared_library_path
 from kbench_ci.cuda_signature import (
     PointerParam,
     SolveSignature,
@@ -21,14 +22,10 @@ from kbench_ci.cuda_signature import (
     read_solve_signature,
 )
 from kbench_ci.errors import EnvironmentProblem, SignatureError, UserFileError
-from kbench_ci.impls import Kernel, Solution
+from kbench_ci.impls import Kernel, Solution, collect_in_place
 from kbench_ci.impls.python_solution import inputs_from_setup
 from kbench_ci.inputs import InputSet, random_tensor, seed_everything
 from kbench_ci.problem import Problem
-
-
-def shared_library_path(source: Path) -> Path:
-    return source.with_suffix(".so")
 
 
 def load_cuda_solution(
@@ -105,7 +102,7 @@ def load_cuda_solution(
         label=label,
         kind=kind,
         call=call,
-        collect=lambda result, kwargs, names: {name: kwargs[name] for name in names},
+        collect=collect_in_place,
     )
     return Solution(kernel=kernel, make_inputs=make_inputs, notes=notes)
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import MissingExtraError, UserFileError
-from kbench_ci.impls import Kernel, Solution
+from kbench_ci.impls import Kernel, Solution, collect_in_place
 from kbench_ci.inputs import InputSet, seed_everything
 from kbench_ci.userfiles import call_by_name, load_module, require_function
 
@@ -37,7 +37,7 @@ def load_python_solution(
         label=label,
         kind=kind,
         call=call,
-        collect=lambda result, kwargs, names: {name: kwargs[name] for name in names},
+        collect=collect_in_place,
         compile=(lambda kwargs: compile_hook(**kwargs)) if callable(compile_hook) else None,
     )
     return Solution(kernel=kernel, make_inputs=make_inputs)
