@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from kbench_ci.comment import (
+    COMMENT_LIMIT,
     PR_NUMBER_FILE,
     REPORT_FILE,
     RESULTS_FILE,
@@ -436,7 +437,7 @@ def comment(env: Mapping[str, str]) -> StepResult:
     if outcome.action == "forbidden":
         lines = [_command("warning", f"kbench-ci: {outcome.reason}")]
     if outcome.body_truncated:
-        lines.append(_command("notice", "kbench-ci: the comment was shortened to fit GitHub's 65,536-character limit"))
+        lines.append(_command("notice", f"kbench-ci: the comment was shortened to fit GitHub's {COMMENT_LIMIT:,}-character limit"))
     return StepResult(0, tuple(lines))
 
 

@@ -387,9 +387,7 @@ def build(plan: BuildPlan, *, use_cache: bool = True, timeout_s: float = 900) ->
     started = time.perf_counter()
     returncode, compiler_output = _run_compiler(plan.command, timeout_s=timeout_s, source=plan.source)
     duration_s = time.perf_counter() - started
-    if returncode != 0:
-        raise CompileError(plan.source, returncode, compiler_output, plan.command)
-    if not plan.output.is_file():
+    if returncode != 0 or not plan.output.is_file():
         raise CompileError(plan.source, returncode, compiler_output, plan.command)
     marker.write_text(expected + "\n", encoding="ascii")
     return BuildResult(

@@ -181,10 +181,6 @@ class GitHubClient:
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient(api_url={self._api_url!r})"
 
-    @property
-    def api_url(self) -> str:
-        return self._api_url
-
     # -- endpoints ---------------------------------------------------------------------------
 
     def iter_issue_comments(self, repo: Repository, number: int) -> Iterator[IssueComment]:
