@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kbench_ci.report import correctness_cell, environment_line, fmt, table, time_unit
-from kbench_ci.results import VariantResult
+from kbench_ci.results import CaseResult, VariantResult
 from kbench_ci.stats import Summary, Verdict, summarize
 
 if TYPE_CHECKING:
     from kbench_ci.compare import CaseComparison, CompareOutcome
-    from kbench_ci.suite_run import RunCase, RunOutcome
+    from kbench_ci.suite_run import BuildOutcome, RunCase, RunOutcome
 
 #: a marker per verdict, so the table reads at a glance (and without colour)
 MARKERS: Mapping[Verdict, str] = {
@@ -66,13 +66,33 @@ def _with_unit(value_ms: float | None) -> str:
 
 
 def _side_correctness(variant: VariantResult | None) -> str:
-    if variant is None:
-        return "—"
-    if variant.status == "ok":
-        return "✅"
-    if variant.status == "incorrect":
-        return "❌"
-    return "💥"
+    return "—" if variant is None else _RUN_MARKERS.get(variant.status, "💥")
+
+
+def _throttle_notice(cases: Sequence[CaseComparison] | Sequence[RunCase]) -> list[str]:
+    throttled = [c.case_id for c in cases if c.throttled]
+    if not throttled:
+        return []
+    return [f"> ⚠️ Measured while the GPU was throttled: {', '.join(_code(c) for c in throttled)}.", ""]
+
+
+def _result_facts(result: CaseResult) -> list[tuple[str, str]]:
+    """What the worker saw around the case: GPU state before and after, the timer, incidents."""
+    facts = [
+        ("GPU before", _gpu_state_text(result.gpu_state_before)),
+        ("GPU after", _gpu_state_text(result.gpu_state_after)),
+        ("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")),
+    ]
+    if result.error:
+        facts.append(("worker incident", _cell(result.error, 500)))
+    return facts
+
+
+def _compiler_output(build: BuildOutcome | None, title: str) -> list[str]:
+    """A failed build's compiler output (its last 6000 characters), or nothing."""
+    if build is None or build.ok or not build.compiler_output:
+        return []
+    return [title, "", "```", build.compiler_output.rstrip()[-6000:], "```", ""]
 
 
 def _gpu_state_text(state: Mapping[str, Any] | None) -> str:
@@ -179,9 +199,7 @@ def render_compare(outcome: CompareOutcome) -> str:
             if gate.max_geomean_slowdown is not None else ""
         )
         parts += [f"Geometric mean of head/base over compared cases: {_pct(gate.geomean_ratio)}{limit}", ""]
-    throttled = [c.case_id for c in outcome.cases if c.throttled]
-    if throttled:
-        parts += [f"> ⚠️ Measured while the GPU was throttled: {', '.join(_code(c) for c in throttled)}.", ""]
+    parts += _throttle_notice(outcome.cases)
 
     ordered = sort_worst_first(outcome.cases)
     if ordered:
@@ -287,15 +305,8 @@ def _case_details(case: CaseComparison) -> list[str]:
             + (f", ratio {first.ratio:.4f} [{first.ci_low:.4f}, {first.ci_high:.4f}], p = {first.p_value:.3g}" if first else "")
             + f"; measured again with {case.measurement.rounds if case.measurement else '?'} rounds, which decided",
         ))
-    result = case.result
-    if result is not None:
-        facts += [
-            ("GPU before", _gpu_state_text(result.gpu_state_before)),
-            ("GPU after", _gpu_state_text(result.gpu_state_after)),
-            ("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")),
-        ]
-        if result.error:
-            facts.append(("worker incident", _cell(result.error, 500)))
+    if case.result is not None:
+        facts += _result_facts(case.result)
     if case.throttled:
         facts.append(("⚠️ throttled", ", ".join(case.throttle_reasons)))
     for build in (case.base_build, case.head_build):
@@ -319,8 +330,8 @@ def _case_details(case: CaseComparison) -> list[str]:
     if case.measurement is not None:
         lines += [_correctness_rows(variants), ""]
     for build in (case.base_build, case.head_build):
-        if build is not None and not build.ok and build.compiler_output:
-            lines += [f"{build.side} compiler output:", "", "```", build.compiler_output.rstrip()[-6000:], "```", ""]
+        if build is not None:
+            lines += _compiler_output(build, f"{build.side} compiler output:")
     lines += ["</details>", ""]
     return lines
 
@@ -360,9 +371,7 @@ def render_run(outcome: RunOutcome) -> str:
     parts = ["# kbench-ci run", "", f"**{outcome.summary}**", "",
              f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
              f"device `{settings.device}`", ""]
-    throttled = [c.case_id for c in outcome.cases if c.throttled]
-    if throttled:
-        parts += [f"> ⚠️ Measured while the GPU was throttled: {', '.join(_code(c) for c in throttled)}.", ""]
+    parts += _throttle_notice(outcome.cases)
     order = {"failed": 0, "incorrect": 1, "ok": 2}
     ordered = sorted(outcome.cases, key=lambda c: order[c.status])
     if ordered:
@@ -414,13 +423,7 @@ def _run_details(case: RunCase) -> list[str]:
         lines += [f"**Note:** {_cell(case.message, 2000)}", ""]
     facts: list[tuple[str, str]] = [("implementation", case.implementation)]
     if case.result is not None:
-        facts += [
-            ("GPU before", _gpu_state_text(case.result.gpu_state_before)),
-            ("GPU after", _gpu_state_text(case.result.gpu_state_after)),
-            ("timing", case.result.timing_method + (f" — {case.result.timing_description}" if case.result.timing_description else "")),
-        ]
-        if case.result.error:
-            facts.append(("worker incident", _cell(case.result.error, 500)))
+        facts += _result_facts(case.result)
     if case.build is not None:
         facts.append(("build", ("ok" if case.build.ok else f"FAILED: {_cell(case.build.message, 300)}")
                       + (f" — `{_cell(case.build.command, 400)}`" if case.build.command else "")))
@@ -430,7 +433,6 @@ def _run_details(case: RunCase) -> list[str]:
         lines += [samples, ""]
     if case.variant is not None:
         lines += [_correctness_rows([("solution", case.variant)]), ""]
-    if case.build is not None and not case.build.ok and case.build.compiler_output:
-        lines += ["compiler output:", "", "```", case.build.compiler_output.rstrip()[-6000:], "```", ""]
+    lines += _compiler_output(case.build, "compiler output:")
     lines += ["</details>", ""]
     return lines

@@ -41,13 +41,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
-# `kbench-ci` with `run` and `compare` registered whether or not cli.py registers them itself.
-CLI_SHIM = (
-    "import sys; sys.argv[0] = 'kbench-ci'\n"
-    "from kbench_ci import cli, cli_suite\n"
-    "if 'compare' not in {c.name for c in cli.app.registered_commands}: cli_suite.register(cli.app)\n"
-    "cli.app()\n"
-)
+# The console script's entry point, without needing kbench-ci installed (REPO is on PYTHONPATH).
+CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli import main; main()"
 
 VADD = '''\
 """out = x + y. EXTRA_WORK > 0 launches that fraction of extra programs, which redo the first

@@ -204,14 +204,3 @@ def suite_files(kernels: Sequence[Mapping[str, Any]], defaults: Mapping[str, Any
     for kernel in kernels:
         files.update(kernel_files(kernel["name"], kernel["kind"], kernel.get("variant", "ok")))
     return files
-
-
-def ensure_cli_commands() -> Any:
-    """The kbench-ci Typer app with ``run`` and ``compare`` registered (whether or not cli.py
-    already registers them)."""
-    from kbench_ci import cli, cli_suite
-
-    names = {command.name for command in cli.app.registered_commands}
-    if "compare" not in names:
-        cli_suite.register(cli.app)
-    return cli.app
