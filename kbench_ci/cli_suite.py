@@ -95,6 +95,47 @@ def _write_json_summary(path: Optional[Path], payload: dict[str, Any]) -> None:
     write_json_atomically(path, payload)
 
 
+def _drive(work: Callable[[Callable[[Any], None]], Any], *, interrupted: str) -> Any:
+    """Run ``work(on_progress)`` under the progress line, then print the headline.
+
+    Typed errors become their one-line message and exit code, Ctrl-C exits 130 with
+    ``interrupted`` said; on success the CPU-mode note, the report's headline and the paths.
+    """
+    from kbench_ci.cli import ProgressLine, err, fail
+
+    progress = ProgressLine()
+    try:
+        outcome = work(_progress_adapter(progress, err))
+    except KbenchError as exc:
+        progress.close()
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        progress.close()
+        err(f"kbench-ci: interrupted; {interrupted}")
+        raise typer.Exit(_INTERRUPTED) from None
+    progress.close()
+    if outcome.settings.timing_method_changed:
+        err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
+    typer.echo(_headline(outcome.report_path.read_text(encoding="utf-8")))
+    typer.echo(f"\nwrote {outcome.report_path} and {outcome.results_path}")
+    return outcome
+
+
+def _finish(
+    *, passed: bool, no_fail: bool, failure: str, json_summary: Optional[Path],
+    summary_for: Callable[[int], dict[str, Any]],
+) -> None:
+    """Exit 0 when the gate passed (or ``--no-fail``), else 1 with ``failure`` said; the
+    JSON summary (``summary_for(exit code)``) is written either way."""
+    from kbench_ci.cli import err
+
+    code = ExitCode.OK if passed or no_fail else ExitCode.GATE_FAILED
+    _write_json_summary(json_summary, summary_for(int(code)))
+    if not passed:
+        err(f"kbench-ci: {failure}" + (" (--no-fail: exit 0)" if no_fail else ""))
+    raise typer.Exit(int(code))
+
+
 def _headline(report: str) -> str:
     """The report up to its first ``##`` section: the verdict line and the table."""
     lines = []
@@ -116,37 +157,24 @@ def run_command(
     kernel: list[str] = typer.Option([], "--kernel", help="only this kernel (repeatable)"),
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
-    from kbench_ci.cli import ProgressLine, err, fail, resolve_device
+    from kbench_ci.cli import resolve_device
     from kbench_ci.suite_run import RunRequest, run_suite
 
-    progress = ProgressLine()
-    try:
-        chosen = resolve_device(device, gpu)
+    def work(on_progress: Callable[[Any], None]) -> Any:
         request = RunRequest(
-            start=Path.cwd(), device=chosen, output_dir=output_dir, config=config, rounds=rounds,
-            case_timeout_s=case_timeout, kernels=tuple(kernel), command_line=tuple(sys.argv),
+            start=Path.cwd(), device=resolve_device(device, gpu), output_dir=output_dir, config=config,
+            rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel), command_line=tuple(sys.argv),
         )
-        outcome = run_suite(request, on_progress=_progress_adapter(progress, err))
-    except KbenchError as exc:
-        progress.close()
-        raise fail(exc) from None
-    except KeyboardInterrupt:
-        progress.close()
-        err(f"kbench-ci: interrupted; cases measured so far are in {output_dir / 'results.json'}")
-        raise typer.Exit(_INTERRUPTED) from None
-    progress.close()
-    if outcome.settings.timing_method_changed:
-        err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
-    typer.echo(_headline(outcome.report_path.read_text(encoding="utf-8")))
-    typer.echo(f"\nwrote {outcome.report_path} and {outcome.results_path}")
-    code = ExitCode.OK if outcome.passed or no_fail else ExitCode.GATE_FAILED
-    _write_json_summary(json_summary, {
-        "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
-        "exit_code": int(code), "results": str(outcome.results_path), "report": str(outcome.report_path),
-    })
-    if not outcome.passed:
-        err(f"kbench-ci: {outcome.summary}" + (" (--no-fail: exit 0)" if no_fail else ""))
-    raise typer.Exit(int(code))
+        return run_suite(request, on_progress=on_progress)
+
+    outcome = _drive(work, interrupted=f"cases measured so far are in {output_dir / 'results.json'}")
+    _finish(
+        passed=outcome.passed, no_fail=no_fail, failure=outcome.summary, json_summary=json_summary,
+        summary_for=lambda code: {
+            "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
+            "exit_code": code, "results": str(outcome.results_path), "report": str(outcome.report_path),
+        },
+    )
 
 
 def compare_command(
@@ -165,12 +193,11 @@ def compare_command(
     kernel: list[str] = typer.Option([], "--kernel", help="only this kernel (repeatable)"),
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
-    from kbench_ci.cli import ProgressLine, err, fail, resolve_device
+    from kbench_ci.cli import resolve_device
     from kbench_ci.compare import CompareRequest, run_compare
     from kbench_ci.config import parse_threshold
 
-    progress = ProgressLine()
-    try:
+    def work(on_progress: Callable[[Any], None]) -> Any:
         if base_mode not in ("merge-base", "tip"):
             raise UsageError(f"unknown --base-mode '{base_mode}'", hint="use merge-base or tip")
         chosen_threshold = parse_threshold(threshold) if threshold is not None else None
@@ -185,27 +212,19 @@ def compare_command(
             rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel), no_fail=no_fail,
             command_line=tuple(sys.argv),
         )
-        outcome = run_compare(request, on_progress=_progress_adapter(progress, err))
-    except KbenchError as exc:
-        progress.close()
-        raise fail(exc) from None
-    except KeyboardInterrupt:
-        progress.close()
-        err(f"kbench-ci: interrupted; worktrees removed; cases measured so far are in {output_dir / 'results.json'}")
-        raise typer.Exit(_INTERRUPTED) from None
-    progress.close()
-    if outcome.settings.timing_method_changed:
-        err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
-    typer.echo(_headline(outcome.report_path.read_text(encoding="utf-8")))
-    typer.echo(f"\nwrote {outcome.report_path} and {outcome.results_path}")
+        return run_compare(request, on_progress=on_progress)
+
+    outcome = _drive(
+        work, interrupted=f"worktrees removed; cases measured so far are in {output_dir / 'results.json'}"
+    )
     gate = outcome.gate
-    code = ExitCode.OK if gate.passed or no_fail else ExitCode.GATE_FAILED
-    _write_json_summary(json_summary, {
-        "command": "compare", **gate.as_json(), "exit_code": int(code),
-        "base": outcome.base.as_json(), "head": outcome.head.as_json(),
-        "results": str(outcome.results_path), "report": str(outcome.report_path),
-    })
-    if not gate.passed:
-        failing = ", ".join(gate.failing[:10]) + (" …" if len(gate.failing) > 10 else "")
-        err(f"kbench-ci: {gate.summary}" + (f": {failing}" if failing else "") + (" (--no-fail: exit 0)" if no_fail else ""))
-    raise typer.Exit(int(code))
+    failing = ", ".join(gate.failing[:10]) + (" …" if len(gate.failing) > 10 else "")
+    _finish(
+        passed=gate.passed, no_fail=no_fail, failure=gate.summary + (f": {failing}" if failing else ""),
+        json_summary=json_summary,
+        summary_for=lambda code: {
+            "command": "compare", **gate.as_json(), "exit_code": code,
+            "base": outcome.base.as_json(), "head": outcome.head.as_json(),
+            "results": str(outcome.results_path), "report": str(outcome.report_path),
+        },
+    )
