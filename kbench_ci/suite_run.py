@@ -341,10 +341,7 @@ class SideBuilder:
         if key in self._done:
             staged, previous = self._done[key]
             # Built once per side; later shapes reuse it and add no build time.
-            return staged, BuildOutcome(
-                side=previous.side, kernel=previous.kernel, ok=previous.ok, duration_s=0.0,
-                command=previous.command, message=previous.message, compiler_output=previous.compiler_output,
-            )
+            return staged, replace(previous, duration_s=0.0)
         directory = self.staging / label / kernel.name
         directory.mkdir(parents=True, exist_ok=True)
         source = Path(kernel.solution)
