@@ -42,7 +42,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 # The console script's entry point, without needing kbench-ci installed (REPO is on PYTHONPATH).
-CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli import main; main()"
+CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"
 
 VADD = '''\
 """out = x + y. EXTRA_WORK > 0 launches that fraction of extra programs, which redo the first

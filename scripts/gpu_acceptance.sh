@@ -16,7 +16,7 @@ done
 # cutlass-dsl installed with --target: its .pth is not processed, so add its packages by hand.
 export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/python_packages:$PWD"
 export PYTHONUNBUFFERED=1
-kb() { python3 -m kbench_ci.cli "$@"; }
+kb() { python3 -m kbench_ci "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
 # bench_example NAME TIMING_TRUTH_FILTER BENCH_ARGS...: `kbench-ci bench` into /tmp/NAME, keep its
 # benchmark.md, then cross-check the same kernel against CUPTI with timing_truth.py.

@@ -25,10 +25,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench_ci.impls.cuda_solution import load_cuda_solution
-from kbench_ci.impls.python_solution import load_python_solution
-from kbench_ci.problem import load_problem
-from kbench_ci.timing import CacheFlush, CudaEventTimer
+from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
+from kbench_ci.measure.impls.python_solution import load_python_solution
+from kbench_ci.measure.problem import load_problem
+from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 
 CASES = [
     # name, solution, ref, implementation, dims, kernel-name substring in the profiler
@@ -49,7 +49,7 @@ TRIALS = 200
 def kbench_median_us(name: str, solution: str, ref: str, implementation: str, dims: dict, out: Path) -> float:
     output_dir = out / name.replace(" ", "_").replace(".", "_")
     command = [
-        sys.executable, "-m", "kbench_ci.cli", "bench", solution, f"--implementation={implementation}",
+        sys.executable, "-m", "kbench_ci", "bench", solution, f"--implementation={implementation}",
         f"--ref={ref}", f"--output-dir={output_dir}", f"--num-trials={TRIALS}", "--num-warmup=20",
         *(f"--{k}={v}" for k, v in dims.items()),
     ]

@@ -23,7 +23,7 @@ CHEATS_PY = ROOT / "tests" / "fixtures" / "cheats_py"
 
 def kbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
-        [sys.executable, "-m", "kbench_ci.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        [sys.executable, "-m", "kbench_ci", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
         env=dict(os.environ),
     )
     print(completed.stdout[-4000:])

@@ -7,7 +7,7 @@ runner's part for each step in the file's order: it evaluates the step's ``if:``
 ``bash --noprofile --norc -eo pipefail`` in the step's working directory, with a fresh
 ``GITHUB_OUTPUT`` and ``GITHUB_STEP_SUMMARY`` file per step, and parses ``GITHUB_OUTPUT`` into
 that step's outputs for the steps after it. So the real chain runs:
-``python -m kbench_ci.action_steps resolve``, ``... compare`` (which starts the real
+``python -m kbench_ci.github.action resolve``, ``... compare`` (which starts the real
 ``kbench-ci compare`` with real worker subprocesses), ``summary``, ``comment`` (against a fake
 GitHub on loopback, ``github_fake.FakeGitHub``: paginated list, create, update, 403) and
 ``gate``. Two steps are stand-ins: the install step (the test's own interpreter, where kbench-ci
@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from kbench_ci.comment import marker
+from kbench_ci.github.comment import marker
 from tests.integration.github_fake import FakeGitHub
 from tests.integration.suite_fixtures import GIT_ENV, TempRepo
 
@@ -736,7 +736,7 @@ def test_action_yml_is_read_as_the_steps_this_test_runs(action: dict) -> None:
         "setup", "resolve", "compare", "summary", "upload", "comment", "gate"]
     for n, step in enumerate(steps[1:], start=1):
         if "run" in step:
-            assert step["run"] == f'"$KBENCH_VENV_PYTHON" -m kbench_ci.action_steps {step_key(step, n)}'
+            assert step["run"] == f'"$KBENCH_VENV_PYTHON" -m kbench_ci.github.action {step_key(step, n)}'
             assert "${{" not in step["run"]
     assert steps[4]["uses"].startswith("actions/upload-artifact@")
     assert steps[2]["if"] == "steps.resolve.outputs.base-sha != ''"

@@ -22,7 +22,7 @@ def kbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
     environment = dict(os.environ)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     return subprocess.run(
-        [sys.executable, "-m", "kbench_ci.cli", *args],
+        [sys.executable, "-m", "kbench_ci", *args],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=environment,
     )
 
@@ -201,7 +201,7 @@ def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
     import time
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "kbench_ci.cli", "bench", str(CHEATS / "hangs.py"), "--implementation=pytorch",
+        [sys.executable, "-m", "kbench_ci", "bench", str(CHEATS / "hangs.py"), "--implementation=pytorch",
          f"--ref={CHEATS / 'ref.py'}", f"--output-dir={tmp_path}", "--device=cpu", "--N=64"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -210,7 +210,7 @@ def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
         workers: list[str] = []
         while time.monotonic() < deadline and not workers:
             time.sleep(0.5)
-            listing = subprocess.run(["pgrep", "-f", "kbench_ci.worker"], capture_output=True, text=True).stdout
+            listing = subprocess.run(["pgrep", "-f", "kbench_ci.measure.parent"], capture_output=True, text=True).stdout
             workers = listing.split()
         assert workers, "the worker never started"
         time.sleep(3)  # let it reach the hanging kernel

@@ -20,7 +20,7 @@ from tests.integration.suite_fixtures import TempRepo, make_suite_repo, suite_fi
 ROOT = Path(__file__).resolve().parents[2]
 
 # The console script's entry point, named as the console script names itself in messages.
-_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli import main; main()"
+_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"
 
 BASE_KERNELS = [
     {"name": "vadd", "kind": "triton", "shapes": [{"N": 1024}]},

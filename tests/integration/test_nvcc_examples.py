@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.build import (
+from kbench_ci.cuda.build import (
     build,
     find_cutlass_include,
     format_command,

@@ -1,4 +1,4 @@
-"""kbench_ci.build without a real compiler: a fake nvcc script stands in for it."""
+"""kbench_ci.cuda.build without a real compiler: a fake nvcc script stands in for it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci import build as build_mod
-from kbench_ci.build import (
+from kbench_ci.cuda import build as build_mod
+from kbench_ci.cuda.build import (
     BuildPlan,
     CompileError,
     build,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.comment import (
+from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     Gate,
     build_body,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kbench_ci.compare import (
+from kbench_ci.gate.compare import (
     Assessment,
     CaseComparison,
     CompareRequest,
@@ -19,13 +19,13 @@ from kbench_ci.compare import (
     measure_case,
     run_compare,
 )
-from kbench_ci.config import SuiteSettings
-from kbench_ci.correctness import CorrectnessResult
+from kbench_ci.suite.loader import SuiteSettings
+from kbench_ci.measure.correctness import CorrectnessResult
 from kbench_ci.errors import ConfigError, GitError
-from kbench_ci.jobs import CaseJob
-from kbench_ci.results import CaseResult, VariantResult
+from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.stats import RatioEstimate, Verdict
-from kbench_ci.suite_run import (
+from kbench_ci.gate.run import (
     BuildOutcome,
     PhaseTimes,
     SideBuildFailed,
@@ -34,7 +34,7 @@ from kbench_ci.suite_run import (
     job_settings,
     trials_per_round,
 )
-from kbench_ci.worker import WorkerOutcome
+from kbench_ci.measure.parent import WorkerOutcome
 from tests.integration.suite_fixtures import TempRepo
 
 # --------------------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def test_job_settings_cpu_uses_host_time_and_rounds_override() -> None:
 
 
 def test_side_builder_stages_the_library_and_builds_once_per_side(tmp_path: Path) -> None:
-    from kbench_ci.config import KernelSpec
+    from kbench_ci.suite.loader import KernelSpec
 
     source = tmp_path / "tree" / "k.cu"
     source.parent.mkdir()
@@ -443,7 +443,7 @@ def test_orchestration_verdicts_remeasure_and_results(repo: TempRepo, tmp_path: 
     assert cases["hot"]["throttled"] is True
 
     # The PR comment and the action's gate step read these files.
-    from kbench_ci.comment import fit_body, load_gate
+    from kbench_ci.github.comment import fit_body, load_gate
 
     gate = load_gate(tmp_path / "out" / "results.json")
     assert gate.passed is False and gate.regressions == 4 and gate.summary == outcome.gate.summary

@@ -1,4 +1,4 @@
-"""kbench.toml / [tool.kbench] loading and validation (kbench_ci.config)."""
+"""kbench.toml / [tool.kbench] loading and validation (kbench_ci.suite.loader)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.config import (
+from kbench_ci.suite.loader import (
     Case,
     KernelSpec,
     Suite,

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from kbench_ci.correctness import DEFAULT_TOLERANCES, Tolerance, compare_output, resolve_tolerance
-from kbench_ci.inputs import changed_inputs, poison_
+from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, Tolerance, compare_output, resolve_tolerance
+from kbench_ci.measure.inputs import changed_inputs, poison_
 
 LOOSE = Tolerance(1e-3, 1e-3, "test")
 

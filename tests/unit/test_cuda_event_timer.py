@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kbench_ci import timing
+from kbench_ci.measure import timing
 
 CYCLES_PER_US = 1500.0  # the simulated spin kernel's clock
 

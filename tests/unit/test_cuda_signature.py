@@ -9,7 +9,7 @@ import pathlib
 import pytest
 import torch
 
-from kbench_ci.cuda_signature import (
+from kbench_ci.cuda.signature import (
     PointerParam,
     ScalarParam,
     SolveSignature,

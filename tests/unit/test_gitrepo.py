@@ -1,4 +1,4 @@
-"""kbench_ci.gitrepo against real temporary repositories (built with the git CLI)."""
+"""kbench_ci.git against real temporary repositories (built with the git CLI)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.errors import GitError, UsageError
-from kbench_ci.gitrepo import GitRepo, ResolvedRevisions
+from kbench_ci.git import GitRepo, ResolvedRevisions
 
 
 def git(cwd: Path, *args: str) -> str:

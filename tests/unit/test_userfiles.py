@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.errors import UserFileError
-from kbench_ci.userfiles import accepted_kwargs, call_by_name, load_module
+from kbench_ci.measure.usercode import accepted_kwargs, call_by_name, load_module
 
 
 def write_tree(root: Path, value: int) -> Path:

@@ -90,7 +90,7 @@ def _progress_adapter(progress: Any, err: Callable[[str], None]) -> Callable[[An
 def _write_json_summary(path: Optional[Path], payload: dict[str, Any]) -> None:
     if path is None:
         return
-    from kbench_ci.results import write_json_atomically
+    from kbench_ci.results.model import write_json_atomically
 
     write_json_atomically(path, payload)
 
@@ -101,7 +101,7 @@ def _drive(work: Callable[[Callable[[Any], None]], Any], *, interrupted: str) ->
     Typed errors become their one-line message and exit code, Ctrl-C exits 130 with
     ``interrupted`` said; on success the CPU-mode note, the report's headline and the paths.
     """
-    from kbench_ci.cli import ProgressLine, err, fail
+    from kbench_ci.cli.app import ProgressLine, err, fail
 
     progress = ProgressLine()
     try:
@@ -127,7 +127,7 @@ def _finish(
 ) -> None:
     """Exit 0 when the gate passed (or ``--no-fail``), else 1 with ``failure`` said; the
     JSON summary (``summary_for(exit code)``) is written either way."""
-    from kbench_ci.cli import err
+    from kbench_ci.cli.app import err
 
     code = ExitCode.OK if passed or no_fail else ExitCode.GATE_FAILED
     _write_json_summary(json_summary, summary_for(int(code)))
@@ -157,8 +157,8 @@ def run_command(
     kernel: list[str] = typer.Option([], "--kernel", help="only this kernel (repeatable)"),
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
-    from kbench_ci.cli import resolve_device
-    from kbench_ci.suite_run import RunRequest, run_suite
+    from kbench_ci.cli.app import resolve_device
+    from kbench_ci.gate.run import RunRequest, run_suite
 
     def work(on_progress: Callable[[Any], None]) -> Any:
         request = RunRequest(
@@ -193,9 +193,9 @@ def compare_command(
     kernel: list[str] = typer.Option([], "--kernel", help="only this kernel (repeatable)"),
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
-    from kbench_ci.cli import resolve_device
-    from kbench_ci.compare import CompareRequest, run_compare
-    from kbench_ci.config import parse_threshold
+    from kbench_ci.cli.app import resolve_device
+    from kbench_ci.gate.compare import CompareRequest, run_compare
+    from kbench_ci.suite.loader import parse_threshold
 
     def work(on_progress: Callable[[Any], None]) -> Any:
         if base_mode not in ("merge-base", "tip"):

@@ -8,13 +8,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kbench_ci.report import correctness_cell, environment_line, fmt, table, time_unit
-from kbench_ci.results import CaseResult, VariantResult
+from kbench_ci.report.markdown import correctness_cell, environment_line, fmt, table, time_unit
+from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.stats import Summary, Verdict, summarize
 
 if TYPE_CHECKING:
-    from kbench_ci.compare import CaseComparison, CompareOutcome
-    from kbench_ci.suite_run import BuildOutcome, RunCase, RunOutcome
+    from kbench_ci.gate.compare import CaseComparison, CompareOutcome
+    from kbench_ci.gate.run import BuildOutcome, RunCase, RunOutcome
 
 #: a marker per verdict, so the table reads at a glance (and without colour)
 MARKERS: Mapping[Verdict, str] = {

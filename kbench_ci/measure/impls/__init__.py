@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import UsageError
-from kbench_ci.inputs import InputSet
+from kbench_ci.measure.inputs import InputSet
 
 IMPLEMENTATIONS = ("cuda-cpp", "cutlass", "triton", "cute-dsl", "pytorch")
 ALIASES = {

@@ -20,17 +20,17 @@ from typing import Any
 
 import torch
 
-from kbench_ci import baselines as baseline_registry
-from kbench_ci.correctness import CorrectnessResult, Tolerance, TrialCheck, compare_outputs, resolve_tolerance
-from kbench_ci.environment import capture_environment, read_gpu_state
+from kbench_ci.measure import baselines as baseline_registry
+from kbench_ci.measure.correctness import CorrectnessResult, Tolerance, TrialCheck, compare_outputs, resolve_tolerance
+from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.errors import KbenchError
-from kbench_ci.impls import COMPILED_KINDS, Kernel, Solution
-from kbench_ci.inputs import InputSet, changed_inputs, poison_outputs_
-from kbench_ci.jobs import CaseJob, SideSpec
-from kbench_ci.problem import Problem, collect_outputs, load_problem
-from kbench_ci.results import VariantResult, to_jsonable
-from kbench_ci.userfiles import accepted_kwargs
-from kbench_ci.timing import Timer, make_timer
+from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
+from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.measure.problem import Problem, collect_outputs, load_problem
+from kbench_ci.results.model import VariantResult, to_jsonable
+from kbench_ci.measure.usercode import accepted_kwargs
+from kbench_ci.measure.timing import Timer, make_timer
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -129,13 +129,13 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
 def _load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.device) -> Solution:
     path = Path(side.solution)
     if side.implementation in COMPILED_KINDS:
-        from kbench_ci.impls.cuda_solution import load_cuda_solution
+        from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 
         return load_cuda_solution(
             path, kind=side.implementation, label=side.label, problem=problem, dims=job.dims, device=device,
             ptr_sizes=side.ptr_sizes, ptr_size=side.ptr_size,
         )
-    from kbench_ci.impls.python_solution import load_python_solution
+    from kbench_ci.measure.impls.python_solution import load_python_solution
 
     return load_python_solution(path, kind=side.implementation, label=side.label, dims=job.dims, device=device)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from kbench_ci.results import CaseResult, VariantResult
+from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.stats import Summary, speedup, summarize
 
 

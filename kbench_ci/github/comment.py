@@ -2,7 +2,7 @@
 
 Pure parts first (marker, :func:`fit_body`, :func:`load_gate`, :func:`decide`), then
 :func:`run_comment`, which the ``kbench-ci comment`` command and the action call. All HTTP goes
-through :mod:`kbench_ci.github`. Nothing here prints: the outcome carries a ``reason`` for the
+through :mod:`kbench_ci.github.client`. Nothing here prints: the outcome carries a ``reason`` for the
 caller to show.
 
 One sticky comment per pull request and suite: the body starts with a hidden marker
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from kbench_ci.errors import GitHubError, UsageError
-from kbench_ci.github import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
+from kbench_ci.github.client import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
 
 __all__ = [
     "COMMENT_LIMIT",

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import UsageError
-from kbench_ci.impls import Kernel
-from kbench_ci.problem import Problem, collect_outputs
-from kbench_ci.userfiles import kwargs_filter
+from kbench_ci.measure.impls import Kernel
+from kbench_ci.measure.problem import Problem, collect_outputs
+from kbench_ci.measure.usercode import kwargs_filter
 
 BASELINES = ("pytorch-eager", "torch-compile", "flashinfer")
 _BASELINE_ALIASES = {"eager": "pytorch-eager", "pytorch": "pytorch-eager", "compile": "torch-compile", "torch.compile": "torch-compile"}

@@ -1,6 +1,6 @@
 """One case in a subprocess: crash and timeout isolation, and the one place that spawns workers.
 
-The parent writes the job to a file and starts ``python -m kbench_ci.worker JOB EVENTS``. The
+The parent writes the job to a file and starts ``python -m kbench_ci.measure.parent JOB EVENTS``. The
 child appends one JSON object per line to EVENTS as it goes (progress, each variant's final
 result), so everything measured before a segfault, a CUDA error or a hang survives it. When a
 worker dies, the variant it was working on is blamed and the case is run again in a fresh
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbench_ci.processes import kill_process_group
-from kbench_ci.jobs import CaseJob
-from kbench_ci.results import CaseResult, VariantResult, variant_from_json
+from kbench_ci.procgroup import kill_process_group
+from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.results.model import CaseResult, VariantResult, variant_from_json
 
 # Exit code of a worker that stopped itself because the CUDA context was lost.
 _CONTEXT_LOST_EXIT = 86
@@ -121,7 +121,7 @@ def _run_once(
         environment.setdefault("PYTHONUNBUFFERED", "1")
         with open(stderr_path, "wb") as stderr:
             process = subprocess.Popen(
-                [python or sys.executable, "-m", "kbench_ci.worker", str(job_path), str(events_path)],
+                [python or sys.executable, "-m", "kbench_ci.measure.parent", str(job_path), str(events_path)],
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                 start_new_session=True,  # so a timeout kills the kernel's whole process group
             )
@@ -213,7 +213,7 @@ def _last_line(path: Path) -> str:
 
 
 def _child_main(job_path: str, events_path: str) -> int:
-    from kbench_ci.casework import CudaContextLost, run_case
+    from kbench_ci.measure.child import CudaContextLost, run_case
 
     job = CaseJob.from_json(Path(job_path).read_text(encoding="utf-8"))
     with open(events_path, "a", encoding="utf-8") as events:

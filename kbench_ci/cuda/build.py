@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kbench_ci.processes import kill_process_group
+from kbench_ci.procgroup import kill_process_group
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,

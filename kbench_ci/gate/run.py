@@ -33,15 +33,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from kbench_ci.processes import kill_process_group
+from kbench_ci.procgroup import kill_process_group
 from kbench_ci import __version__
-from kbench_ci.build import shared_library_path
-from kbench_ci.config import Case, KernelSpec, Suite, SuiteSettings, find_config, load_suite
+from kbench_ci.cuda.build import shared_library_path
+from kbench_ci.suite.loader import Case, KernelSpec, Suite, SuiteSettings, find_config, load_suite
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
-from kbench_ci.impls import COMPILED_KINDS, resolve_implementation
-from kbench_ci.jobs import CaseJob, SideSpec
-from kbench_ci.results import CaseResult, VariantResult, write_json_atomically, write_text_atomically
-from kbench_ci.worker import WorkerOutcome, run_case_in_worker
+from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.results.model import CaseResult, VariantResult, write_json_atomically, write_text_atomically
+from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
 
 __all__ = [
     "MIN_TRIALS_PER_ROUND",
@@ -263,7 +263,7 @@ def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd
             )
         return custom
     # Imported lazily: build.py finds nvcc and CUTLASS, which only compiled kernels need.
-    from kbench_ci import build as build_module
+    from kbench_ci.cuda import build as build_module
 
     plan = build_module.plan_build(source, cutlass=kind == "cutlass", output=output)
     command = build_module.format_command(plan)
@@ -638,7 +638,7 @@ def run_suite(
     worker: WorkerFn = run_case_in_worker,
 ) -> RunOutcome:
     """Check and time every selected case of the suite found from ``request.start``."""
-    from kbench_ci.compare_report import render_run
+    from kbench_ci.report.compare import render_run
 
     started = time.perf_counter()
     config_path = find_config(request.start, request.config)

@@ -14,18 +14,18 @@ from typing import Any
 
 import torch
 
-from kbench_ci.build import shared_library_path
-from kbench_ci.cuda_signature import (
+from kbench_ci.cuda.build import shared_library_path
+from kbench_ci.cuda.signature import (
     PointerParam,
     SolveSignature,
     evaluate_size_expression,
     read_solve_signature,
 )
 from kbench_ci.errors import EnvironmentProblem, SignatureError, UserFileError
-from kbench_ci.impls import Kernel, Solution, collect_in_place
-from kbench_ci.impls.python_solution import inputs_from_setup
-from kbench_ci.inputs import InputSet, random_tensor, seed_everything
-from kbench_ci.problem import Problem
+from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
+from kbench_ci.measure.impls.python_solution import inputs_from_setup
+from kbench_ci.measure.inputs import InputSet, random_tensor, seed_everything
+from kbench_ci.measure.problem import Problem
 
 
 def load_cuda_solution(

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import UserFileError
-from kbench_ci.userfiles import load_module, require_function
+from kbench_ci.measure.usercode import load_module, require_function
 
 
 @dataclass(frozen=True, slots=True)

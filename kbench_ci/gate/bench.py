@@ -11,11 +11,11 @@ from typing import Any
 
 from kbench_ci import __version__
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
-from kbench_ci.impls import COMPILED_KINDS
-from kbench_ci.jobs import CaseJob, SideSpec
-from kbench_ci.report import render_bench
-from kbench_ci.results import BENCH_SCHEMA, BENCH_SCHEMA_VERSION, CaseResult, write_json_atomically, write_text_atomically
-from kbench_ci.worker import run_case_in_worker
+from kbench_ci.measure.impls import COMPILED_KINDS
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.report.markdown import render_bench
+from kbench_ci.results.model import BENCH_SCHEMA, BENCH_SCHEMA_VERSION, CaseResult, write_json_atomically, write_text_atomically
+from kbench_ci.measure.parent import run_case_in_worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,8 @@ def check_request(request: BenchRequest) -> None:
                 f"{request.solution.name} is a CUDA C++ solution and needs a CUDA GPU; none is available here",
                 hint="run it on a GPU machine (CPU mode runs Triton and PyTorch solutions only)",
             )
-        from kbench_ci.build import format_command, library_status, plan_build, shared_library_path
-        from kbench_ci.cuda_signature import read_solve_signature
+        from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
+        from kbench_ci.cuda.signature import read_solve_signature
 
         read_solve_signature(request.solution)  # a bad signature is a usage error: fail before the worker
         status = library_status(request.solution)

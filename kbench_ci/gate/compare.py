@@ -10,7 +10,7 @@ The flow for one comparison:
    out, also on an error or Ctrl-C. The user's tree is only read.
 3. Each side reads its own copy of the suite. Cases are matched by kernel name and dimensions;
    a case on one side only is ``added`` or ``removed``.
-4. Per case: build each side's ``.cu`` (see :class:`~kbench_ci.suite_run.SideBuilder`), then one
+4. Per case: build each side's ``.cu`` (see :class:`~kbench_ci.gate.run.SideBuilder`), then one
    worker checks both sides' correctness and times them interleaved in rounds (A B, B A, ...).
    A suspected regression (:func:`~kbench_ci.stats.needs_remeasure`) is measured again with
    ``remeasure_factor`` times the rounds, and that second measurement decides.
@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci import __version__
-from kbench_ci.config import Case, KernelSpec, Suite, find_config, load_suite
+from kbench_ci.suite.loader import Case, KernelSpec, Suite, find_config, load_suite
 from kbench_ci.errors import ConfigError, KbenchError, UsageError
-from kbench_ci.impls import COMPILED_KINDS
-from kbench_ci.results import CaseResult, VariantResult, write_json_atomically, write_text_atomically
+from kbench_ci.measure.impls import COMPILED_KINDS
+from kbench_ci.results.model import CaseResult, VariantResult, write_json_atomically, write_text_atomically
 from kbench_ci.stats import RatioEstimate, Verdict, classify, compare_rounds, geometric_mean, needs_remeasure
-from kbench_ci.suite_run import (
+from kbench_ci.gate.run import (
     BuildFn,
     BuildOutcome,
     JobSettings,
@@ -58,7 +58,7 @@ from kbench_ci.suite_run import (
     throttle_reasons,
     worker_listener,
 )
-from kbench_ci.worker import run_case_in_worker
+from kbench_ci.measure.parent import run_case_in_worker
 
 __all__ = [
     "ALPHA",
@@ -527,7 +527,7 @@ def run_compare(
     worker: WorkerFn = run_case_in_worker,
 ) -> CompareOutcome:
     """Compare the head with the base over every selected case; see the module docstring."""
-    from kbench_ci.gitrepo import GitRepo
+    from kbench_ci.git import GitRepo
 
     started = time.perf_counter()
     if request.remeasure_factor < 1:
@@ -610,7 +610,7 @@ def run_compare(
             )
 
         def write() -> CompareOutcome:
-            from kbench_ci.compare_report import render_compare
+            from kbench_ci.report.compare import render_compare
 
             outcome = snapshot()
             write_json_atomically(results_path, compare_payload(outcome))

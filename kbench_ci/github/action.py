@@ -1,6 +1,6 @@
 """The steps of the composite action (action.yml), as plain functions.
 
-Run as ``python -m kbench_ci.action_steps STEP`` from a ``run:`` step whose inputs arrive only
+Run as ``python -m kbench_ci.github.action STEP`` from a ``run:`` step whose inputs arrive only
 through ``env:``. Each step reads its environment like a runner step does, writes
 ``GITHUB_OUTPUT`` / ``GITHUB_STEP_SUMMARY``, and returns a :class:`StepResult`: an exit code and
 the lines (workflow commands such as ``::warning::``) for :func:`main` to write to the log.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kbench_ci.comment import (
+from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     PR_NUMBER_FILE,
     REPORT_FILE,
@@ -487,7 +487,7 @@ def run_step(name: str, env: Mapping[str, str], cwd: Path) -> StepResult:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        sys.stderr.write(f"usage: python -m kbench_ci.action_steps {{{'|'.join(STEPS)}}}\n")
+        sys.stderr.write(f"usage: python -m kbench_ci.github.action {{{'|'.join(STEPS)}}}\n")
         return int(ExitCode.USAGE)
     result = run_step(args[0], os.environ, Path.cwd())
     for line in result.lines:

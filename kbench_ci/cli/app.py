@@ -111,9 +111,9 @@ def bench(
     timeout: float = typer.Option(600.0, "--timeout", help="seconds before a hung kernel is killed"),
     no_flush_l2: bool = typer.Option(False, "--no-flush-l2", help="time with a warm L2 (default: flushed before every trial)"),
 ) -> None:
-    from kbench_ci.baselines import parse_baselines
-    from kbench_ci.bench import BenchRequest, parse_dimension_args, run_bench
-    from kbench_ci.impls import resolve_implementation
+    from kbench_ci.measure.baselines import parse_baselines
+    from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench
+    from kbench_ci.measure.impls import resolve_implementation
 
     progress = ProgressLine()
     try:
@@ -126,7 +126,7 @@ def bench(
             raise UsageError(f"unknown --precision '{precision}'", hint="the only option is tf32")
         if discard_first >= num_trials:
             raise UsageError("--discard-first must be smaller than --num-trials")
-        from kbench_ci.cuda_signature import parse_ptr_size_options
+        from kbench_ci.cuda.signature import parse_ptr_size_options
 
         per_pointer, default_size = parse_ptr_size_options(ptr_size)
         chosen_device = resolve_device(device, gpu)
@@ -163,7 +163,7 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild even when the source hash matches"),
     flag: list[str] = typer.Option([], "--flag", help="extra nvcc flag (repeatable)"),
 ) -> None:
-    from kbench_ci.build import CompileError, build as run_build, format_command, plan_build
+    from kbench_ci.cuda.build import CompileError, build as run_build, format_command, plan_build
 
     for source in sources:
         try:
@@ -188,7 +188,7 @@ def comment(
     mode: str = typer.Option("always", "--mode", help="always | on-change | on-regression | never"),
     marker_id: str = typer.Option("default", "--marker-id", help="keeps comments of several suites apart"),
 ) -> None:
-    from kbench_ci.comment import run_comment
+    from kbench_ci.github.comment import run_comment
 
     if report is None and from_artifact is None:
         raise fail(UsageError("give --report DIR or --from-artifact DIR"))
@@ -206,8 +206,8 @@ def comment(
 
 
 # Suite commands (run, compare) live in their own module; registered here so `python -m
-# kbench_ci.cli` and the console script see the same app.
-from kbench_ci import cli_suite  # noqa: E402
+# kbench_ci.cli.app` and the console script see the same app.
+from kbench_ci.cli import suite_commands as cli_suite  # noqa: E402
 
 cli_suite.register(app)
 

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import MissingExtraError, UserFileError
-from kbench_ci.impls import Kernel, Solution, collect_in_place
-from kbench_ci.inputs import InputSet, seed_everything
-from kbench_ci.userfiles import call_by_name, load_module, require_function
+from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
+from kbench_ci.measure.inputs import InputSet, seed_everything
+from kbench_ci.measure.usercode import call_by_name, load_module, require_function
 
 #: the package each kind needs, and the extra that installs it
 _REQUIRED_PACKAGE = {"triton": ("triton", "triton", None), "cute-dsl": ("cutlass", "nvidia-cutlass-dsl", "cute")}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kbench_ci.correctness import CorrectnessResult, OutputCheck, TrialCheck
+from kbench_ci.measure.correctness import CorrectnessResult, OutputCheck, TrialCheck
 
 VariantStatus = Literal["ok", "incorrect", "error", "unavailable"]
 Role = Literal["solution", "baseline"]
