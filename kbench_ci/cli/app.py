@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import typer
 
+from kbench_ci.suite import settings
 from kbench_ci.errors import ExitCode, KbenchError, UsageError
 
 app = typer.Typer(
@@ -96,23 +97,24 @@ def bench(
     implementation: str = typer.Option("auto", "--implementation", "--backend", help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch"),
     baselines: str = typer.Option("none", "--baselines", help="comma list of pytorch-eager, torch-compile, flashinfer; or all / none"),
     output_dir: Path = typer.Option(Path("bench_out"), "--output-dir", help="where benchmark.md and results.json go"),
-    seed: int = typer.Option(42, "--seed"),
-    correctness_trials: int = typer.Option(3, "--correctness-trials", min=1),
-    timing_method: str = typer.Option("cuda_event", "--timing-method", help="cuda_event | host_time"),
-    num_warmup: int = typer.Option(10, "--num-warmup", min=0),
-    num_trials: int = typer.Option(100, "--num-trials", min=1),
-    discard_first: int = typer.Option(1, "--discard-first", min=0),
+    seed: int = typer.Option(settings.DEFAULT_SEED, "--seed"),
+    correctness_trials: int = typer.Option(settings.DEFAULT_CORRECTNESS_TRIALS, "--correctness-trials", min=1),
+    timing_method: str = typer.Option(settings.DEFAULT_TIMING_METHOD, "--timing-method", help="cuda_event | host_time"),
+    num_warmup: int = typer.Option(settings.DEFAULT_NUM_WARMUP, "--num-warmup", min=0),
+    num_trials: int = typer.Option(settings.DEFAULT_NUM_TRIALS, "--num-trials", min=1),
+    discard_first: int = typer.Option(settings.DEFAULT_DISCARD_FIRST, "--discard-first", min=0),
     gpu: int = typer.Option(0, "--gpu", help="CUDA device index"),
     device: str = typer.Option("auto", "--device", help="auto | cuda | cpu"),
     atol: Optional[float] = typer.Option(None, "--atol", min=0.0),
     rtol: Optional[float] = typer.Option(None, "--rtol", min=0.0),
     precision: Optional[str] = typer.Option(None, "--precision", help="tf32: float32 outputs get tf32 tolerances"),
     ptr_size: list[str] = typer.Option([], "--ptr-size", help="pointer sizes for .cu without setup(): NAME=EXPR (repeatable) or EXPR for all"),
-    timeout: float = typer.Option(600.0, "--timeout", help="seconds before a hung kernel is killed"),
+    timeout: float = typer.Option(settings.DEFAULT_TIMEOUT_S, "--timeout", help="seconds before a hung kernel is killed"),
     no_flush_l2: bool = typer.Option(False, "--no-flush-l2", help="time with a warm L2 (default: flushed before every trial)"),
 ) -> None:
-    from kbench_ci.measure.baselines import parse_baselines
     from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench
+    from kbench_ci.results.model import MeasureSettings
+    from kbench_ci.measure.baselines import parse_baselines
     from kbench_ci.measure.impls import resolve_implementation
 
     progress = ProgressLine()
@@ -135,9 +137,13 @@ def bench(
             timing_method = "host_time"
         request = BenchRequest(
             solution=solution, ref=ref, implementation=kind, baselines=chosen_baselines, dims=dims,
-            output_dir=output_dir, device=chosen_device, seed=seed, correctness_trials=correctness_trials,
-            timing_method=timing_method, num_warmup=num_warmup, num_trials=num_trials, discard_first=discard_first,
-            flush_l2=not no_flush_l2, atol=atol, rtol=rtol, precision=precision, ptr_sizes=per_pointer,
+            output_dir=output_dir,
+            settings=MeasureSettings(
+                device=chosen_device, seed=seed, correctness_trials=correctness_trials, timing_method=timing_method,
+                num_warmup=num_warmup, trials_per_round=num_trials, discard_first=discard_first, rounds=1,
+                flush_l2=not no_flush_l2,
+            ),
+            atol=atol, rtol=rtol, precision=precision, ptr_sizes=per_pointer,
             ptr_size=default_size, timeout_s=timeout, command_line=tuple(sys.argv),
         )
         outcome = run_bench(request, on_event=progress)
@@ -163,7 +169,8 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="rebuild even when the source hash matches"),
     flag: list[str] = typer.Option([], "--flag", help="extra nvcc flag (repeatable)"),
 ) -> None:
-    from kbench_ci.cuda.build import CompileError, build as run_build, format_command, plan_build
+    from kbench_ci.cuda.build import CompileError, format_command, plan_build
+    from kbench_ci.cuda.build import build as run_build
 
     for source in sources:
         try:

@@ -90,7 +90,7 @@ def _progress_adapter(progress: Any, err: Callable[[str], None]) -> Callable[[An
 def _write_json_summary(path: Optional[Path], payload: dict[str, Any]) -> None:
     if path is None:
         return
-    from kbench_ci.results.model import write_json_atomically
+    from kbench_ci.results.atomic import write_json_atomically
 
     write_json_atomically(path, payload)
 
@@ -158,7 +158,8 @@ def run_command(
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
     from kbench_ci.cli.app import resolve_device
-    from kbench_ci.gate.run import RunRequest, run_suite
+    from kbench_ci.gate.run import run_suite
+    from kbench_ci.results.outcome import RunRequest
 
     def work(on_progress: Callable[[Any], None]) -> Any:
         request = RunRequest(
@@ -194,7 +195,8 @@ def compare_command(
     json_summary: Optional[Path] = typer.Option(None, "--json-summary", help="also write a small JSON with the gate and the file paths"),
 ) -> None:
     from kbench_ci.cli.app import resolve_device
-    from kbench_ci.gate.compare import CompareRequest, run_compare
+    from kbench_ci.gate.compare import run_compare
+    from kbench_ci.results.outcome import CompareRequest
     from kbench_ci.suite.loader import parse_threshold
 
     def work(on_progress: Callable[[Any], None]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -10,12 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci import __version__
+from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
+from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.measure.protocol import CaseJob, SideSpec
-from kbench_ci.report.markdown import render_bench
-from kbench_ci.results.model import BENCH_SCHEMA, BENCH_SCHEMA_VERSION, CaseResult, write_json_atomically, write_text_atomically
 from kbench_ci.measure.parent import run_case_in_worker
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.report.bench import render_bench
+from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
+from kbench_ci.results.model import CaseResult, MeasureSettings
+from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
+from kbench_ci.results.schema import BENCH_SCHEMA, BENCH_SCHEMA_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,20 +32,14 @@ class BenchRequest:
     baselines: tuple[str, ...]
     dims: Mapping[str, Any]
     output_dir: Path
-    device: str
-    seed: int = 42
-    correctness_trials: int = 3
-    timing_method: str = "cuda_event"
-    num_warmup: int = 10
-    num_trials: int = 100
-    discard_first: int = 1
-    flush_l2: bool = True
+    #: rounds is 1 and trials_per_round is --num-trials: bench times each variant in one round
+    settings: MeasureSettings
     atol: float | None = None
     rtol: float | None = None
     precision: str | None = None
     ptr_sizes: Mapping[str, str] = field(default_factory=dict)
     ptr_size: str | None = None
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     command_line: tuple[str, ...] = ()
 
 
@@ -69,13 +69,11 @@ def check_request(request: BenchRequest) -> None:
         if not path.is_file():
             raise UserFileError(f"{role} file not found: {path}", hint="check the path")
     if request.implementation in COMPILED_KINDS:
-        if not request.device.startswith("cuda"):
+        if not request.settings.device.startswith("cuda"):
             raise EnvironmentProblem(
                 f"{request.solution.name} is a CUDA C++ solution and needs a CUDA GPU; none is available here",
                 hint="run it on a GPU machine (CPU mode runs Triton and PyTorch solutions only)",
             )
-        from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
-        from kbench_ci.cuda.signature import read_solve_signature
 
         read_solve_signature(request.solution)  # a bad signature is a usage error: fail before the worker
         status = library_status(request.solution)
@@ -109,15 +107,7 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[dict[str, Any]], Non
         dims=dict(request.dims),
         sides=(side,),
         baselines=request.baselines,
-        seed=request.seed,
-        correctness_trials=request.correctness_trials,
-        timing_method=request.timing_method,
-        num_warmup=request.num_warmup,
-        num_trials=request.num_trials,
-        discard_first=request.discard_first,
-        flush_l2=request.flush_l2,
-        rounds=1,
-        device=request.device,
+        settings=request.settings,
     )
     case, outcome = run_case_in_worker(job, timeout_s=request.timeout_s, on_event=on_event)
     results_path = request.output_dir / "results.json"
@@ -136,10 +126,10 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[dict[str, Any]], Non
             ref_name=request.ref.name,
             implementation=request.implementation,
             environment=outcome.environment,
-            num_warmup=request.num_warmup,
-            num_trials=request.num_trials,
-            discard_first=request.discard_first,
-            cache_mode=("cold (L2 flushed before every trial)" if request.flush_l2 else "warm"),
+            num_warmup=request.settings.num_warmup,
+            num_trials=request.settings.trials_per_round,
+            discard_first=request.settings.discard_first,
+            cache_mode=("cold (L2 flushed before every trial)" if request.settings.flush_l2 else "warm"),
             notes=notes,
         ),
     )
@@ -157,14 +147,14 @@ def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[
         "ref": str(request.ref),
         "implementation": request.implementation,
         "settings": {
-            "device": request.device,
-            "seed": request.seed,
-            "correctness_trials": request.correctness_trials,
-            "timing_method": request.timing_method,
-            "num_warmup": request.num_warmup,
-            "num_trials": request.num_trials,
-            "discard_first": request.discard_first,
-            "cache_mode": "cold" if request.flush_l2 else "warm",
+            "device": request.settings.device,
+            "seed": request.settings.seed,
+            "correctness_trials": request.settings.correctness_trials,
+            "timing_method": request.settings.timing_method,
+            "num_warmup": request.settings.num_warmup,
+            "num_trials": request.settings.trials_per_round,
+            "discard_first": request.settings.discard_first,
+            "cache_mode": "cold" if request.settings.flush_l2 else "warm",
             "baselines": list(request.baselines),
             "atol": request.atol,
             "rtol": request.rtol,
@@ -179,7 +169,6 @@ def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[
 
 def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str, int | float]:
     """``--NAME=VALUE`` / ``--NAME VALUE`` tokens the CLI did not know: dimensions."""
-    import difflib
 
     dims: dict[str, int | float] = {}
     index = 0

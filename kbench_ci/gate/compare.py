@@ -23,27 +23,19 @@ by :func:`assess`, a pure function of the two sides' results (unit-tested withou
 from __future__ import annotations
 
 import datetime as dt
-import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kbench_ci import __version__
-from kbench_ci.suite.loader import Case, KernelSpec, Suite, find_config, load_suite
 from kbench_ci.errors import ConfigError, KbenchError, UsageError
-from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.results.model import CaseResult, VariantResult, write_json_atomically, write_text_atomically
-from kbench_ci.stats import RatioEstimate, Verdict, classify, compare_rounds, geometric_mean, needs_remeasure
-from kbench_ci.gate.run import (
+from kbench_ci.gate.execute import (
     BuildFn,
-    BuildOutcome,
-    JobSettings,
-    PhaseTimes,
     ProgressFn,
     SideBuilder,
     SuiteProgress,
@@ -51,47 +43,27 @@ from kbench_ci.gate.run import (
     WorkerRun,
     check_runnable,
     implementation_of,
-    job_settings,
     make_job,
     run_worker,
     select_kernels,
-    throttle_reasons,
     worker_listener,
 )
+from kbench_ci.suite.settings import job_settings
+from kbench_ci.gate.verdicts import _percent, assess, evaluate_gate, measure_case
+from kbench_ci.git import GitRepo
+from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
-
-__all__ = [
-    "ALPHA",
-    "COMPARE_SCHEMA",
-    "COMPARE_SCHEMA_VERSION",
-    "CONFIDENCE",
-    "Assessment",
-    "CaseComparison",
-    "CompareOutcome",
-    "CompareRequest",
-    "Gate",
-    "Measurement",
-    "RevisionInfo",
-    "assess",
-    "compare_payload",
-    "evaluate_gate",
-    "measure_case",
-    "run_compare",
-]
+from kbench_ci.report.compare import render_compare
+from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
+from kbench_ci.results.model import CaseResult
+from kbench_ci.results.outcome import BASE, HEAD, Assessment, CaseComparison, CompareOutcome, CompareRequest, Measurement, PhaseTimes, RevisionInfo
+from kbench_ci.results.model import MeasureSettings
+from kbench_ci.stats import RatioEstimate
+from kbench_ci.suite.loader import find_config, load_suite
+from kbench_ci.suite.model import Case, KernelSpec, Suite
 
 COMPARE_SCHEMA = "kbench-ci/compare"
 COMPARE_SCHEMA_VERSION = 1
-
-#: labels of the two sides in the worker job and in results.json
-BASE, HEAD = "base", "head"
-#: significance level of the paired test and confidence of the ratio's interval
-ALPHA = 0.05
-CONFIDENCE = 0.95
-#: a suspected regression is measured again with this many times the rounds
-REMEASURE_FACTOR = 2
-
-#: verdicts that carry a head/base ratio (the others are about correctness or presence)
-TIMED_VERDICTS = frozenset({Verdict.SLOWER, Verdict.FASTER, Verdict.UNCHANGED, Verdict.INCONCLUSIVE})
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,342 +71,9 @@ TIMED_VERDICTS = frozenset({Verdict.SLOWER, Verdict.FASTER, Verdict.UNCHANGED, V
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CompareRequest:
-    """What the user asked for. ``start`` is the directory the command ran in."""
-
-    start: Path
-    base: str
-    device: str
-    head: str | None = None
-    base_mode: str = "merge-base"
-    config: Path | None = None
-    output_dir: Path = Path("bench_out")
-    #: overrides every kernel's threshold when set
-    threshold: float | None = None
-    #: overrides the suite's ``max_geomean_slowdown`` when set
-    max_geomean_slowdown: float | None = None
-    rounds: int | None = None
-    #: overrides every kernel's ``timeout`` when set
-    case_timeout_s: float | None = None
-    kernels: tuple[str, ...] = ()
-    remeasure_factor: int = REMEASURE_FACTOR
-    no_fail: bool = False
-    command_line: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Assessment:
-    """The verdict of one measurement of one case, with its ratio when both sides were timed."""
-
-    verdict: Verdict
-    estimate: RatioEstimate | None
-    message: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    """One worker run of a case: both sides' results and what they add up to."""
-
-    result: CaseResult
-    assessment: Assessment
-    rounds: int
-    phases: PhaseTimes
-    environment: Mapping[str, Any] | None = None
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.assessment.verdict
-
-    @property
-    def estimate(self) -> RatioEstimate | None:
-        return self.assessment.estimate
-
-
-@dataclass(frozen=True, slots=True)
-class CaseComparison:
-    """The outcome of one case (kernel × shape) of a comparison."""
-
-    case_id: str
-    kernel: str
-    dims: Mapping[str, int]
-    verdict: Verdict
-    threshold: float
-    estimate: RatioEstimate | None
-    message: str | None
-    #: the measurement that decided (the re-measurement when there was one); None if not run
-    measurement: Measurement | None = None
-    #: the first measurement, when a suspected regression was measured again
-    first: Measurement | None = None
-    base_build: BuildOutcome | None = None
-    head_build: BuildOutcome | None = None
-    base_kind: str | None = None
-    head_kind: str | None = None
-    phases: PhaseTimes = field(default_factory=PhaseTimes)
-
-    @property
-    def remeasured(self) -> bool:
-        return self.first is not None
-
-    @property
-    def result(self) -> CaseResult | None:
-        return self.measurement.result if self.measurement is not None else None
-
-    @property
-    def base(self) -> VariantResult | None:
-        return self.result.variant(BASE) if self.result is not None else None
-
-    @property
-    def head(self) -> VariantResult | None:
-        return self.result.variant(HEAD) if self.result is not None else None
-
-    @property
-    def throttle_reasons(self) -> tuple[str, ...]:
-        reasons: list[str] = []
-        for measurement in (self.first, self.measurement):
-            for reason in throttle_reasons(measurement.result if measurement else None):
-                if reason not in reasons:
-                    reasons.append(reason)
-        return tuple(reasons)
-
-    @property
-    def throttled(self) -> bool:
-        return bool(self.throttle_reasons)
-
-
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """Whether the comparison lets the change through, and the one-line verdict saying so."""
-
-    passed: bool
-    complete: bool
-    counts: Mapping[str, int]
-    summary: str
-    geomean_ratio: float | None
-    max_geomean_slowdown: float | None
-    geomean_failed: bool
-    failing: tuple[str, ...]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "complete": self.complete,
-            "summary": self.summary,
-            "counts": dict(self.counts),
-            "failing_cases": list(self.failing),
-            "geomean_ratio": self.geomean_ratio,
-            "max_geomean_slowdown": self.max_geomean_slowdown,
-            "geomean_failed": self.geomean_failed,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RevisionInfo:
-    """One side of the comparison as the report names it."""
-
-    label: str
-    ref: str | None
-    sha: str | None
-    description: str
-    tree: str  # "worktree" (a temporary checkout) or "working tree" (the user's, as it is)
-    mode: str | None = None
-    merge_base_of: str | None = None
-    config: str | None = None
-    note: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref, "sha": self.sha, "description": self.description, "tree": self.tree,
-            "mode": self.mode, "merge_base_of": self.merge_base_of, "config": self.config, "note": self.note,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class CompareOutcome:
-    cases: tuple[CaseComparison, ...]
-    total_cases: int
-    gate: Gate
-    base: RevisionInfo
-    head: RevisionInfo
-    settings: JobSettings
-    request: CompareRequest
-    environment: Mapping[str, Any] | None
-    results_path: Path
-    report_path: Path
-    wall_s: float
-    setup_s: float
-    max_geomean_slowdown: float | None
-
-    @property
-    def phases(self) -> PhaseTimes:
-        total = PhaseTimes()
-        for case in self.cases:
-            total = total + case.phases
-        return total
-
-    def settings_json(self) -> dict[str, Any]:
-        return {
-            **self.settings.as_json(),
-            "remeasure_rounds": self.settings.rounds * self.request.remeasure_factor,
-            "remeasure_rule": "stats.needs_remeasure: classify says slower, or inconclusive with ratio > 1 + threshold",
-            "threshold_override": self.request.threshold,
-            "max_geomean_slowdown": self.max_geomean_slowdown,
-            "alpha": ALPHA,
-            "confidence": CONFIDENCE,
-            "base_mode": self.request.base_mode,
-            "case_timeout_s": self.request.case_timeout_s,
-            "kernels": list(self.request.kernels),
-            "no_fail": self.request.no_fail,
-        }
-
-
 # --------------------------------------------------------------------------------------------
 # Verdicts (pure)
 # --------------------------------------------------------------------------------------------
-
-
-def assess(
-    result: CaseResult | None,
-    *,
-    threshold: float,
-    head_present: bool = True,
-    base_present: bool = True,
-    head_build: BuildOutcome | None = None,
-    base_build: BuildOutcome | None = None,
-    base_unavailable: str | None = None,
-    alpha: float = ALPHA,
-) -> Assessment:
-    """The verdict of one case from what the worker (and the builds) produced.
-
-    In order, the first that applies:
-
-    * not in the head suite → REMOVED; the head did not build → FAILED with the compiler's word;
-    * the head raised, crashed, hung or produced no samples → FAILED;
-    * the head's outputs are wrong (before or after timing) → INCORRECT, whatever its speed;
-    * not in the base suite → ADDED; in it, but the base has no usable build or could not be set
-      up (``base_build`` failed, ``base_unavailable``) → ADDED with "no baseline": a base that
-      does not build is not the head's regression;
-    * the base is wrong, raised, crashed or hung while the head is right → FIXED;
-    * both timed → :func:`stats.classify` of :func:`stats.compare_rounds` on their rounds.
-    """
-    if not head_present:
-        return Assessment(Verdict.REMOVED, None, "in the base suite only")
-    if head_build is not None and not head_build.ok:
-        return Assessment(Verdict.FAILED, None, f"head failed to build: {head_build.message}")
-    head = result.variant(HEAD) if result is not None else None
-    if head is None:
-        detail = result.error if result is not None and result.error else "the head was not run"
-        return Assessment(Verdict.FAILED, None, detail)
-    if head.status == "incorrect":
-        return Assessment(Verdict.INCORRECT, None, f"head is incorrect: {head.message or 'outputs differ'}")
-    if head.status != "ok":
-        return Assessment(Verdict.FAILED, None, f"head failed: {head.message or result.error or head.status}")  # type: ignore[union-attr]
-    if not head.timed:
-        return Assessment(Verdict.FAILED, None, "head produced no timing samples")
-    if not base_present:
-        return Assessment(Verdict.ADDED, None, "new at head: no baseline to compare with")
-    if base_build is not None and not base_build.ok:
-        return Assessment(Verdict.ADDED, None, f"no baseline: base failed to build ({base_build.message})")
-    if base_unavailable is not None:
-        return Assessment(Verdict.ADDED, None, f"no baseline: {base_unavailable}")
-    base = result.variant(BASE) if result is not None else None
-    if base is None:
-        return Assessment(Verdict.ADDED, None, "no baseline: the base was not run")
-    if base.status == "incorrect":
-        return Assessment(Verdict.FIXED, None, f"base was incorrect ({base.message or 'outputs differ'}); head is correct")
-    if base.status != "ok":
-        return Assessment(Verdict.FIXED, None, f"base failed ({base.message or base.status}); head runs correctly")
-    if not base.timed:
-        return Assessment(Verdict.ADDED, None, "no baseline: the base produced no timing samples")
-    try:
-        estimate = compare_rounds(base.rounds_ms, head.rounds_ms, confidence=CONFIDENCE)
-    except ValueError as exc:
-        return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
-    return Assessment(classify(estimate, threshold, alpha=alpha), estimate, None)
-
-
-def measure_case(
-    run: Callable[[int], WorkerRun],
-    judge: Callable[[CaseResult], Assessment],
-    *,
-    threshold: float,
-    rounds: int,
-    remeasure_factor: int = REMEASURE_FACTOR,
-    on_remeasure: Callable[[], None] | None = None,
-) -> tuple[Measurement, Measurement | None]:
-    """Measure once; measure a suspected regression again with more rounds.
-
-    Returns ``(deciding, first)``: ``first`` is None unless there was a re-measurement, which
-    then decides alone. Using the second run by itself (not pooled with the first) keeps the
-    decision free of the selection that triggered it: a first run that looked slow by chance
-    is not counted twice.
-    """
-
-    def once(n_rounds: int) -> Measurement:
-        worker_run = run(n_rounds)
-        return Measurement(
-            result=worker_run.result, assessment=judge(worker_run.result), rounds=n_rounds,
-            phases=worker_run.phases, environment=worker_run.environment,
-        )
-
-    first = once(rounds)
-    estimate = first.estimate
-    if (
-        estimate is None
-        or remeasure_factor <= 1
-        or not needs_remeasure(estimate, threshold, alpha=ALPHA)
-    ):
-        return first, None
-    if on_remeasure is not None:
-        on_remeasure()
-    return once(rounds * remeasure_factor), first
-
-
-def evaluate_gate(
-    cases: Sequence[CaseComparison], *, total: int | None = None, max_geomean_slowdown: float | None = None
-) -> Gate:
-    """Passed when every case is in, none fails the gate, and the geometric mean is in bounds.
-
-    The geometric mean is over the head/base ratios of the cases that have one (slower, faster,
-    unchanged, inconclusive); it fails when above ``1 + max_geomean_slowdown``.
-    """
-    total = len(cases) if total is None else total
-    counts = {verdict.value: 0 for verdict in Verdict}
-    for case in cases:
-        counts[case.verdict.value] += 1
-    failing = tuple(case.case_id for case in cases if case.verdict.fails_gate)
-    ratios = [
-        case.estimate.ratio for case in cases
-        if case.estimate is not None and case.verdict in TIMED_VERDICTS
-        and math.isfinite(case.estimate.ratio) and case.estimate.ratio > 0
-    ]
-    geomean = geometric_mean(ratios) if ratios else None
-    geomean_failed = (
-        max_geomean_slowdown is not None and geomean is not None and geomean > 1.0 + max_geomean_slowdown
-    )
-    complete = len(cases) >= total
-    passed = complete and not failing and not geomean_failed
-
-    order = sorted(Verdict, key=lambda v: -v.severity)
-    words = [f"{counts[v.value]} {v.value}" for v in order if counts[v.value]]
-    text = ", ".join(words) if words else "no cases"
-    if not complete:
-        text += f" — incomplete ({len(cases)} of {total} cases)"
-    else:
-        text += " — gate passed" if passed else " — gate FAILED"
-    if geomean_failed:
-        text += (
-            f" (geometric mean of head/base {_percent(geomean - 1.0)}"  # type: ignore[operator]
-            f" exceeds +{max_geomean_slowdown * 100:g}%)"  # type: ignore[operator]
-        )
-    return Gate(
-        passed=passed, complete=complete, counts=counts, summary=text, geomean_ratio=geomean,
-        max_geomean_slowdown=max_geomean_slowdown, geomean_failed=geomean_failed, failing=failing,
-    )
-
-
-def _percent(change: float) -> str:
-    return f"{change * 100:+.2f}%"
 
 
 def _progress_detail(case: CaseComparison) -> str | None:
@@ -527,7 +166,6 @@ def run_compare(
     worker: WorkerFn = run_case_in_worker,
 ) -> CompareOutcome:
     """Compare the head with the base over every selected case; see the module docstring."""
-    from kbench_ci.git import GitRepo
 
     started = time.perf_counter()
     if request.remeasure_factor < 1:
@@ -610,7 +248,6 @@ def run_compare(
             )
 
         def write() -> CompareOutcome:
-            from kbench_ci.report.compare import render_compare
 
             outcome = snapshot()
             write_json_atomically(results_path, compare_payload(outcome))
@@ -649,7 +286,7 @@ def _compare_one(
     index: int,
     total: int,
     request: CompareRequest,
-    settings: JobSettings,
+    settings: MeasureSettings,
     builder: SideBuilder,
     head_suite: Suite,
     base_suite: Suite | None,

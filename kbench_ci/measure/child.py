@@ -20,17 +20,20 @@ from typing import Any
 
 import torch
 
-from kbench_ci.measure import baselines as baseline_registry
-from kbench_ci.measure.correctness import CorrectnessResult, Tolerance, TrialCheck, compare_outputs, resolve_tolerance
-from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.errors import KbenchError
+from kbench_ci.measure import baselines as baseline_registry
+from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
+from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
+from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
+from kbench_ci.measure.impls.python_solution import load_python_solution
 from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_
-from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.measure.problem import Problem, collect_outputs, load_problem
-from kbench_ci.results.model import VariantResult, to_jsonable
-from kbench_ci.measure.usercode import accepted_kwargs
+from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.measure.timing import Timer, make_timer
+from kbench_ci.measure.usercode import accepted_kwargs
+from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult
+from kbench_ci.results.schema import to_jsonable
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -53,7 +56,7 @@ class _Variant:
 
 
 def run_case(job: CaseJob, emit: Emit) -> None:
-    device = torch.device(job.device)
+    device = torch.device(job.settings.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     emit({"event": "environment", "environment": to_jsonable(capture_environment(device))})
@@ -129,13 +132,11 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
 def _load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.device) -> Solution:
     path = Path(side.solution)
     if side.implementation in COMPILED_KINDS:
-        from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 
         return load_cuda_solution(
             path, kind=side.implementation, label=side.label, problem=problem, dims=job.dims, device=device,
             ptr_sizes=side.ptr_sizes, ptr_size=side.ptr_size,
         )
-    from kbench_ci.measure.impls.python_solution import load_python_solution
 
     return load_python_solution(path, kind=side.implementation, label=side.label, dims=job.dims, device=device)
 
@@ -176,7 +177,7 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
     """Run compile steps and one untimed call, timing each apart from the samples."""
     emit({"event": "begin", "variant": variant.label, "phase": "compile"})
     try:
-        inputs = variant.solution.make_inputs(job.seed)
+        inputs = variant.solution.make_inputs(job.settings.seed)
         kwargs = inputs.fresh_copy()
         compile_ms = None
         _sync(device)
@@ -246,10 +247,10 @@ def _check_once(variant: _Variant, inputs: InputSet, expected: Mapping[str, torc
 
 def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
     trials: list[TrialCheck] = []
-    for trial in range(job.correctness_trials):
-        emit({"event": "progress", "variant": variant.label, "phase": "correctness", "done": trial, "total": job.correctness_trials})
+    for trial in range(job.settings.correctness_trials):
+        emit({"event": "progress", "variant": variant.label, "phase": "correctness", "done": trial, "total": job.settings.correctness_trials})
         emit({"event": "begin", "variant": variant.label, "phase": "correctness"})
-        seed = job.seed + trial
+        seed = job.settings.seed + trial
         try:
             inputs = variant.solution.make_inputs(seed)
             expected = _expected_outputs(variant, inputs, device)
@@ -268,21 +269,21 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
 
 def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device, emit: Emit) -> None:
     timer: Timer = make_timer(
-        job.timing_method, device, flush_l2=job.flush_l2, event_overhead_ms=job.event_overhead_ms  # type: ignore[arg-type]
+        job.settings.timing_method, device, flush_l2=job.settings.flush_l2, event_overhead_ms=job.event_overhead_ms  # type: ignore[arg-type]
     )
     # Each variant gets its own inputs (same seed: identical when the setups are identical),
     # made once so input generation stays out of the rounds.
     prepared = {}
     for variant in variants:
-        inputs = variant.solution.make_inputs(job.seed)
+        inputs = variant.solution.make_inputs(job.settings.seed)
         prepared[variant.label] = (inputs, inputs.fresh_copy())
     rounds: dict[str, list[tuple[float, ...]]] = {v.label: [] for v in variants}
     discarded: dict[str, list[float]] = {v.label: [] for v in variants}
-    for round_index in range(job.rounds):
+    for round_index in range(job.settings.rounds):
         order = variants if round_index % 2 == 0 else list(reversed(variants))
         for variant in order:
             emit({"event": "begin", "variant": variant.label, "phase": "timing"})
-            emit({"event": "progress", "variant": variant.label, "phase": "timing", "done": round_index, "total": job.rounds})
+            emit({"event": "progress", "variant": variant.label, "phase": "timing", "done": round_index, "total": job.settings.rounds})
             _, kwargs = prepared[variant.label]
             call = variant.kernel.call
 
@@ -291,15 +292,15 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
 
             try:
                 # A full warm-up the first time, a short one after another variant ran.
-                timer.warm_up(fn, job.num_warmup if round_index == 0 else max(1, min(3, job.num_warmup)))
-                samples = timer.measure(fn, job.num_trials + job.discard_first)
+                timer.warm_up(fn, job.settings.num_warmup if round_index == 0 else max(1, min(3, job.settings.num_warmup)))
+                samples = timer.measure(fn, job.settings.trials_per_round + job.settings.discard_first)
             except Exception as exc:
                 _raise_if_context_lost(exc, device)
                 _fail(variant, "error", f"failed while timing: {_describe(exc)}")
                 variants = [v for v in variants if v is not variant]
                 continue
-            rounds[variant.label].append(tuple(samples[job.discard_first:]))
-            discarded[variant.label].extend(samples[: job.discard_first])
+            rounds[variant.label].append(tuple(samples[job.settings.discard_first:]))
+            discarded[variant.label].extend(samples[: job.settings.discard_first])
     for variant in variants:  # only variants still "ok": one that failed while timing was dropped
         variant.result = replace(
             variant.result,

@@ -7,9 +7,10 @@ same infinity. NaN never passes, on either side. Shape and dtype must match the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
+
+from kbench_ci.results.model import OutputCheck, Tolerance
 
 #: Default (atol, rtol) per output dtype, used when neither the CLI nor ref.py sets them.
 #: Float32 allows reordered reductions; tf32 is float32 storage computed on tensor cores with a
@@ -25,13 +26,6 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float8_e5m2": (2.5e-1, 2.5e-1),
     "integer": (0.0, 0.0),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Tolerance:
-    atol: float
-    rtol: float
-    source: str  # "cli", "ref.py" or "default (float32)" — shown in the report
 
 
 def dtype_key(dtype: torch.dtype, *, precision: str | None = None) -> str:
@@ -77,81 +71,6 @@ def resolve_tolerance(
 
 def _first_given(*values: float | None) -> float:
     return next(value for value in values if value is not None)
-
-
-@dataclass(frozen=True, slots=True)
-class OutputCheck:
-    name: str
-    passed: bool
-    #: why it failed without figures: missing output, shape or dtype mismatch; None otherwise
-    problem: str | None
-    max_abs_error: float
-    max_rel_error: float
-    mismatched: int
-    numel: int
-    atol: float
-    rtol: float
-    tolerance_source: str
-    #: first mismatching flat index and its two values, to make a failure debuggable
-    first_mismatch: tuple[int, float, float] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TrialCheck:
-    seed: int
-    outputs: tuple[OutputCheck, ...]
-    #: inputs (not outputs) the kernel modified
-    modified_inputs: tuple[str, ...] = ()
-    #: the call raised: its one-line description
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.error is None and not self.modified_inputs and all(o.passed for o in self.outputs)
-
-    def describe_failure(self) -> str | None:
-        if self.error:
-            return self.error
-        if self.modified_inputs:
-            return f"modified its input(s) {', '.join(self.modified_inputs)} (seed {self.seed})"
-        for output in self.outputs:
-            if output.passed:
-                continue
-            if output.problem:
-                return f"output '{output.name}': {output.problem} (seed {self.seed})"
-            return (
-                f"output '{output.name}': {output.mismatched} of {output.numel} elements outside "
-                f"atol={output.atol:g} rtol={output.rtol:g}, max abs error {output.max_abs_error:.3g} (seed {self.seed})"
-            )
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class CorrectnessResult:
-    trials: tuple[TrialCheck, ...]
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.trials) and all(t.passed for t in self.trials)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max((o.max_abs_error for t in self.trials for o in t.outputs), default=0.0)
-
-    @property
-    def max_rel_error(self) -> float:
-        return max((o.max_rel_error for t in self.trials for o in t.outputs), default=0.0)
-
-    @property
-    def mismatched(self) -> int:
-        return max((sum(o.mismatched for o in t.outputs) for t in self.trials), default=0)
-
-    def first_failure(self) -> str | None:
-        for trial in self.trials:
-            reason = trial.describe_failure()
-            if reason:
-                return reason
-        return None
 
 
 def compare_output(

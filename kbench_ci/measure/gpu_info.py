@@ -7,6 +7,7 @@ import platform
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from importlib import metadata
 
 import torch
 
@@ -52,7 +53,6 @@ class Environment:
 
 
 def library_version(name: str) -> str | None:
-    from importlib import metadata
 
     try:
         return metadata.version(name)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy
 import torch
 
 # 0xA5 repeated: unlikely to be a kernel's true result, and obviously wrong in a hex dump.
@@ -42,7 +43,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)  # seeds every CUDA device too
     try:
-        import numpy
 
         numpy.random.seed(seed % (2**32))
     except ImportError:  # numpy is optional for users' setup()

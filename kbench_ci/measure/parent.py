@@ -21,9 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbench_ci.procgroup import kill_process_group
 from kbench_ci.measure.protocol import CaseJob
-from kbench_ci.results.model import CaseResult, VariantResult, variant_from_json
+from kbench_ci.procgroup import kill_process_group
+from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.results.schema import variant_from_json
 
 # Exit code of a worker that stopped itself because the CUDA context was lost.
 _CONTEXT_LOST_EXIT = 86
@@ -81,9 +82,9 @@ def run_case_in_worker(
     result = CaseResult(
         case_id=job.case_id,
         dims=job.dims,
-        seed=job.seed,
+        seed=job.settings.seed,
         variants=tuple(outcome.variants[label] for label in labels),
-        timing_method=job.timing_method,
+        timing_method=job.settings.timing_method,
         timing_description=outcome.timing_description,
         event_overhead_ms=outcome.event_overhead_ms,
         error="; ".join(outcome.incidents) or None,
@@ -115,7 +116,7 @@ def _run_once(
         job_path.write_text(job.to_json(), encoding="utf-8")
         events_path.touch()
         environment = dict(os.environ)
-        if job.device == "cpu":
+        if job.settings.device == "cpu":
             # Triton kernels run on CPU tensors only under its interpreter, set before import.
             environment["TRITON_INTERPRET"] = "1"
         environment.setdefault("PYTHONUNBUFFERED", "1")

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbench_ci.results.model import MeasureSettings
+
 
 @dataclass(frozen=True, slots=True)
 class SideSpec:
@@ -25,20 +27,13 @@ class SideSpec:
 
 @dataclass(frozen=True, slots=True)
 class CaseJob:
+    """One case for one worker: every side and baseline, measured with the same settings."""
+
     case_id: str
     dims: dict[str, Any]
     sides: tuple[SideSpec, ...]
     baselines: tuple[str, ...]
-    seed: int = 42
-    correctness_trials: int = 3
-    timing_method: str = "cuda_event"
-    num_warmup: int = 10
-    #: trials per round per variant
-    num_trials: int = 100
-    discard_first: int = 1
-    flush_l2: bool = True
-    rounds: int = 1
-    device: str = "cuda:0"
+    settings: MeasureSettings
     #: variant labels not to run (they crashed or hung a previous worker)
     skip: tuple[str, ...] = ()
     #: cuda_event only: an event overhead already calibrated on this device in this run, so
@@ -49,11 +44,12 @@ class CaseJob:
         return json.dumps(dataclasses.asdict(self))
 
     @staticmethod
-    def from_json(text: str) -> "CaseJob":
+    def from_json(text: str) -> CaseJob:
         data = json.loads(text)
         data["sides"] = tuple(SideSpec(**side) for side in data["sides"])
         data["baselines"] = tuple(data["baselines"])
         data["skip"] = tuple(data.get("skip", ()))
+        data["settings"] = MeasureSettings(**data["settings"])
         return CaseJob(**data)
 
     def variant_labels(self) -> tuple[str, ...]:

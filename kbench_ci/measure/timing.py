@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Literal, Protocol
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 TimingMethod = Literal["cuda_event", "host_time"]
 
@@ -152,7 +153,6 @@ class CudaEventTimer:
         self.hold_us = max(self.hold_us, hold_for_caller)
         with_events = sorted(self.measure_raw(empty, count))[count // 2]
         try:
-            from torch.profiler import ProfilerActivity, profile
 
             with profile(activities=[ProfilerActivity.CUDA]) as profiler:
                 for _ in range(count):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
 
 from kbench_ci.results.model import CaseResult, VariantResult
-from kbench_ci.stats import Summary, speedup, summarize
+from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
+from kbench_ci.stats import Summary, summarize
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str] | None = None) -> str:
@@ -76,101 +78,128 @@ def correctness_cell(variant: VariantResult) -> str:
     return f"PASS ({n} seed{'s' if n != 1 else ''})"
 
 
-def render_bench(
-    case: CaseResult,
-    *,
-    solution_name: str,
-    ref_name: str,
-    implementation: str,
-    environment: Mapping[str, Any] | None,
-    num_warmup: int,
-    num_trials: int,
-    discard_first: int,
-    cache_mode: str,
-    notes: Sequence[str] = (),
-) -> str:
-    solution = case.variants[0]
-    summaries = variant_summaries(case)
-    verdict = "PASS" if solution.status == "ok" else ("FAIL" if solution.status == "incorrect" else "ERROR")
-    header_rows: list[tuple[str, str]] = [
-        ("solution", f"`{solution_name}`"),
-        ("reference", f"`{ref_name}`"),
-        ("implementation", implementation),
-        *environment_line(environment),
-        ("dims", ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "—"),
-        ("seed", str(case.seed)),
-        ("correctness", f"**{verdict}**" + (f" — {solution.message}" if solution.message and verdict != "PASS" else "")),
-        ("timing method", case.timing_method + (f" — {case.timing_description}" if case.timing_description else "")),
-        ("cache mode", cache_mode),
-        ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
+RUN_MARKERS = {"ok": "✅", "incorrect": "❌", "failed": "💥"}
+
+
+def pct(ratio: float | None) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return "—"
+    return f"{(ratio - 1.0) * 100:+.2f}%"
+
+
+def code(text: str) -> str:
+    return f"`{text}`"
+
+
+def cell(text: str | None, limit: int = 160) -> str:
+    """One table cell: one line, pipes escaped, long text cut (the details keep all of it)."""
+    if not text:
+        return ""
+    line = " ".join(str(text).split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return line.replace("|", "\\|")
+
+
+def median_ms(variant: VariantResult | None) -> float | None:
+    if variant is None or not variant.timed:
+        return None
+    return summarize(variant.samples_ms).median
+
+
+def with_unit(value_ms: float | None) -> str:
+    if value_ms is None:
+        return "—"
+    unit, scale = time_unit([value_ms])
+    return f"{fmt(value_ms, scale)} {unit}"
+
+
+def side_correctness(variant: VariantResult | None) -> str:
+    return "—" if variant is None else RUN_MARKERS.get(variant.status, "💥")
+
+
+def throttle_notice(cases: Sequence[CaseComparison] | Sequence[RunCase]) -> list[str]:
+    throttled = [c.case_id for c in cases if c.throttled]
+    if not throttled:
+        return []
+    return [f"> ⚠️ Measured while the GPU was throttled: {', '.join(code(c) for c in throttled)}.", ""]
+
+
+def result_facts(result: CaseResult) -> list[tuple[str, str]]:
+    """What the worker saw around the case: GPU state before and after, the timer, incidents."""
+    facts = [
+        ("GPU before", gpu_state_text(result.gpu_state_before)),
+        ("GPU after", gpu_state_text(result.gpu_state_after)),
+        ("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")),
     ]
-    parts = [f"# kbench-ci bench — `{solution_name}`", "", table(["", ""], header_rows), ""]
+    if result.error:
+        facts.append(("worker incident", cell(result.error, 500)))
+    return facts
 
-    if notes:
-        parts += ["Notes: " + "; ".join(notes), ""]
-    if case.error:
-        parts += [f"> **Worker incident:** {case.error}", ""]
 
-    timed = [v for v in case.variants if v.label in summaries]
-    parts += ["## Timing", ""]
-    if timed:
-        unit, scale = time_unit([summaries[v.label].median for v in timed])
-        rows = []
-        for label, getter in (
-            ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
-            ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
-        ):
-            rows.append([f"{label} ({unit})", *(fmt(getter(summaries[v.label]), scale) for v in timed)])
-        rows.append([
-            f"95% CI of median ({unit})",
-            *(f"[{fmt(summaries[v.label].ci_low, scale)}, {fmt(summaries[v.label].ci_high, scale)}]" for v in timed),
-        ])
-        rows.append(["samples", *(str(summaries[v.label].n) for v in timed)])
-        rows.append(["first call (load/JIT/compile, ms)", *(fmt(v.first_call_ms, 1.0) for v in timed)])
-        if any(v.compile_ms is not None for v in timed):
-            rows.append(["explicit compile (ms)", *(fmt(v.compile_ms, 1.0) for v in timed)])
-        parts += [table(["", *(f"`{v.label}`" for v in timed)], rows, align=["left", *("right" for _ in timed)]), ""]
-        parts += ["First-call and compile times are wall clock and are never part of the samples.", ""]
-    else:
-        parts += ["Nothing was timed: no variant passed its correctness check.", ""]
-    untimed = [v for v in case.variants if v.label not in summaries]
-    for variant in untimed:
-        parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {variant.message}" if variant.message else ""))
-    if untimed:
-        parts.append("")
+def compiler_output(build: BuildOutcome | None, title: str) -> list[str]:
+    """A failed build's compiler output (its last 6000 characters), or nothing."""
+    if build is None or build.ok or not build.compiler_output:
+        return []
+    return [title, "", "```", build.compiler_output.rstrip()[-6000:], "```", ""]
 
-    baselines = [v for v in timed if v.role == "baseline"]
-    parts += ["## Speedup of the solution (baseline time / solution time)", ""]
-    if solution.label in summaries and baselines:
-        rows = []
-        for stat in ("median", "mean"):
-            rows.append([
-                stat,
-                *(f"{speedup(getattr(summaries[b.label], stat), getattr(summaries[solution.label], stat)):.3f}×" for b in baselines),
-            ])
-        parts += [table(["", *(f"vs `{b.label}`" for b in baselines)], rows), ""]
-    elif solution.label not in summaries:
-        parts += ["No speedup is claimed: the solution did not pass its correctness check.", ""]
-    else:
-        parts += ["No baselines were timed.", ""]
 
-    parts += ["## Correctness", "", "Checked against the eager `reference()` on fresh seeded inputs, every output poisoned (NaN / sentinel) before each call, inputs checked unmodified.", ""]
+def gpu_state_text(state: Mapping[str, Any] | None) -> str:
+    if not state:
+        return "not read (no nvidia-smi, or the CPU)"
+    parts = []
+    if state.get("sm_clock_mhz") is not None:
+        parts.append(f"SM {state['sm_clock_mhz']:g} MHz")
+    if state.get("memory_clock_mhz") is not None:
+        parts.append(f"memory {state['memory_clock_mhz']:g} MHz")
+    if state.get("temperature_c") is not None:
+        parts.append(f"{state['temperature_c']:g} °C")
+    if state.get("power_w") is not None:
+        parts.append(f"{state['power_w']:g} W")
+    reasons = state.get("throttle_reasons") or []
+    parts.append("throttled: " + ", ".join(reasons) if reasons else "not throttled")
+    return ", ".join(parts)
+
+
+def summary_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
+    summaries: dict[str, Summary] = {
+        label: summarize(v.samples_ms) for label, v in variants if v is not None and v.timed
+    }
+    if not summaries:
+        return None
+    unit, scale = time_unit([s.median for s in summaries.values()])
+    labels = list(summaries)
     rows = []
-    for variant in case.variants:
+    for name, getter in (
+        ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
+        ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
+    ):
+        rows.append([f"{name} ({unit})", *(fmt(getter(summaries[label]), scale) for label in labels)])
+    rows.append([f"95% CI of median ({unit})", *(
+        f"[{fmt(summaries[label].ci_low, scale)}, {fmt(summaries[label].ci_high, scale)}]" for label in labels
+    )])
+    rows.append(["samples", *(str(summaries[label].n) for label in labels)])
+    by_label = dict(variants)
+    rows.append(["rounds × samples", *(
+        f"{len(by_label[label].rounds_ms)} × {len(by_label[label].rounds_ms[0]) if by_label[label].rounds_ms else 0}"  # type: ignore[union-attr]
+        for label in labels
+    )])
+    rows.append(["first call (ms)", *(fmt(by_label[label].first_call_ms) for label in labels)])  # type: ignore[union-attr]
+    return table(["", *labels], rows, align=["left", *("right" for _ in labels)])
+
+
+def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str:
+    rows = []
+    for label, variant in variants:
+        if variant is None:
+            rows.append([label, "not run", "", "", ""])
+            continue
         c = variant.correctness
-        tolerance = "—"
-        if c and c.trials and c.trials[0].outputs:
-            o = c.trials[0].outputs[0]
-            tolerance = f"atol={o.atol:g} rtol={o.rtol:g} ({o.tolerance_source})"
         rows.append([
-            f"`{variant.label}`",
+            label,
             correctness_cell(variant),
             ", ".join(str(t.seed) for t in c.trials) if c else "—",
-            fmt_error(c.max_abs_error) if c else "—",
-            fmt_error(c.max_rel_error) if c else "—",
-            str(c.mismatched) if c else "—",
-            tolerance,
-            (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else ""),
+            "yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"),
+            cell(variant.message, 300) if variant.status != "ok" else "",
         ])
-    parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
-    return "\n".join(parts)
+    return table(["side", "correctness", "seeds", "re-checked after timing", "message"], rows)

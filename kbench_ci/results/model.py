@@ -7,22 +7,13 @@ round, correctness figures per seed and output, and the environment. Nothing is 
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from kbench_ci.measure.correctness import CorrectnessResult, OutputCheck, TrialCheck
 
 VariantStatus = Literal["ok", "incorrect", "error", "unavailable"]
 Role = Literal["solution", "baseline"]
-
-BENCH_SCHEMA = "kbench-ci/bench"
-BENCH_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,84 +67,133 @@ class CaseResult:
         return next((v for v in self.variants if v.label == label), None)
 
 
-def to_jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        data = {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, (CorrectnessResult, TrialCheck)):
-            data["passed"] = value.passed
-        return data
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return None  # JSON has no NaN
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return "inf" if value > 0 else "-inf"
-    return value
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    source: str  # "cli", "ref.py" or "default (float32)" — shown in the report
 
 
-def _float(value: Any) -> float:
-    if value == "inf":
-        return float("inf")
-    if value == "-inf":
-        return float("-inf")
-    if value is None:
-        return float("nan")
-    return float(value)
+@dataclass(frozen=True, slots=True)
+class OutputCheck:
+    name: str
+    passed: bool
+    #: why it failed without figures: missing output, shape or dtype mismatch; None otherwise
+    problem: str | None
+    max_abs_error: float
+    max_rel_error: float
+    mismatched: int
+    numel: int
+    atol: float
+    rtol: float
+    tolerance_source: str
+    #: first mismatching flat index and its two values, to make a failure debuggable
+    first_mismatch: tuple[int, float, float] | None = None
 
 
-def correctness_from_json(data: Mapping[str, Any] | None) -> CorrectnessResult | None:
-    if data is None:
-        return None
-    trials = []
-    for trial in data["trials"]:
-        outputs = tuple(
-            OutputCheck(
-                name=o["name"], passed=o["passed"], problem=o["problem"],
-                max_abs_error=_float(o["max_abs_error"]), max_rel_error=_float(o["max_rel_error"]),
-                mismatched=o["mismatched"], numel=o["numel"], atol=o["atol"], rtol=o["rtol"],
-                tolerance_source=o["tolerance_source"],
-                first_mismatch=tuple(o["first_mismatch"]) if o.get("first_mismatch") else None,
+@dataclass(frozen=True, slots=True)
+class TrialCheck:
+    seed: int
+    outputs: tuple[OutputCheck, ...]
+    #: inputs (not outputs) the kernel modified
+    modified_inputs: tuple[str, ...] = ()
+    #: the call raised: its one-line description
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and not self.modified_inputs and all(o.passed for o in self.outputs)
+
+    def describe_failure(self) -> str | None:
+        if self.error:
+            return self.error
+        if self.modified_inputs:
+            return f"modified its input(s) {', '.join(self.modified_inputs)} (seed {self.seed})"
+        for output in self.outputs:
+            if output.passed:
+                continue
+            if output.problem:
+                return f"output '{output.name}': {output.problem} (seed {self.seed})"
+            return (
+                f"output '{output.name}': {output.mismatched} of {output.numel} elements outside "
+                f"atol={output.atol:g} rtol={output.rtol:g}, max abs error {output.max_abs_error:.3g} (seed {self.seed})"
             )
-            for o in trial["outputs"]
-        )
-        trials.append(
-            TrialCheck(seed=trial["seed"], outputs=outputs, modified_inputs=tuple(trial["modified_inputs"]), error=trial["error"])
-        )
-    return CorrectnessResult(trials=tuple(trials))
+        return None
 
 
-def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
-    return VariantResult(
-        label=data["label"],
-        kind=data["kind"],
-        role=data["role"],
-        status=data["status"],
-        message=data.get("message"),
-        correctness=correctness_from_json(data.get("correctness")),
-        rounds_ms=tuple(tuple(float(s) for s in r) for r in data.get("rounds_ms", ())),
-        discarded_ms=tuple(float(s) for s in data.get("discarded_ms", ())),
-        first_call_ms=data.get("first_call_ms"),
-        compile_ms=data.get("compile_ms"),
-        post_timing_check=data.get("post_timing_check"),
-        notes=tuple(data.get("notes", ())),
-    )
+@dataclass(frozen=True, slots=True)
+class CorrectnessResult:
+    trials: tuple[TrialCheck, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.trials) and all(t.passed for t in self.trials)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for t in self.trials for o in t.outputs), default=0.0)
+
+    @property
+    def max_rel_error(self) -> float:
+        return max((o.max_rel_error for t in self.trials for o in t.outputs), default=0.0)
+
+    @property
+    def mismatched(self) -> int:
+        return max((sum(o.mismatched for o in t.outputs) for t in self.trials), default=0)
+
+    def first_failure(self) -> str | None:
+        for trial in self.trials:
+            reason = trial.describe_failure()
+            if reason:
+                return reason
+        return None
 
 
-def write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write-then-rename, so a crash mid-write never leaves a truncated results file."""
-    write_text_atomically(path, json.dumps(to_jsonable(payload), indent=1, allow_nan=False) + "\n")
+def throttle_reasons(result: CaseResult | None) -> tuple[str, ...]:
+    """The GPU's active throttle reasons before or after the case (none on the CPU)."""
+    if result is None:
+        return ()
+    reasons: list[str] = []
+    for state in (result.gpu_state_before, result.gpu_state_after):
+        for reason in (state or {}).get("throttle_reasons") or ():
+            if reason not in reasons:
+                reasons.append(str(reason))
+    return tuple(reasons)
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+@dataclass(frozen=True, slots=True)
+class MeasureSettings:
+    """How every variant of a case is checked and timed: the one settings object that travels
+    from the suite (or ``bench``'s flags) into the worker job and back into results.json.
+
+    Its defaults live in :mod:`kbench_ci.suite.settings`; nothing here has a default of its own.
+    """
+
+    device: str
+    seed: int
+    correctness_trials: int
+    timing_method: str
+    num_warmup: int
+    #: timed trials per round per variant
+    trials_per_round: int
+    discard_first: int
+    rounds: int
+    flush_l2: bool
+    #: the suite asked for cuda_event but the device is the CPU
+    timing_method_changed: bool = False
+    #: how trials_per_round was derived (run and compare), recorded in results.json
+    trials_per_round_rule: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "seed": self.seed,
+            "correctness_trials": self.correctness_trials,
+            "timing_method": self.timing_method,
+            "num_warmup": self.num_warmup,
+            "trials_per_round": self.trials_per_round,
+            "trials_per_round_rule": self.trials_per_round_rule,
+            "discard_first": self.discard_first,
+            "rounds": self.rounds,
+            "cache_mode": "cold" if self.flush_l2 else "warm",
+        }

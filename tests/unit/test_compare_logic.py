@@ -10,30 +10,18 @@ from typing import Any
 
 import pytest
 
-from kbench_ci.gate.compare import (
-    Assessment,
-    CaseComparison,
-    CompareRequest,
-    assess,
-    evaluate_gate,
-    measure_case,
-    run_compare,
-)
-from kbench_ci.suite.loader import SuiteSettings
-from kbench_ci.measure.correctness import CorrectnessResult
+from kbench_ci.gate.compare import run_compare
+from kbench_ci.gate.verdicts import assess, evaluate_gate, measure_case
+from kbench_ci.results.outcome import Assessment, CaseComparison, CompareRequest
+from kbench_ci.suite.settings import SuiteSettings
+from kbench_ci.results.model import CorrectnessResult
 from kbench_ci.errors import ConfigError, GitError
 from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.stats import RatioEstimate, Verdict
-from kbench_ci.gate.run import (
-    BuildOutcome,
-    PhaseTimes,
-    SideBuildFailed,
-    SideBuilder,
-    WorkerRun,
-    job_settings,
-    trials_per_round,
-)
+from kbench_ci.suite.settings import job_settings, trials_per_round
+from kbench_ci.gate.execute import SideBuildFailed, SideBuilder, WorkerRun
+from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
 from kbench_ci.measure.parent import WorkerOutcome
 from tests.integration.suite_fixtures import TempRepo
 
@@ -284,7 +272,7 @@ def test_job_settings_cpu_uses_host_time_and_rounds_override() -> None:
 
 
 def test_side_builder_stages_the_library_and_builds_once_per_side(tmp_path: Path) -> None:
-    from kbench_ci.suite.loader import KernelSpec
+    from kbench_ci.suite.model import KernelSpec
 
     source = tmp_path / "tree" / "k.cu"
     source.parent.mkdir()
@@ -351,14 +339,14 @@ class FakeWorker:
             text = Path(side.solution).read_text()
             if on_event is not None:
                 on_event({"event": "begin", "variant": side.label, "phase": "correctness"})
-                on_event({"event": "progress", "variant": side.label, "phase": "timing", "done": 0, "total": job.rounds})
+                on_event({"event": "progress", "variant": side.label, "phase": "timing", "done": 0, "total": job.settings.rounds})
             if "WRONG" in text:
                 variants.append(variant(side.label, "incorrect", None))
             elif "RAISE" in text:
                 variants.append(variant(side.label, "error", None, message="first call failed: RuntimeError: boom"))
             else:
                 median = 1.05 if "SLOW" in text else 1.0
-                variants.append(variant(side.label, median=median, n_rounds=job.rounds, seed=len(self.jobs) * 10 + index))
+                variants.append(variant(side.label, median=median, n_rounds=job.settings.rounds, seed=len(self.jobs) * 10 + index))
         result = case_result(*variants, throttle=("sw_thermal_slowdown",) if "HOT" in text else ())
         return result, WorkerOutcome(environment={"device": "cuda:0", "gpu_name": "Fake GPU"})
 
@@ -412,12 +400,12 @@ def test_orchestration_verdicts_remeasure_and_results(repo: TempRepo, tmp_path: 
     by_kernel = {c.kernel: c for c in outcome.cases}
     # The suspected regression ran twice, the second time with double the rounds.
     slow_jobs = [job for job in worker.jobs if job.case_id == "slow[N=16]"]
-    assert [job.rounds for job in slow_jobs] == [4, 8]
+    assert [job.settings.rounds for job in slow_jobs] == [4, 8]
     assert by_kernel["slow"].remeasured and "remeasured with 8 rounds" in (by_kernel["slow"].message or "")
     assert not by_kernel["same"].remeasured
     # Same seed, same dims, base then head in one job; trials per round from max(10, 40 // 4).
     same_job = next(job for job in worker.jobs if job.case_id == "same[N=16]")
-    assert [s.label for s in same_job.sides] == ["base", "head"] and same_job.num_trials == 10 and same_job.seed == 42
+    assert [s.label for s in same_job.sides] == ["base", "head"] and same_job.settings.trials_per_round == 10 and same_job.settings.seed == 42
     # A head that does not build is not run; a base that does not build has no baseline.
     assert all(job.case_id != "cu_head_broken[N=16]" for job in worker.jobs)
     assert "expected a ';'" in (by_kernel["cu_head_broken"].head_build.compiler_output or "")  # type: ignore[union-attr]

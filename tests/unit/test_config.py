@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.suite.loader import (
-    Case,
-    KernelSpec,
-    Suite,
-    SuiteSettings,
-    find_config,
-    load_suite,
-    parse_threshold,
-)
+from kbench_ci.suite.loader import find_config, load_suite, parse_threshold
+from kbench_ci.suite.settings import SuiteSettings
+from kbench_ci.suite.model import Case, KernelSpec, Suite
 from kbench_ci.errors import ConfigError, UsageError
 
 MINIMAL = """\

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, Tolerance, compare_output, resolve_tolerance
+from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, compare_output, resolve_tolerance
+from kbench_ci.results.model import Tolerance
 from kbench_ci.measure.inputs import changed_inputs, poison_
 
 LOOSE = Tolerance(1e-3, 1e-3, "test")

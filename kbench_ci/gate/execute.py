@@ -1,0 +1,328 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kbench_ci.cuda import build as build_module
+from kbench_ci.cuda.build import shared_library_path
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
+from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
+from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.procgroup import kill_process_group
+from kbench_ci.results.model import CaseResult
+from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
+from kbench_ci.results.model import MeasureSettings
+from kbench_ci.suite.model import Case, KernelSpec
+
+#: seconds a kernel's own ``build`` command or nvcc may run
+BUILD_TIMEOUT_S = 900.0
+
+
+def make_job(
+    case: Case, sides: Sequence[SideSpec], settings: MeasureSettings, *, rounds: int | None = None
+) -> CaseJob:
+    """One worker job: the same seed and dimensions for every side, no baselines."""
+    return CaseJob(
+        case_id=case.case_id,
+        dims=dict(case.dims),
+        sides=tuple(sides),
+        baselines=(),
+        settings=settings if rounds is None else replace(settings, rounds=rounds),
+    )
+
+
+def select_kernels(
+    kernels: Sequence[KernelSpec], names: Sequence[str], *, also_known: Sequence[str] = ()
+) -> tuple[KernelSpec, ...]:
+    """The kernels named by ``--kernel`` (all when none is named), in file order.
+
+    A name that no side knows is bad usage; ``also_known`` are names that exist elsewhere (the
+    base side of a compare), which select nothing here but are not an error.
+    """
+    if not names:
+        return tuple(kernels)
+    known = [k.name for k in kernels] + [n for n in also_known if n not in {k.name for k in kernels}]
+    for name in names:
+        if name not in known:
+
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"kernels: {', '.join(known) or 'none'}"
+            raise UsageError(f"--kernel {name}: no kernel of that name in the suite", hint=hint)
+    wanted = set(names)
+    return tuple(k for k in kernels if k.name in wanted)
+
+
+def implementation_of(kernel: KernelSpec) -> str:
+    """The kernel's implementation kind with ``auto`` resolved by file type."""
+    return resolve_implementation(kernel.implementation, kernel.solution)
+
+
+def check_runnable(kernels: Sequence[KernelSpec], device: str) -> None:
+    """CUDA C++ kernels need a GPU: say so before anything is built or run."""
+    if device.startswith("cuda"):
+        return
+    compiled = [k.name for k in kernels if implementation_of(k) in COMPILED_KINDS]
+    if compiled:
+        raise EnvironmentProblem(
+            f"kernel(s) {', '.join(compiled)} are CUDA C++ and need a CUDA GPU; this run is on the CPU",
+            hint="run on a GPU machine, or pick Triton/PyTorch kernels with --kernel NAME",
+        )
+
+
+class SideBuildFailed(Exception):
+    """Compiling one side's ``.cu`` failed. Not a KbenchError: it is a verdict, not an abort."""
+
+    def __init__(self, message: str, *, command: str | None, compiler_output: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.command = command
+        self.compiler_output = compiler_output
+
+
+#: ``build_fn(kernel, kind, source, output, cwd) -> the command that ran``; raises
+#: :class:`SideBuildFailed` when the build fails, a KbenchError when it cannot even start.
+BuildFn = Callable[[KernelSpec, str, Path, Path, Path], str]
+
+
+def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path) -> str:
+    """The kernel's ``build`` command when the config gives one, else build.py's nvcc line."""
+    custom = kernel.build_command(source, output)
+    if custom is not None:
+        code, text = _run_shell(custom, cwd=cwd, timeout_s=BUILD_TIMEOUT_S)
+        if code != 0:
+            raise SideBuildFailed(f"build command failed (exit {code})", command=custom, compiler_output=text)
+        if not output.is_file():
+            raise SideBuildFailed(
+                "build command succeeded but wrote no library at {out}", command=custom, compiler_output=text
+            )
+        return custom
+    # Imported lazily: build.py finds nvcc and CUTLASS, which only compiled kernels need.
+
+    plan = build_module.plan_build(source, cutlass=kind == "cutlass", output=output)
+    command = build_module.format_command(plan)
+    try:
+        build_module.build(plan, use_cache=False)
+    except build_module.CompileError as exc:
+        raise SideBuildFailed(exc.one_line(), command=command, compiler_output=exc.compiler_output) from None
+    except KbenchError as exc:
+        if isinstance(exc, EnvironmentProblem):
+            raise
+        raise SideBuildFailed(exc.one_line(), command=command, compiler_output=None) from None
+    return command
+
+
+def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
+    """A user's build command in its own process group, so a timeout or Ctrl-C ends all of it."""
+    process = subprocess.Popen(
+        command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        out, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_process_group(process)
+        return 124, f"build command timed out after {timeout_s:g} s"
+    except BaseException:
+        kill_process_group(process)
+        raise
+    return process.returncode, out.decode("utf-8", errors="replace")
+
+
+class SideBuilder:
+    """Turns a kernel of one side into the worker's :class:`SideSpec`, building ``.cu`` first.
+
+    The library goes to ``staging/<side>/<kernel>/<stem>.so`` next to a copy of the source, so
+    no tree (the user's, or a worktree) gets build products. Each kernel is built once per side,
+    however many shapes it has.
+    """
+
+    def __init__(self, staging: Path, build_fn: BuildFn | None = None) -> None:
+        self.staging = Path(staging)
+        self.build_fn = build_fn or default_build
+        self._done: dict[tuple[str, str], tuple[Path | None, BuildOutcome]] = {}
+
+    def side(
+        self, kernel: KernelSpec, *, label: str, kind: str, cwd: Path
+    ) -> tuple[SideSpec | None, BuildOutcome | None]:
+        """The side's spec, and its build outcome for a compiled kernel (None otherwise).
+
+        A failed build gives ``(None, outcome)``.
+        """
+        solution: Path = kernel.solution
+        outcome: BuildOutcome | None = None
+        if kind in COMPILED_KINDS:
+            staged, outcome = self._build(kernel, label=label, kind=kind, cwd=cwd)
+            if staged is None:
+                return None, outcome
+            solution = staged
+        spec = SideSpec(
+            label=label,
+            solution=str(Path(solution).resolve()),
+            ref=str(Path(kernel.ref).resolve()),
+            implementation=kind,
+            atol=kernel.atol,
+            rtol=kernel.rtol,
+            ptr_sizes=dict(kernel.ptr_sizes),
+            ptr_size=kernel.ptr_size,
+        )
+        return spec, outcome
+
+    def _build(self, kernel: KernelSpec, *, label: str, kind: str, cwd: Path) -> tuple[Path | None, BuildOutcome]:
+        key = (label, kernel.name)
+        if key in self._done:
+            staged, previous = self._done[key]
+            # Built once per side; later shapes reuse it and add no build time.
+            return staged, replace(previous, duration_s=0.0)
+        directory = self.staging / label / kernel.name
+        directory.mkdir(parents=True, exist_ok=True)
+        source = Path(kernel.solution)
+        staged_source = directory / source.name
+        output = shared_library_path(staged_source)
+        started = time.perf_counter()
+        try:
+            shutil.copyfile(source, staged_source)
+            command = self.build_fn(kernel, kind, source, output, cwd)
+            result: tuple[Path | None, BuildOutcome] = (
+                staged_source,
+                BuildOutcome(label, kernel.name, True, time.perf_counter() - started, command),
+            )
+        except SideBuildFailed as exc:
+            result = (None, BuildOutcome(
+                label, kernel.name, False, time.perf_counter() - started, exc.command, exc.message, exc.compiler_output,
+            ))
+        except OSError as exc:
+            result = (None, BuildOutcome(
+                label, kernel.name, False, time.perf_counter() - started, None, f"cannot read {source}: {exc.strerror or exc}",
+            ))
+        self._done[key] = result
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    """One worker call: its result, what it reported about the machine, and its phases."""
+
+    result: CaseResult
+    environment: Mapping[str, Any] | None
+    #: ``load_error`` events (a broken user-file contract, a missing package), in order
+    load_errors: tuple[Mapping[str, Any], ...]
+    phases: PhaseTimes
+    rounds: int
+
+    def environment_error(self) -> EnvironmentProblem | None:
+        """A load error the machine is to blame for (exit code 3), to abort the run with."""
+        for error in self.load_errors:
+            if error.get("exit_code") == int(ExitCode.ENVIRONMENT):
+                return EnvironmentProblem(str(error.get("message")), hint=error.get("hint"))
+        return None
+
+
+WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]
+
+
+EventCallback = Callable[[Mapping[str, Any]], None]
+
+
+@contextmanager
+def _no_bytecode() -> Iterator[None]:
+    """Workers inherit os.environ: keep them from writing __pycache__ into the user's tree."""
+    previous = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        else:
+            os.environ["PYTHONDONTWRITEBYTECODE"] = previous
+
+
+#: device -> event overhead (ms) calibrated by the first cuda_event worker of this process
+_CALIBRATED_OVERHEAD_MS: dict[str, float] = {}
+
+
+_PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing"}
+
+
+def run_worker(
+    job: CaseJob,
+    *,
+    timeout_s: float,
+    on_event: EventCallback | None = None,
+    worker: WorkerFn = run_case_in_worker,
+) -> WorkerRun:
+    """Run ``job`` in a worker subprocess; time each phase from the worker's ``begin`` events."""
+    buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0}
+    state = {"bucket": "load", "since": time.perf_counter()}
+    load_errors: list[Mapping[str, Any]] = []
+
+    def listen(event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "begin":
+            bucket = _PHASE_BUCKET.get(str(event.get("phase")), "load")
+            now = time.perf_counter()
+            buckets[state["bucket"]] += now - state["since"]  # type: ignore[index,operator]
+            state["bucket"], state["since"] = bucket, now
+        elif kind == "load_error":
+            load_errors.append(dict(event))
+        if on_event is not None:
+            on_event(event)
+
+    # The event-pair overhead is a property of the GPU and driver: calibrate it in the first
+    # worker of the run and hand it to the rest.
+    if job.settings.timing_method == "cuda_event" and job.event_overhead_ms is None and job.settings.device in _CALIBRATED_OVERHEAD_MS:
+        job = replace(job, event_overhead_ms=_CALIBRATED_OVERHEAD_MS[job.settings.device])
+    with _no_bytecode():
+        result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
+    if result is not None and result.event_overhead_ms is not None:
+        _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
+    buckets[state["bucket"]] += time.perf_counter() - state["since"]  # type: ignore[index,operator]
+    return WorkerRun(
+        result=result,
+        environment=outcome.environment,
+        load_errors=tuple(load_errors),
+        phases=PhaseTimes(0.0, buckets["load"], buckets["correctness"], buckets["timing"]),
+        rounds=job.settings.rounds,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteProgress:
+    """Where a suite run is: case ``index`` of ``total`` (1-based), and what is happening.
+
+    ``stage`` is ``build``, ``measure``, ``remeasure`` (a suspected regression timed again) or
+    ``done``; ``event`` is the worker's own event while it measures (``progress`` events carry
+    ``variant``, ``phase``, ``done`` and ``total``); ``outcome`` is a one-word result on ``done``.
+    """
+
+    index: int
+    total: int
+    case_id: str
+    stage: str
+    event: Mapping[str, Any] | None = None
+    outcome: str | None = None
+    detail: str | None = None
+
+
+ProgressFn = Callable[[SuiteProgress], None]
+
+
+def worker_listener(progress: ProgressFn | None, index: int, total: int, case_id: str, stage: str) -> EventCallback | None:
+    if progress is None:
+        return None
+
+    def listen(event: Mapping[str, Any]) -> None:
+        progress(SuiteProgress(index, total, case_id, stage, event=event))
+
+    return listen

@@ -1,0 +1,169 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from kbench_ci.gate.execute import (
+    WorkerRun,
+)
+from kbench_ci.results.model import CaseResult
+from kbench_ci.results.outcome import (
+    ALPHA,
+    BASE,
+    CONFIDENCE,
+    HEAD,
+    REMEASURE_FACTOR,
+    TIMED_VERDICTS,
+    Assessment,
+    BuildOutcome,
+    CaseComparison,
+    Gate,
+    Measurement,
+)
+from kbench_ci.stats import Verdict, classify, compare_rounds, geometric_mean, needs_remeasure
+
+
+def assess(
+    result: CaseResult | None,
+    *,
+    threshold: float,
+    head_present: bool = True,
+    base_present: bool = True,
+    head_build: BuildOutcome | None = None,
+    base_build: BuildOutcome | None = None,
+    base_unavailable: str | None = None,
+    alpha: float = ALPHA,
+) -> Assessment:
+    """The verdict of one case from what the worker (and the builds) produced.
+
+    In order, the first that applies:
+
+    * not in the head suite → REMOVED; the head did not build → FAILED with the compiler's word;
+    * the head raised, crashed, hung or produced no samples → FAILED;
+    * the head's outputs are wrong (before or after timing) → INCORRECT, whatever its speed;
+    * not in the base suite → ADDED; in it, but the base has no usable build or could not be set
+      up (``base_build`` failed, ``base_unavailable``) → ADDED with "no baseline": a base that
+      does not build is not the head's regression;
+    * the base is wrong, raised, crashed or hung while the head is right → FIXED;
+    * both timed → :func:`stats.classify` of :func:`stats.compare_rounds` on their rounds.
+    """
+    if not head_present:
+        return Assessment(Verdict.REMOVED, None, "in the base suite only")
+    if head_build is not None and not head_build.ok:
+        return Assessment(Verdict.FAILED, None, f"head failed to build: {head_build.message}")
+    head = result.variant(HEAD) if result is not None else None
+    if head is None:
+        detail = result.error if result is not None and result.error else "the head was not run"
+        return Assessment(Verdict.FAILED, None, detail)
+    if head.status == "incorrect":
+        return Assessment(Verdict.INCORRECT, None, f"head is incorrect: {head.message or 'outputs differ'}")
+    if head.status != "ok":
+        return Assessment(Verdict.FAILED, None, f"head failed: {head.message or result.error or head.status}")  # type: ignore[union-attr]
+    if not head.timed:
+        return Assessment(Verdict.FAILED, None, "head produced no timing samples")
+    if not base_present:
+        return Assessment(Verdict.ADDED, None, "new at head: no baseline to compare with")
+    if base_build is not None and not base_build.ok:
+        return Assessment(Verdict.ADDED, None, f"no baseline: base failed to build ({base_build.message})")
+    if base_unavailable is not None:
+        return Assessment(Verdict.ADDED, None, f"no baseline: {base_unavailable}")
+    base = result.variant(BASE) if result is not None else None
+    if base is None:
+        return Assessment(Verdict.ADDED, None, "no baseline: the base was not run")
+    if base.status == "incorrect":
+        return Assessment(Verdict.FIXED, None, f"base was incorrect ({base.message or 'outputs differ'}); head is correct")
+    if base.status != "ok":
+        return Assessment(Verdict.FIXED, None, f"base failed ({base.message or base.status}); head runs correctly")
+    if not base.timed:
+        return Assessment(Verdict.ADDED, None, "no baseline: the base produced no timing samples")
+    try:
+        estimate = compare_rounds(base.rounds_ms, head.rounds_ms, confidence=CONFIDENCE)
+    except ValueError as exc:
+        return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
+    return Assessment(classify(estimate, threshold, alpha=alpha), estimate, None)
+
+
+def measure_case(
+    run: Callable[[int], WorkerRun],
+    judge: Callable[[CaseResult], Assessment],
+    *,
+    threshold: float,
+    rounds: int,
+    remeasure_factor: int = REMEASURE_FACTOR,
+    on_remeasure: Callable[[], None] | None = None,
+) -> tuple[Measurement, Measurement | None]:
+    """Measure once; measure a suspected regression again with more rounds.
+
+    Returns ``(deciding, first)``: ``first`` is None unless there was a re-measurement, which
+    then decides alone. Using the second run by itself (not pooled with the first) keeps the
+    decision free of the selection that triggered it: a first run that looked slow by chance
+    is not counted twice.
+    """
+
+    def once(n_rounds: int) -> Measurement:
+        worker_run = run(n_rounds)
+        return Measurement(
+            result=worker_run.result, assessment=judge(worker_run.result), rounds=n_rounds,
+            phases=worker_run.phases, environment=worker_run.environment,
+        )
+
+    first = once(rounds)
+    estimate = first.estimate
+    if (
+        estimate is None
+        or remeasure_factor <= 1
+        or not needs_remeasure(estimate, threshold, alpha=ALPHA)
+    ):
+        return first, None
+    if on_remeasure is not None:
+        on_remeasure()
+    return once(rounds * remeasure_factor), first
+
+
+def evaluate_gate(
+    cases: Sequence[CaseComparison], *, total: int | None = None, max_geomean_slowdown: float | None = None
+) -> Gate:
+    """Passed when every case is in, none fails the gate, and the geometric mean is in bounds.
+
+    The geometric mean is over the head/base ratios of the cases that have one (slower, faster,
+    unchanged, inconclusive); it fails when above ``1 + max_geomean_slowdown``.
+    """
+    total = len(cases) if total is None else total
+    counts = {verdict.value: 0 for verdict in Verdict}
+    for case in cases:
+        counts[case.verdict.value] += 1
+    failing = tuple(case.case_id for case in cases if case.verdict.fails_gate)
+    ratios = [
+        case.estimate.ratio for case in cases
+        if case.estimate is not None and case.verdict in TIMED_VERDICTS
+        and math.isfinite(case.estimate.ratio) and case.estimate.ratio > 0
+    ]
+    geomean = geometric_mean(ratios) if ratios else None
+    geomean_failed = (
+        max_geomean_slowdown is not None and geomean is not None and geomean > 1.0 + max_geomean_slowdown
+    )
+    complete = len(cases) >= total
+    passed = complete and not failing and not geomean_failed
+
+    order = sorted(Verdict, key=lambda v: -v.severity)
+    words = [f"{counts[v.value]} {v.value}" for v in order if counts[v.value]]
+    text = ", ".join(words) if words else "no cases"
+    if not complete:
+        text += f" — incomplete ({len(cases)} of {total} cases)"
+    else:
+        text += " — gate passed" if passed else " — gate FAILED"
+    if geomean_failed:
+        text += (
+            f" (geometric mean of head/base {_percent(geomean - 1.0)}"  # type: ignore[operator]
+            f" exceeds +{max_geomean_slowdown * 100:g}%)"  # type: ignore[operator]
+        )
+    return Gate(
+        passed=passed, complete=complete, counts=counts, summary=text, geomean_ratio=geomean,
+        max_geomean_slowdown=max_geomean_slowdown, geomean_failed=geomean_failed, failing=failing,
+    )
+
+
+def _percent(change: float) -> str:
+    return f"{change * 100:+.2f}%"

@@ -1,0 +1,118 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kbench_ci.report.markdown import (
+    correctness_cell,
+    environment_line,
+    fmt,
+    fmt_error,
+    table,
+    time_unit,
+    variant_summaries,
+)
+from kbench_ci.results.model import CaseResult
+from kbench_ci.stats import speedup
+
+
+def render_bench(
+    case: CaseResult,
+    *,
+    solution_name: str,
+    ref_name: str,
+    implementation: str,
+    environment: Mapping[str, Any] | None,
+    num_warmup: int,
+    num_trials: int,
+    discard_first: int,
+    cache_mode: str,
+    notes: Sequence[str] = (),
+) -> str:
+    solution = case.variants[0]
+    summaries = variant_summaries(case)
+    verdict = "PASS" if solution.status == "ok" else ("FAIL" if solution.status == "incorrect" else "ERROR")
+    header_rows: list[tuple[str, str]] = [
+        ("solution", f"`{solution_name}`"),
+        ("reference", f"`{ref_name}`"),
+        ("implementation", implementation),
+        *environment_line(environment),
+        ("dims", ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "—"),
+        ("seed", str(case.seed)),
+        ("correctness", f"**{verdict}**" + (f" — {solution.message}" if solution.message and verdict != "PASS" else "")),
+        ("timing method", case.timing_method + (f" — {case.timing_description}" if case.timing_description else "")),
+        ("cache mode", cache_mode),
+        ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
+    ]
+    parts = [f"# kbench-ci bench — `{solution_name}`", "", table(["", ""], header_rows), ""]
+
+    if notes:
+        parts += ["Notes: " + "; ".join(notes), ""]
+    if case.error:
+        parts += [f"> **Worker incident:** {case.error}", ""]
+
+    timed = [v for v in case.variants if v.label in summaries]
+    parts += ["## Timing", ""]
+    if timed:
+        unit, scale = time_unit([summaries[v.label].median for v in timed])
+        rows = []
+        for label, getter in (
+            ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
+            ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
+        ):
+            rows.append([f"{label} ({unit})", *(fmt(getter(summaries[v.label]), scale) for v in timed)])
+        rows.append([
+            f"95% CI of median ({unit})",
+            *(f"[{fmt(summaries[v.label].ci_low, scale)}, {fmt(summaries[v.label].ci_high, scale)}]" for v in timed),
+        ])
+        rows.append(["samples", *(str(summaries[v.label].n) for v in timed)])
+        rows.append(["first call (load/JIT/compile, ms)", *(fmt(v.first_call_ms, 1.0) for v in timed)])
+        if any(v.compile_ms is not None for v in timed):
+            rows.append(["explicit compile (ms)", *(fmt(v.compile_ms, 1.0) for v in timed)])
+        parts += [table(["", *(f"`{v.label}`" for v in timed)], rows, align=["left", *("right" for _ in timed)]), ""]
+        parts += ["First-call and compile times are wall clock and are never part of the samples.", ""]
+    else:
+        parts += ["Nothing was timed: no variant passed its correctness check.", ""]
+    untimed = [v for v in case.variants if v.label not in summaries]
+    for variant in untimed:
+        parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {variant.message}" if variant.message else ""))
+    if untimed:
+        parts.append("")
+
+    baselines = [v for v in timed if v.role == "baseline"]
+    parts += ["## Speedup of the solution (baseline time / solution time)", ""]
+    if solution.label in summaries and baselines:
+        rows = []
+        for stat in ("median", "mean"):
+            rows.append([
+                stat,
+                *(f"{speedup(getattr(summaries[b.label], stat), getattr(summaries[solution.label], stat)):.3f}×" for b in baselines),
+            ])
+        parts += [table(["", *(f"vs `{b.label}`" for b in baselines)], rows), ""]
+    elif solution.label not in summaries:
+        parts += ["No speedup is claimed: the solution did not pass its correctness check.", ""]
+    else:
+        parts += ["No baselines were timed.", ""]
+
+    parts += ["## Correctness", "", "Checked against the eager `reference()` on fresh seeded inputs, every output poisoned (NaN / sentinel) before each call, inputs checked unmodified.", ""]
+    rows = []
+    for variant in case.variants:
+        c = variant.correctness
+        tolerance = "—"
+        if c and c.trials and c.trials[0].outputs:
+            o = c.trials[0].outputs[0]
+            tolerance = f"atol={o.atol:g} rtol={o.rtol:g} ({o.tolerance_source})"
+        rows.append([
+            f"`{variant.label}`",
+            correctness_cell(variant),
+            ", ".join(str(t.seed) for t in c.trials) if c else "—",
+            fmt_error(c.max_abs_error) if c else "—",
+            fmt_error(c.max_rel_error) if c else "—",
+            str(c.mismatched) if c else "—",
+            tolerance,
+            (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else ""),
+        ])
+    parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
+    return "\n".join(parts)

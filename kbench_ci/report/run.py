@@ -1,0 +1,95 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import html
+
+from kbench_ci.report.markdown import (
+    RUN_MARKERS,
+    cell,
+    code,
+    compiler_output,
+    correctness_cell,
+    correctness_rows,
+    environment_line,
+    fmt,
+    result_facts,
+    summary_rows,
+    table,
+    throttle_notice,
+    time_unit,
+)
+from kbench_ci.results.outcome import RunCase, RunOutcome
+from kbench_ci.stats import summarize
+
+
+def render_run(outcome: RunOutcome) -> str:
+    settings = outcome.settings
+    parts = ["# kbench-ci run", "", f"**{outcome.summary}**", "",
+             f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
+             f"device `{settings.device}`", ""]
+    parts += throttle_notice(outcome.cases)
+    order = {"failed": 0, "incorrect": 1, "ok": 2}
+    ordered = sorted(outcome.cases, key=lambda c: order[c.status])
+    if ordered:
+        rows = []
+        for case in ordered:
+            summary = summarize(case.variant.samples_ms) if case.variant is not None and case.variant.timed else None
+            if summary is not None:
+                unit, scale = time_unit([summary.median])
+                median = f"{fmt(summary.median, scale)} {unit}"
+                ci = f"[{fmt(summary.ci_low, scale)}, {fmt(summary.ci_high, scale)}] {unit}"
+            else:
+                median = ci = "—"
+            rows.append([
+                code(case.kernel),
+                ", ".join(f"{k}={v}" for k, v in case.dims.items()),
+                median,
+                ci,
+                str(summary.n) if summary else "0",
+                correctness_cell(case.variant) if case.variant is not None else "—",
+                f"{RUN_MARKERS[case.status]} **{case.status}**" + (" ⚠️ throttled" if case.throttled else ""),
+                cell(case.message, 120),
+            ])
+        parts += [table(
+            ["kernel", "shape", "median", "95% CI of median", "samples", "correctness", "status", "note"], rows,
+            align=["left", "left", "right", "right", "right", "left", "left", "left"],
+        ), ""]
+    else:
+        parts += ["No case has been measured yet.", ""]
+    if not outcome.complete:
+        parts += [f"_{outcome.total_cases - len(outcome.cases)} case(s) not measured yet._", ""]
+    if ordered:
+        parts += ["## Cases", ""]
+        for case in ordered:
+            parts += _run_details(case)
+    parts += ["## Environment", "", table(["", ""], environment_line(outcome.environment)), ""]
+    parts += ["## How it was measured", "",
+              f"- Each case runs in its own worker process: checked on {settings.correctness_trials} seeds against "
+              "the reference first (outputs poisoned before each call), then, if correct, timed in "
+              f"{settings.rounds} rounds of {settings.trials_per_round} trials (after {settings.discard_first} "
+              f"discarded per round, {settings.num_warmup} warm-up launches), timer `{settings.timing_method}`.",
+              "- The median's 95% CI is the distribution-free order-statistic interval.",
+              "- The run fails (exit 1) when any case is incorrect or failed.", ""]
+    return "\n".join(parts)
+
+
+def _run_details(case: RunCase) -> list[str]:
+    lines = ["<details>", f"<summary>{html.escape(f'{RUN_MARKERS[case.status]} {case.case_id} — {case.status}')}</summary>", ""]
+    if case.message:
+        lines += [f"**Note:** {cell(case.message, 2000)}", ""]
+    facts: list[tuple[str, str]] = [("implementation", case.implementation)]
+    if case.result is not None:
+        facts += result_facts(case.result)
+    if case.build is not None:
+        facts.append(("build", ("ok" if case.build.ok else f"FAILED: {cell(case.build.message, 300)}")
+                      + (f" — `{cell(case.build.command, 400)}`" if case.build.command else "")))
+    lines += [table(["", ""], facts), ""]
+    samples = summary_rows([("solution", case.variant)])
+    if samples:
+        lines += [samples, ""]
+    if case.variant is not None:
+        lines += [correctness_rows([("solution", case.variant)]), ""]
+    lines += compiler_output(case.build, "compiler output:")
+    lines += ["</details>", ""]
+    return lines

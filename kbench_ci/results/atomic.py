@@ -1,0 +1,30 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kbench_ci.results.schema import to_jsonable
+
+
+def write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write-then-rename, so a crash mid-write never leaves a truncated results file."""
+    write_text_atomically(path, json.dumps(to_jsonable(payload), indent=1, allow_nan=False) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,350 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kbench_ci.results.model import CaseResult, MeasureSettings, VariantResult, throttle_reasons
+from kbench_ci.stats import RatioEstimate, Verdict
+
+#: the fewest timed trials a round may have (see :func:`trials_per_round`)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOutcome:
+    """Building one kernel's ``.cu`` for one side."""
+
+    side: str
+    kernel: str
+    ok: bool
+    duration_s: float
+    command: str | None
+    message: str | None = None
+    compiler_output: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "side": self.side, "kernel": self.kernel, "ok": self.ok, "seconds": self.duration_s,
+            "command": self.command, "message": self.message, "compiler_output": self.compiler_output,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseTimes:
+    """Where a case's wall time went, in seconds.
+
+    ``load`` is worker start-up (Python, torch, CUDA context), loading the files and the first
+    (compile/JIT) call; ``correctness`` the seeded checks; ``timing`` the rounds and the
+    post-timing check. Read from the worker's events as the parent drains them (every 0.1 s),
+    so each figure is good to about a tenth of a second.
+    """
+
+    build_s: float = 0.0
+    load_s: float = 0.0
+    correctness_s: float = 0.0
+    timing_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.build_s + self.load_s + self.correctness_s + self.timing_s
+
+    def __add__(self, other: PhaseTimes) -> PhaseTimes:
+        return PhaseTimes(
+            self.build_s + other.build_s,
+            self.load_s + other.load_s,
+            self.correctness_s + other.correctness_s,
+            self.timing_s + other.timing_s,
+        )
+
+    def as_json(self) -> dict[str, float]:
+        return {
+            "build": self.build_s, "load": self.load_s, "correctness": self.correctness_s,
+            "timing": self.timing_s, "total": self.total_s,
+        }
+
+
+RunStatus = Literal["ok", "incorrect", "failed"]
+
+
+RUN_STATUSES: tuple[RunStatus, ...] = ("failed", "incorrect", "ok")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    start: Path
+    device: str
+    output_dir: Path = Path("bench_out")
+    config: Path | None = None
+    rounds: int | None = None
+    case_timeout_s: float | None = None
+    kernels: tuple[str, ...] = ()
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunCase:
+    """One case of ``run``: its status, the worker's result and the build, if any."""
+
+    case_id: str
+    kernel: str
+    dims: Mapping[str, int]
+    status: RunStatus
+    message: str | None
+    variant: VariantResult | None
+    result: CaseResult | None
+    build: BuildOutcome | None
+    throttle_reasons: tuple[str, ...]
+    phases: PhaseTimes
+    implementation: str
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    cases: tuple[RunCase, ...]
+    total_cases: int
+    config_path: Path
+    settings: MeasureSettings
+    environment: Mapping[str, Any] | None
+    results_path: Path
+    report_path: Path
+    wall_s: float
+
+    @property
+    def complete(self) -> bool:
+        return len(self.cases) == self.total_cases
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {status: sum(1 for c in self.cases if c.status == status) for status in RUN_STATUSES}
+
+    @property
+    def passed(self) -> bool:
+        return self.complete and all(c.status == "ok" for c in self.cases)
+
+    @property
+    def summary(self) -> str:
+        counts = self.counts
+        words = {"ok": "passed", "incorrect": "incorrect", "failed": "failed"}
+        parts = [f"{counts[s]} {words[s]}" for s in ("incorrect", "failed", "ok") if counts[s]]
+        text = ", ".join(parts) or "no cases"
+        if not self.complete:
+            return f"{text} — incomplete ({len(self.cases)} of {self.total_cases} cases)"
+        return f"{text} — {'all correct' if self.passed else 'FAILED'}"
+
+
+#: labels of the two sides in the worker job and in results.json
+BASE = "base"
+
+
+HEAD = "head"
+
+
+#: significance level of the paired test and confidence of the ratio's interval
+ALPHA = 0.05
+
+
+CONFIDENCE = 0.95
+
+
+#: a suspected regression is measured again with this many times the rounds
+REMEASURE_FACTOR = 2
+
+
+#: verdicts that carry a head/base ratio (the others are about correctness or presence)
+TIMED_VERDICTS = frozenset({Verdict.SLOWER, Verdict.FASTER, Verdict.UNCHANGED, Verdict.INCONCLUSIVE})
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRequest:
+    """What the user asked for. ``start`` is the directory the command ran in."""
+
+    start: Path
+    base: str
+    device: str
+    head: str | None = None
+    base_mode: str = "merge-base"
+    config: Path | None = None
+    output_dir: Path = Path("bench_out")
+    #: overrides every kernel's threshold when set
+    threshold: float | None = None
+    #: overrides the suite's ``max_geomean_slowdown`` when set
+    max_geomean_slowdown: float | None = None
+    rounds: int | None = None
+    #: overrides every kernel's ``timeout`` when set
+    case_timeout_s: float | None = None
+    kernels: tuple[str, ...] = ()
+    remeasure_factor: int = REMEASURE_FACTOR
+    no_fail: bool = False
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The verdict of one measurement of one case, with its ratio when both sides were timed."""
+
+    verdict: Verdict
+    estimate: RatioEstimate | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One worker run of a case: both sides' results and what they add up to."""
+
+    result: CaseResult
+    assessment: Assessment
+    rounds: int
+    phases: PhaseTimes
+    environment: Mapping[str, Any] | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.assessment.verdict
+
+    @property
+    def estimate(self) -> RatioEstimate | None:
+        return self.assessment.estimate
+
+
+@dataclass(frozen=True, slots=True)
+class CaseComparison:
+    """The outcome of one case (kernel × shape) of a comparison."""
+
+    case_id: str
+    kernel: str
+    dims: Mapping[str, int]
+    verdict: Verdict
+    threshold: float
+    estimate: RatioEstimate | None
+    message: str | None
+    #: the measurement that decided (the re-measurement when there was one); None if not run
+    measurement: Measurement | None = None
+    #: the first measurement, when a suspected regression was measured again
+    first: Measurement | None = None
+    base_build: BuildOutcome | None = None
+    head_build: BuildOutcome | None = None
+    base_kind: str | None = None
+    head_kind: str | None = None
+    phases: PhaseTimes = field(default_factory=PhaseTimes)
+
+    @property
+    def remeasured(self) -> bool:
+        return self.first is not None
+
+    @property
+    def result(self) -> CaseResult | None:
+        return self.measurement.result if self.measurement is not None else None
+
+    @property
+    def base(self) -> VariantResult | None:
+        return self.result.variant(BASE) if self.result is not None else None
+
+    @property
+    def head(self) -> VariantResult | None:
+        return self.result.variant(HEAD) if self.result is not None else None
+
+    @property
+    def throttle_reasons(self) -> tuple[str, ...]:
+        reasons: list[str] = []
+        for measurement in (self.first, self.measurement):
+            for reason in throttle_reasons(measurement.result if measurement else None):
+                if reason not in reasons:
+                    reasons.append(reason)
+        return tuple(reasons)
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Whether the comparison lets the change through, and the one-line verdict saying so."""
+
+    passed: bool
+    complete: bool
+    counts: Mapping[str, int]
+    summary: str
+    geomean_ratio: float | None
+    max_geomean_slowdown: float | None
+    geomean_failed: bool
+    failing: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "complete": self.complete,
+            "summary": self.summary,
+            "counts": dict(self.counts),
+            "failing_cases": list(self.failing),
+            "geomean_ratio": self.geomean_ratio,
+            "max_geomean_slowdown": self.max_geomean_slowdown,
+            "geomean_failed": self.geomean_failed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionInfo:
+    """One side of the comparison as the report names it."""
+
+    label: str
+    ref: str | None
+    sha: str | None
+    description: str
+    tree: str  # "worktree" (a temporary checkout) or "working tree" (the user's, as it is)
+    mode: str | None = None
+    merge_base_of: str | None = None
+    config: str | None = None
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref, "sha": self.sha, "description": self.description, "tree": self.tree,
+            "mode": self.mode, "merge_base_of": self.merge_base_of, "config": self.config, "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOutcome:
+    cases: tuple[CaseComparison, ...]
+    total_cases: int
+    gate: Gate
+    base: RevisionInfo
+    head: RevisionInfo
+    settings: MeasureSettings
+    request: CompareRequest
+    environment: Mapping[str, Any] | None
+    results_path: Path
+    report_path: Path
+    wall_s: float
+    setup_s: float
+    max_geomean_slowdown: float | None
+
+    @property
+    def phases(self) -> PhaseTimes:
+        total = PhaseTimes()
+        for case in self.cases:
+            total = total + case.phases
+        return total
+
+    def settings_json(self) -> dict[str, Any]:
+        return {
+            **self.settings.as_json(),
+            "remeasure_rounds": self.settings.rounds * self.request.remeasure_factor,
+            "remeasure_rule": "stats.needs_remeasure: classify says slower, or inconclusive with ratio > 1 + threshold",
+            "threshold_override": self.request.threshold,
+            "max_geomean_slowdown": self.max_geomean_slowdown,
+            "alpha": ALPHA,
+            "confidence": CONFIDENCE,
+            "base_mode": self.request.base_mode,
+            "case_timeout_s": self.request.case_timeout_s,
+            "kernels": list(self.request.kernels),
+            "no_fail": self.request.no_fail,
+        }

@@ -1,0 +1,79 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from kbench_ci.results.model import CorrectnessResult, OutputCheck, TrialCheck, VariantResult
+
+BENCH_SCHEMA = "kbench-ci/bench"
+
+
+BENCH_SCHEMA_VERSION = 1
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data = {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, (CorrectnessResult, TrialCheck)):
+            data["passed"] = value.passed
+        return data
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None  # JSON has no NaN
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _float(value: Any) -> float:
+    if value == "inf":
+        return float("inf")
+    if value == "-inf":
+        return float("-inf")
+    if value is None:
+        return float("nan")
+    return float(value)
+
+
+def correctness_from_json(data: Mapping[str, Any] | None) -> CorrectnessResult | None:
+    if data is None:
+        return None
+    trials = []
+    for trial in data["trials"]:
+        outputs = tuple(
+            OutputCheck(
+                name=o["name"], passed=o["passed"], problem=o["problem"],
+                max_abs_error=_float(o["max_abs_error"]), max_rel_error=_float(o["max_rel_error"]),
+                mismatched=o["mismatched"], numel=o["numel"], atol=o["atol"], rtol=o["rtol"],
+                tolerance_source=o["tolerance_source"],
+                first_mismatch=tuple(o["first_mismatch"]) if o.get("first_mismatch") else None,
+            )
+            for o in trial["outputs"]
+        )
+        trials.append(
+            TrialCheck(seed=trial["seed"], outputs=outputs, modified_inputs=tuple(trial["modified_inputs"]), error=trial["error"])
+        )
+    return CorrectnessResult(trials=tuple(trials))
+
+
+def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
+    return VariantResult(
+        label=data["label"],
+        kind=data["kind"],
+        role=data["role"],
+        status=data["status"],
+        message=data.get("message"),
+        correctness=correctness_from_json(data.get("correctness")),
+        rounds_ms=tuple(tuple(float(s) for s in r) for r in data.get("rounds_ms", ())),
+        discarded_ms=tuple(float(s) for s in data.get("discarded_ms", ())),
+        first_call_ms=data.get("first_call_ms"),
+        compile_ms=data.get("compile_ms"),
+        post_timing_check=data.get("post_timing_check"),
+        notes=tuple(data.get("notes", ())),
+    )

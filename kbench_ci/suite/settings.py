@@ -1,0 +1,89 @@
+"""The one home of every measuring default, and how suite settings become a job's settings.
+
+``bench``'s flags, kbench.toml's ``[defaults]``, the worker job and the reports all read their
+defaults from here; change one here and it changes everywhere. On a device without CUDA the
+timing method becomes ``host_time`` (:func:`job_settings`): CUDA events need a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kbench_ci.errors import UsageError
+from kbench_ci.results.model import MeasureSettings
+
+#: inputs come from this seed; correctness trial k uses seed + k
+DEFAULT_SEED = 42
+DEFAULT_CORRECTNESS_TRIALS = 3
+DEFAULT_NUM_WARMUP = 10
+#: bench: timed trials of each variant; run/compare: each side's budget across all rounds
+DEFAULT_NUM_TRIALS = 100
+#: the first sample of each round is kept in results.json but left out of statistics
+DEFAULT_DISCARD_FIRST = 1
+DEFAULT_TIMING_METHOD: Literal["cuda_event", "host_time"] = "cuda_event"
+#: run/compare: interleaved rounds per case (base and head alternate within each)
+DEFAULT_ROUNDS = 10
+#: the fewest timed trials a round may have (see :func:`trials_per_round`)
+MIN_TRIALS_PER_ROUND = 10
+#: a case whose head/base change stays inside +-threshold is ``unchanged``
+DEFAULT_THRESHOLD = 0.02
+#: seconds before a hung kernel's worker is killed
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteSettings:
+    """Suite-wide settings: only allowed in ``[defaults]``."""
+
+    seed: int = DEFAULT_SEED
+    num_warmup: int = DEFAULT_NUM_WARMUP
+    num_trials: int = DEFAULT_NUM_TRIALS
+    discard_first: int = DEFAULT_DISCARD_FIRST
+    correctness_trials: int = DEFAULT_CORRECTNESS_TRIALS
+    timing_method: Literal["cuda_event", "host_time"] = DEFAULT_TIMING_METHOD
+    rounds: int = DEFAULT_ROUNDS
+    max_geomean_slowdown: float | None = None
+
+
+def trials_per_round(num_trials: int, rounds: int) -> int:
+    """Timed trials per round per side: ``max(10, num_trials // rounds)``.
+
+    ``num_trials`` in kbench.toml is the budget of one side across all rounds (100 by default,
+    as in ``bench``), so splitting it over the rounds keeps a suite's run time about what the
+    user asked for, whatever ``rounds`` is. The floor of 10 keeps each round's median
+    meaningful: the paired bootstrap resamples *within* rounds, and a round of 2-3 samples
+    gives a median that jumps between order statistics. So with the defaults (100 trials,
+    10 rounds) each side gets 10 trials in each of 10 rounds; with ``rounds = 20`` each round
+    still has 10 (200 in all), with ``rounds = 2`` each has 50.
+    """
+    if num_trials < 1 or rounds < 1:
+        raise ValueError(f"num_trials and rounds must be >= 1, got {num_trials} and {rounds}")
+    return max(MIN_TRIALS_PER_ROUND, num_trials // rounds)
+
+
+def job_settings(settings: SuiteSettings, *, device: str, rounds: int | None = None) -> MeasureSettings:
+    """Map the suite settings (and a ``--rounds`` override) onto what every case's job uses.
+
+    On the CPU the timing method becomes ``host_time``: CUDA events need a GPU.
+    """
+    n_rounds = settings.rounds if rounds is None else rounds
+    if isinstance(n_rounds, bool) or not isinstance(n_rounds, int) or n_rounds < 1:
+        raise UsageError(f"--rounds must be a positive integer, got {n_rounds!r}")
+    method = settings.timing_method
+    changed = False
+    if not device.startswith("cuda") and method == "cuda_event":
+        method, changed = "host_time", True
+    return MeasureSettings(
+        device=device,
+        seed=settings.seed,
+        correctness_trials=settings.correctness_trials,
+        timing_method=method,
+        num_warmup=settings.num_warmup,
+        trials_per_round=trials_per_round(settings.num_trials, n_rounds),
+        discard_first=settings.discard_first,
+        rounds=n_rounds,
+        flush_l2=True,
+        timing_method_changed=changed,
+        trials_per_round_rule=f"max({MIN_TRIALS_PER_ROUND}, num_trials // rounds)",
+    )
