@@ -353,7 +353,7 @@ def compare_rounds(
     n_rounds = len(base)
 
     ratio = float(np.median(np.concatenate(head)) / np.median(np.concatenate(base)))
-    round_ratios = tuple(float(np.median(h) / np.median(b)) for b, h in zip(base, head))
+    round_ratios = tuple(float(np.median(h) / np.median(b)) for b, h in zip(base, head, strict=True))
 
     replicates = _bootstrap_rounds(base, head, int(n_bootstrap), Generator(PCG64(seed)))
     if n_rounds == 1:
@@ -551,7 +551,8 @@ def _two_stage_medians(table: _RoundTable, picks: np.ndarray, rng: Generator) ->
     pool_sizes = lengths.sum(axis=1)
     lower = np.take_along_axis(pool, ((pool_sizes - 1) // 2)[:, None], axis=1)[:, 0]
     upper = np.take_along_axis(pool, (pool_sizes // 2)[:, None], axis=1)[:, 0]
-    return (table.sorted_values[lower] + table.sorted_values[upper]) / 2.0
+    medians: np.ndarray = (table.sorted_values[lower] + table.sorted_values[upper]) / 2.0
+    return medians
 
 
 # --------------------------------------------------------------------------------------------
@@ -600,7 +601,7 @@ def _wilcoxon_signed_rank_p(differences: np.ndarray) -> float:
         observed = int(doubled[d > 0.0].sum())  # 2 * T+, exactly
         at_most = int(dist[: observed + 1].sum())
         at_least = int(dist[observed:].sum())
-        return min(1.0, 2 * min(at_most, at_least) / 2**n)
+        return min(1.0, 2 * min(at_most, at_least) / float(2**n))
 
     mean = n * (n + 1) / 4.0
     tie_sizes = tie_sizes.astype(np.float64)

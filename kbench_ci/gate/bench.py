@@ -16,12 +16,12 @@ from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
-from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.measure.protocol import CaseJob, SideSpec, WorkerEvent
 from kbench_ci.report.bench import render_bench
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
-from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
 from kbench_ci.results.schema import BENCH_SCHEMA, BENCH_SCHEMA_VERSION
+from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +81,19 @@ def check_request(request: BenchRequest) -> None:
             try:
                 command = format_command(plan_build(request.solution, cutlass=request.implementation == "cutlass"))
             except KbenchError:
-                command = f"nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC -o {shared_library_path(request.solution)} {request.solution}"
+                library = shared_library_path(request.solution)
+                command = f"nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC -o {library} {request.solution}"
             what = "is missing" if status == "missing" else "is older than the .cu"
             raise UserFileError(
                 f"{shared_library_path(request.solution).name} {what}; bench loads the shared library and does not compile it",
-                hint=f"build it: kbench-ci build {request.solution}{' --cutlass' if request.implementation == 'cutlass' else ''}  (runs: {command})",
+                hint=(
+                    f"build it: kbench-ci build {request.solution}{' --cutlass' if request.implementation == 'cutlass' else ''}"
+                    f"  (runs: {command})"
+                ),
             )
 
 
-def run_bench(request: BenchRequest, *, on_event: Callable[[dict[str, Any]], None] | None = None) -> BenchOutcome:
+def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] | None = None) -> BenchOutcome:
     check_request(request)
     side = SideSpec(
         label="solution",
@@ -116,7 +120,7 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[dict[str, Any]], Non
     write_json_atomically(results_path, bench_payload(request, case, outcome.environment))
     if outcome.load_error is not None:
         error = outcome.load_error
-        raise WorkerReportedError(error["message"], error.get("hint"), error["exit_code"])
+        raise WorkerReportedError(error.message, error.hint, error.exit_code)
     notes = case.variants[0].notes
     write_text_atomically(
         report_path,

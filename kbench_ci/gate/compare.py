@@ -48,23 +48,29 @@ from kbench_ci.gate.execute import (
     select_kernels,
     worker_listener,
 )
-from kbench_ci.suite.settings import job_settings
 from kbench_ci.gate.verdicts import _percent, assess, evaluate_gate, measure_case
 from kbench_ci.git import GitRepo
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
 from kbench_ci.report.compare import render_compare
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
-from kbench_ci.results.model import CaseResult
-from kbench_ci.results.outcome import BASE, HEAD, Assessment, CaseComparison, CompareOutcome, CompareRequest, Measurement, PhaseTimes, RevisionInfo
-from kbench_ci.results.model import MeasureSettings
+from kbench_ci.results.model import CaseResult, MeasureSettings
+from kbench_ci.results.outcome import (
+    BASE,
+    HEAD,
+    Assessment,
+    CaseComparison,
+    CompareOutcome,
+    CompareRequest,
+    Measurement,
+    PhaseTimes,
+    RevisionInfo,
+)
+from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION
 from kbench_ci.stats import RatioEstimate
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
-
-COMPARE_SCHEMA = "kbench-ci/compare"
-COMPARE_SCHEMA_VERSION = 1
-
+from kbench_ci.suite.settings import job_settings
 
 # --------------------------------------------------------------------------------------------
 # Value objects
@@ -313,10 +319,8 @@ def _compare_one(
     base_spec, base_build, base_kind, base_unavailable = None, None, None, None
     if plan.base is not None and head_spec is not None:
         base_kind, base_unavailable = _base_kind(plan.base.kernel, request.device)
-        if base_unavailable is None:
-            base_spec, base_build = builder.side(
-                plan.base.kernel, label=BASE, kind=base_kind, cwd=base_suite.root  # type: ignore[union-attr]
-            )
+        if base_unavailable is None and base_kind is not None and base_suite is not None:
+            base_spec, base_build = builder.side(plan.base.kernel, label=BASE, kind=base_kind, cwd=base_suite.root)
     build_s = time.perf_counter() - t0 if (head_build or base_build) else 0.0
 
     def judge(result: CaseResult) -> Assessment:

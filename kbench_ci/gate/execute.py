@@ -18,11 +18,10 @@ from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
-from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, WorkerEvent
 from kbench_ci.procgroup import kill_process_group
-from kbench_ci.results.model import CaseResult
+from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
-from kbench_ci.results.model import MeasureSettings
 from kbench_ci.suite.model import Case, KernelSpec
 
 #: seconds a kernel's own ``build`` command or nvcc may run
@@ -215,23 +214,23 @@ class WorkerRun:
 
     result: CaseResult
     environment: Mapping[str, Any] | None
-    #: ``load_error`` events (a broken user-file contract, a missing package), in order
-    load_errors: tuple[Mapping[str, Any], ...]
+    #: load errors (a broken user-file contract, a missing package), in order
+    load_errors: tuple[LoadError, ...]
     phases: PhaseTimes
     rounds: int
 
     def environment_error(self) -> EnvironmentProblem | None:
         """A load error the machine is to blame for (exit code 3), to abort the run with."""
         for error in self.load_errors:
-            if error.get("exit_code") == int(ExitCode.ENVIRONMENT):
-                return EnvironmentProblem(str(error.get("message")), hint=error.get("hint"))
+            if error.exit_code == int(ExitCode.ENVIRONMENT):
+                return EnvironmentProblem(error.message, hint=error.hint)
         return None
 
 
 WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]
 
 
-EventCallback = Callable[[Mapping[str, Any]], None]
+EventCallback = Callable[[WorkerEvent], None]
 
 
 @contextmanager
@@ -252,6 +251,14 @@ def _no_bytecode() -> Iterator[None]:
 _CALIBRATED_OVERHEAD_MS: dict[str, float] = {}
 
 
+@dataclass(slots=True)
+class _PhaseClock:
+    """The phase a worker is in and since when (perf_counter seconds)."""
+
+    bucket: str
+    since: float
+
+
 _PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing"}
 
 
@@ -264,18 +271,17 @@ def run_worker(
 ) -> WorkerRun:
     """Run ``job`` in a worker subprocess; time each phase from the worker's ``begin`` events."""
     buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0}
-    state = {"bucket": "load", "since": time.perf_counter()}
-    load_errors: list[Mapping[str, Any]] = []
+    state = _PhaseClock("load", time.perf_counter())
+    load_errors: list[LoadError] = []
 
-    def listen(event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "begin":
-            bucket = _PHASE_BUCKET.get(str(event.get("phase")), "load")
+    def listen(event: WorkerEvent) -> None:
+        if isinstance(event, Begin):
+            bucket = _PHASE_BUCKET.get(event.phase, "load")
             now = time.perf_counter()
-            buckets[state["bucket"]] += now - state["since"]  # type: ignore[index,operator]
-            state["bucket"], state["since"] = bucket, now
-        elif kind == "load_error":
-            load_errors.append(dict(event))
+            buckets[state.bucket] += now - state.since
+            state.bucket, state.since = bucket, now
+        elif isinstance(event, LoadError):
+            load_errors.append(event)
         if on_event is not None:
             on_event(event)
 
@@ -287,7 +293,7 @@ def run_worker(
         result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
     if result is not None and result.event_overhead_ms is not None:
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
-    buckets[state["bucket"]] += time.perf_counter() - state["since"]  # type: ignore[index,operator]
+    buckets[state.bucket] += time.perf_counter() - state.since
     return WorkerRun(
         result=result,
         environment=outcome.environment,
@@ -302,15 +308,16 @@ class SuiteProgress:
     """Where a suite run is: case ``index`` of ``total`` (1-based), and what is happening.
 
     ``stage`` is ``build``, ``measure``, ``remeasure`` (a suspected regression timed again) or
-    ``done``; ``event`` is the worker's own event while it measures (``progress`` events carry
-    ``variant``, ``phase``, ``done`` and ``total``); ``outcome`` is a one-word result on ``done``.
+    ``done``; ``event`` is the worker's own event while it measures (a
+    :class:`~kbench_ci.measure.protocol.Progress` says how far a phase is); ``outcome`` is a
+    one-word result on ``done``.
     """
 
     index: int
     total: int
     case_id: str
     stage: str
-    event: Mapping[str, Any] | None = None
+    event: WorkerEvent | None = None
     outcome: str | None = None
     detail: str | None = None
 
@@ -322,7 +329,7 @@ def worker_listener(progress: ProgressFn | None, index: int, total: int, case_id
     if progress is None:
         return None
 
-    def listen(event: Mapping[str, Any]) -> None:
+    def listen(event: WorkerEvent) -> None:
         progress(SuiteProgress(index, total, case_id, stage, event=event))
 
     return listen

@@ -55,14 +55,11 @@ from kbench_ci.results.outcome import (
     RunRequest,
     RunStatus,
 )
+from kbench_ci.results.schema import RUN_SCHEMA, RUN_SCHEMA_VERSION
 from kbench_ci.stats import summarize
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, Suite
 from kbench_ci.suite.settings import job_settings
-
-RUN_SCHEMA = "kbench-ci/run"
-RUN_SCHEMA_VERSION = 1
-
 
 # --------------------------------------------------------------------------------------------
 # Settings → job

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from kbench_ci.errors import UsageError
 from kbench_ci.measure.impls import Kernel
-from kbench_ci.measure.problem import Problem, collect_outputs
-from kbench_ci.measure.usercode import kwargs_filter
+from kbench_ci.measure.usercode import Problem, collect_outputs, kwargs_filter
 
 BASELINES = ("pytorch-eager", "torch-compile", "flashinfer")
 _BASELINE_ALIASES = {"eager": "pytorch-eager", "pytorch": "pytorch-eager", "compile": "torch-compile", "torch.compile": "torch-compile"}
@@ -45,7 +45,7 @@ def parse_baselines(text: str | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _reference_call(problem: Problem, extra: dict[str, Any] | None = None):
+def _reference_call(problem: Problem, extra: dict[str, Any] | None = None) -> Callable[[dict[str, Any]], Any]:
     reference = problem.reference
     accepted = kwargs_filter(reference)  # read once: this runs on every timed call
 
@@ -58,7 +58,7 @@ def _reference_call(problem: Problem, extra: dict[str, Any] | None = None):
     return call
 
 
-def _collect(problem: Problem, label: str):
+def _collect(problem: Problem, label: str) -> Callable[[Any, Any, tuple[str, ...]], dict[str, Any]]:
     def collect(result: Any, kwargs: Any, names: tuple[str, ...]) -> dict[str, Any]:
         return collect_outputs(result, kwargs, names, what=f"{label} ({problem.path.name} reference())")
 

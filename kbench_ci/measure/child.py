@@ -11,6 +11,7 @@ the parent reads), each variant's result as soon as it is final.
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -28,14 +29,26 @@ from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
 from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_
-from kbench_ci.measure.problem import Problem, collect_outputs, load_problem
-from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.measure.protocol import (
+    CONTEXT_LOST_EXIT,
+    Begin,
+    CaseJob,
+    EnvironmentReport,
+    GpuStateReport,
+    LoadError,
+    Progress,
+    SideSpec,
+    TimingDescription,
+    VariantDone,
+    WorkerEvent,
+    encode_event,
+)
 from kbench_ci.measure.timing import Timer, make_timer
-from kbench_ci.measure.usercode import accepted_kwargs
-from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult
+from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
+from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[WorkerEvent], None]
 
 
 class CudaContextLost(Exception):
@@ -59,10 +72,10 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     device = torch.device(job.settings.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    emit({"event": "environment", "environment": to_jsonable(capture_environment(device))})
+    emit(EnvironmentReport(to_jsonable(capture_environment(device))))
     gpu_index = device.index or 0
     if device.type == "cuda":
-        emit({"event": "gpu_state", "when": "before", "state": to_jsonable(read_gpu_state(gpu_index))})
+        emit(GpuStateReport("before", to_jsonable(read_gpu_state(gpu_index))))
 
     variants = _load_variants(job, device, emit)
     for variant in variants:
@@ -74,14 +87,14 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     # Variants that cannot be timed are final now: report them before timing starts.
     for variant in variants:
         if variant.result.status != "ok":
-            emit({"event": "variant", "result": to_jsonable(variant.result)})
+            emit(VariantDone(variant.result))
     timed = [v for v in variants if v.result.status == "ok"]
     if timed:
         _time_in_rounds(timed, job, device, emit)
         for variant in timed:
-            emit({"event": "variant", "result": to_jsonable(variant.result)})
+            emit(VariantDone(variant.result))
     if device.type == "cuda":
-        emit({"event": "gpu_state", "when": "after", "state": to_jsonable(read_gpu_state(gpu_index))})
+        emit(GpuStateReport("after", to_jsonable(read_gpu_state(gpu_index))))
 
 
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:
@@ -92,15 +105,15 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
         if side.label in job.skip and (index != 0 or not job.baselines):
             continue
         if side.label not in job.skip:
-            emit({"event": "begin", "variant": side.label, "phase": "load"})
+            emit(Begin(side.label, "load"))
         try:
             problem = load_problem(Path(side.ref))
             solution = _load_solution(side, problem, job, device)
         except KbenchError as exc:
             # A side that cannot load is an error of that side only (a compare reports it).
-            emit({"event": "variant", "result": to_jsonable(VariantResult(
+            emit(VariantDone(VariantResult(
                 label=side.label, kind=side.implementation, role="solution", status="error", message=exc.one_line(),
-            ))})
+            )))
             if index == 0:
                 _emit_load_error(side.label, exc, emit)
             continue
@@ -115,7 +128,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
         for name in job.baselines:
             if name in job.skip:
                 continue
-            emit({"event": "begin", "variant": name, "phase": "load"})
+            emit(Begin(name, "load"))
             try:
                 kernel = baseline_registry.load_baseline(name, problem, device)
                 result = VariantResult(label=name, kind=name, role="baseline", status="ok")
@@ -164,8 +177,7 @@ def _usage_failure(variant: _Variant, exc: KbenchError, emit: Emit) -> None:
 
 def _emit_load_error(label: str, exc: KbenchError, emit: Emit) -> None:
     """The solution's usage error, for the CLI to turn into its message and exit code."""
-    emit({"event": "load_error", "variant": label, "error_type": type(exc).__name__,
-          "exit_code": int(exc.exit_code), "message": exc.message, "hint": exc.hint})
+    emit(LoadError(label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
 
 
 def _sync(device: torch.device) -> None:
@@ -175,7 +187,7 @@ def _sync(device: torch.device) -> None:
 
 def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
     """Run compile steps and one untimed call, timing each apart from the samples."""
-    emit({"event": "begin", "variant": variant.label, "phase": "compile"})
+    emit(Begin(variant.label, "compile"))
     try:
         inputs = variant.solution.make_inputs(job.settings.seed)
         kwargs = inputs.fresh_copy()
@@ -248,8 +260,8 @@ def _check_once(variant: _Variant, inputs: InputSet, expected: Mapping[str, torc
 def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
     trials: list[TrialCheck] = []
     for trial in range(job.settings.correctness_trials):
-        emit({"event": "progress", "variant": variant.label, "phase": "correctness", "done": trial, "total": job.settings.correctness_trials})
-        emit({"event": "begin", "variant": variant.label, "phase": "correctness"})
+        emit(Progress(variant.label, "correctness", trial, job.settings.correctness_trials))
+        emit(Begin(variant.label, "correctness"))
         seed = job.settings.seed + trial
         try:
             inputs = variant.solution.make_inputs(seed)
@@ -263,7 +275,7 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
             return
         trials.append(_check_once(variant, inputs, expected, device))
     result = CorrectnessResult(trials=tuple(trials))
-    status = "ok" if result.passed else "incorrect"
+    status: VariantStatus = "ok" if result.passed else "incorrect"
     variant.result = replace(variant.result, status=status, correctness=result, message=result.first_failure())
 
 
@@ -282,12 +294,12 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
     for round_index in range(job.settings.rounds):
         order = variants if round_index % 2 == 0 else list(reversed(variants))
         for variant in order:
-            emit({"event": "begin", "variant": variant.label, "phase": "timing"})
-            emit({"event": "progress", "variant": variant.label, "phase": "timing", "done": round_index, "total": job.settings.rounds})
+            emit(Begin(variant.label, "timing"))
+            emit(Progress(variant.label, "timing", round_index, job.settings.rounds))
             _, kwargs = prepared[variant.label]
             call = variant.kernel.call
 
-            def fn(call=call, kwargs=kwargs) -> object:
+            def fn(call: Callable[[dict[str, Any]], object] = call, kwargs: dict[str, Any] = kwargs) -> object:
                 return call(kwargs)
 
             try:
@@ -313,8 +325,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 variant.result, status="incorrect",
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
-    emit({"event": "timing_description", "text": timer.describe(),
-          "event_overhead_ms": timer.event_overhead_ms})
+    emit(TimingDescription(timer.describe(), timer.event_overhead_ms))
 
 
 def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:
@@ -361,3 +372,26 @@ def _raise_if_context_lost(exc: BaseException, device: torch.device) -> None:
             torch.zeros(1, device=device).add_(1).item()
         except Exception:
             raise CudaContextLost(_describe(exc)) from exc
+
+
+
+def child_main(job_path: str, events_path: str) -> int:
+    """The worker process: read the job, run it, append one event per line to ``events_path``."""
+    job = CaseJob.from_json(Path(job_path).read_text(encoding="utf-8"))
+    with open(events_path, "a", encoding="utf-8") as events:
+
+        def emit(event: WorkerEvent) -> None:
+            events.write(encode_event(event) + "\n")
+            events.flush()
+
+        try:
+            run_case(job, emit)
+        except CudaContextLost as exc:
+            # The parent reads the last stderr line into the incident it reports.
+            sys.stderr.write(f"CUDA context lost: {exc}\n")
+            return CONTEXT_LOST_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1], sys.argv[2]))

@@ -6,7 +6,7 @@ same infinity. NaN never passes, on either side. Shape and dtype must match the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -129,7 +129,7 @@ def compare_output(
 def compare_outputs(
     actual: Mapping[str, object],
     expected: Mapping[str, torch.Tensor],
-    tolerance_for: "callable[[torch.dtype], Tolerance]",
+    tolerance_for: Callable[[torch.dtype], Tolerance],
 ) -> tuple[OutputCheck, ...]:
     checks = []
     for name, reference_value in expected.items():

@@ -131,7 +131,7 @@ def _nvidia_smi_query(gpu_index: int, fields: tuple[str, ...]) -> dict[str, str]
     parts = [p.strip() for p in completed.stdout.strip().split(",")]
     if len(parts) != len(fields):
         return {}
-    return dict(zip(fields, parts))
+    return dict(zip(fields, parts, strict=True))
 
 
 def _number(text: str | None) -> float | None:

@@ -1,6 +1,6 @@
 """One case in a subprocess: crash and timeout isolation, and the one place that spawns workers.
 
-The parent writes the job to a file and starts ``python -m kbench_ci.measure.parent JOB EVENTS``. The
+The parent writes the job to a file and starts ``python -m kbench_ci.measure.child JOB EVENTS``. The
 child appends one JSON object per line to EVENTS as it goes (progress, each variant's final
 result), so everything measured before a segfault, a CUDA error or a hang survives it. When a
 worker dies, the variant it was working on is blamed and the case is run again in a fresh
@@ -9,7 +9,6 @@ process without it, so one crashing kernel does not take its neighbours' results
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,13 +20,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.measure.protocol import (
+    CONTEXT_LOST_EXIT,
+    Begin,
+    CaseJob,
+    EnvironmentReport,
+    GpuStateReport,
+    LoadError,
+    TimingDescription,
+    VariantDone,
+    WorkerEvent,
+    decode_event,
+)
 from kbench_ci.procgroup import kill_process_group
 from kbench_ci.results.model import CaseResult, VariantResult
-from kbench_ci.results.schema import variant_from_json
 
-# Exit code of a worker that stopped itself because the CUDA context was lost.
-_CONTEXT_LOST_EXIT = 86
 _POLL_SECONDS = 0.1
 
 
@@ -41,12 +48,12 @@ class WorkerOutcome:
     gpu_state_after: dict[str, Any] | None = None
     timing_description: str | None = None
     event_overhead_ms: float | None = None
-    load_error: dict[str, Any] | None = None
+    load_error: LoadError | None = None
     #: one line per worker that crashed or hung, naming the variant blamed
     incidents: list[str] = field(default_factory=list)
 
 
-ProgressCallback = Callable[[dict[str, Any]], None]
+ProgressCallback = Callable[[WorkerEvent], None]
 
 
 def run_case_in_worker(
@@ -122,7 +129,7 @@ def _run_once(
         environment.setdefault("PYTHONUNBUFFERED", "1")
         with open(stderr_path, "wb") as stderr:
             process = subprocess.Popen(
-                [python or sys.executable, "-m", "kbench_ci.measure.parent", str(job_path), str(events_path)],
+                [python or sys.executable, "-m", "kbench_ci.measure.child", str(job_path), str(events_path)],
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                 start_new_session=True,  # so a timeout kills the kernel's whole process group
             )
@@ -152,7 +159,7 @@ def _run_once(
         if code == 0:
             return None, None
         tail = _last_line(stderr_path)
-        if code == _CONTEXT_LOST_EXIT:
+        if code == CONTEXT_LOST_EXIT:
             return in_progress, f"{in_progress or 'worker'} broke the CUDA context: {tail}"
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
@@ -177,26 +184,24 @@ def _drain(
     for line in chunk[: end + 1].splitlines():
         if not line.strip():
             continue
-        event = json.loads(line)
-        kind = event.get("event")
-        if kind == "begin":
-            in_progress = event["variant"]
-        elif kind == "variant":
-            result = variant_from_json(event["result"])
-            outcome.variants[result.label] = result
-            if in_progress == result.label:
+        event = decode_event(line)
+        if isinstance(event, Begin):
+            in_progress = event.variant
+        elif isinstance(event, VariantDone):
+            outcome.variants[event.result.label] = event.result
+            if in_progress == event.result.label:
                 in_progress = None
-        elif kind == "environment":
-            outcome.environment = event["environment"]
-        elif kind == "gpu_state":
-            if event["when"] == "before":
-                outcome.gpu_state_before = event["state"]
+        elif isinstance(event, EnvironmentReport):
+            outcome.environment = event.environment
+        elif isinstance(event, GpuStateReport):
+            if event.when == "before":
+                outcome.gpu_state_before = event.state
             else:
-                outcome.gpu_state_after = event["state"]
-        elif kind == "timing_description":
-            outcome.timing_description = event["text"]
-            outcome.event_overhead_ms = event.get("event_overhead_ms")
-        elif kind == "load_error":
+                outcome.gpu_state_after = event.state
+        elif isinstance(event, TimingDescription):
+            outcome.timing_description = event.text
+            outcome.event_overhead_ms = event.event_overhead_ms
+        elif isinstance(event, LoadError):
             outcome.load_error = event
         if on_event is not None:
             on_event(event)
@@ -211,25 +216,3 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1][:300] if lines else ""
-
-
-def _child_main(job_path: str, events_path: str) -> int:
-    from kbench_ci.measure.child import CudaContextLost, run_case
-
-    job = CaseJob.from_json(Path(job_path).read_text(encoding="utf-8"))
-    with open(events_path, "a", encoding="utf-8") as events:
-
-        def emit(event: dict[str, Any]) -> None:
-            events.write(json.dumps(event, allow_nan=False) + "\n")
-            events.flush()
-
-        try:
-            run_case(job, emit)
-        except CudaContextLost as exc:
-            print(f"CUDA context lost: {exc}", file=sys.stderr)
-            return _CONTEXT_LOST_EXIT
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1], sys.argv[2]))

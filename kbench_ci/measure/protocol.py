@@ -1,13 +1,18 @@
-"""What a worker is asked to do for one case: plain, JSON-serialisable value objects."""
+"""The worker protocol: the job a worker is given and the events it reports, as frozen value
+objects with one encode and one decode each. Nothing else builds or parses these as dicts."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from kbench_ci.results.model import MeasureSettings
+from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.results.schema import to_jsonable, variant_from_json
+
+#: exit code of a worker that stopped itself because the CUDA context was lost
+CONTEXT_LOST_EXIT = 86
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +59,90 @@ class CaseJob:
 
     def variant_labels(self) -> tuple[str, ...]:
         return tuple(side.label for side in self.sides) + tuple(self.baselines)
+
+
+# --------------------------------------------------------------------------------------------
+# Events: what a worker reports, one JSON line each, in the order it happens
+# --------------------------------------------------------------------------------------------
+
+Phase = Literal["load", "compile", "correctness", "timing", "audit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """The worker starts ``phase`` of ``variant``: a crash from here on is that variant's."""
+
+    variant: str
+    phase: Phase
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    variant: str
+    phase: Phase
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class VariantDone:
+    """A variant's final result (written as soon as it is final, so a later crash keeps it)."""
+
+    result: VariantResult
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentReport:
+    environment: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStateReport:
+    when: Literal["before", "after"]
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TimingDescription:
+    text: str
+    event_overhead_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadError:
+    """A broken user-file contract or a missing package: the CLI's message and exit code."""
+
+    variant: str
+    error_type: str
+    exit_code: int
+    message: str
+    hint: str | None
+
+
+WorkerEvent = Begin | Progress | VariantDone | EnvironmentReport | GpuStateReport | TimingDescription | LoadError
+
+_TAGS: dict[type[Any], str] = {
+    Begin: "begin",
+    Progress: "progress",
+    VariantDone: "variant",
+    EnvironmentReport: "environment",
+    GpuStateReport: "gpu_state",
+    TimingDescription: "timing_description",
+    LoadError: "load_error",
+}
+_TYPES = {tag: cls for cls, tag in _TAGS.items()}
+
+
+def encode_event(event: WorkerEvent) -> str:
+    """One JSON line (no newline). NaN and infinities are encoded as results.json encodes them."""
+    payload = {"event": _TAGS[type(event)], **to_jsonable(event)}
+    return json.dumps(payload, allow_nan=False)
+
+
+def decode_event(line: str | bytes) -> WorkerEvent:
+    data = json.loads(line)
+    cls = _TYPES[data.pop("event")]
+    if cls is VariantDone:
+        return VariantDone(variant_from_json(data["result"]))
+    event: WorkerEvent = cls(**data)
+    return event

@@ -105,7 +105,7 @@ class CudaEventTimer:
         end.record()
         end.synchronize()
         elapsed_us = start.elapsed_time(end) * 1000.0
-        return cycles / max(elapsed_us, 1e-3)
+        return float(cycles / max(elapsed_us, 1e-3))
 
     def _hold(self, cycles_per_us: float) -> None:
         torch.cuda._sleep(int(self.hold_us * cycles_per_us))
@@ -170,7 +170,7 @@ class CudaEventTimer:
             return 0.0
         kernel_ms = durations_us[len(durations_us) // 2] / 1e3
         self.overhead_source = "calibrated against CUPTI"
-        return max(with_events - kernel_ms, 0.0)
+        return float(max(with_events - kernel_ms, 0.0))
 
     def measure_raw(self, fn: Callable[[], object], count: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
@@ -179,14 +179,14 @@ class CudaEventTimer:
         if self._cycles_per_us is None:  # measured without a warm-up
             self._cycles_per_us = self._calibrate_sleep()
         cycles_per_us = self._cycles_per_us
-        for start, end in zip(starts, ends):
+        for start, end in zip(starts, ends, strict=True):
             self._flush()
             self._hold(cycles_per_us)
             start.record(stream)
             fn()
             end.record(stream)
         torch.cuda.synchronize(self.device)
-        return [start.elapsed_time(end) for start, end in zip(starts, ends)]
+        return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
 
     def describe(self) -> str:
         flush = f"L2 flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm L2"

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kbench_ci.report.markdown import (
+    SUMMARY_STATS,
     correctness_cell,
     environment_line,
     fmt,
@@ -58,10 +59,7 @@ def render_bench(
     if timed:
         unit, scale = time_unit([summaries[v.label].median for v in timed])
         rows = []
-        for label, getter in (
-            ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
-            ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
-        ):
+        for label, getter in SUMMARY_STATS:
             rows.append([f"{label} ({unit})", *(fmt(getter(summaries[v.label]), scale) for v in timed)])
         rows.append([
             f"95% CI of median ({unit})",
@@ -96,7 +94,13 @@ def render_bench(
     else:
         parts += ["No baselines were timed.", ""]
 
-    parts += ["## Correctness", "", "Checked against the eager `reference()` on fresh seeded inputs, every output poisoned (NaN / sentinel) before each call, inputs checked unmodified.", ""]
+    parts += [
+        "## Correctness",
+        "",
+        "Checked against the eager `reference()` on fresh seeded inputs, every output poisoned (NaN / sentinel) "
+        "before each call, inputs checked unmodified.",
+        "",
+    ]
     rows = []
     for variant in case.variants:
         c = variant.correctness

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
@@ -12,9 +12,16 @@ from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
 from kbench_ci.stats import Summary, summarize
 
+#: the rows of a summary table: a statistic's name and how to read it from a Summary
+SUMMARY_STATS: tuple[tuple[str, Callable[[Summary], float]], ...] = (
+    ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
+    ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
+)
+
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str] | None = None) -> str:
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+    text: str = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+    return text
 
 
 def time_unit(values_ms: Sequence[float]) -> tuple[str, float]:
@@ -170,10 +177,7 @@ def summary_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | 
     unit, scale = time_unit([s.median for s in summaries.values()])
     labels = list(summaries)
     rows = []
-    for name, getter in (
-        ("median", lambda s: s.median), ("mean", lambda s: s.mean), ("std", lambda s: s.std),
-        ("min", lambda s: s.min), ("max", lambda s: s.max), ("p20", lambda s: s.p20), ("p80", lambda s: s.p80),
-    ):
+    for name, getter in SUMMARY_STATS:
         rows.append([f"{name} ({unit})", *(fmt(getter(summaries[label]), scale) for label in labels)])
     rows.append([f"95% CI of median ({unit})", *(
         f"[{fmt(summaries[label].ci_low, scale)}, {fmt(summaries[label].ci_high, scale)}]" for label in labels

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-
 VariantStatus = Literal["ok", "incorrect", "error", "unavailable"]
 Role = Literal["solution", "baseline"]
 

@@ -6,7 +6,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from kbench_ci.results.model import CorrectnessResult, OutputCheck, TrialCheck, VariantResult
+from kbench_ci.results.model import (
+    CorrectnessResult,
+    OutputCheck,
+    TrialCheck,
+    VariantResult,
+)
 
 BENCH_SCHEMA = "kbench-ci/bench"
 
@@ -77,3 +82,15 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         post_timing_check=data.get("post_timing_check"),
         notes=tuple(data.get("notes", ())),
     )
+
+
+RUN_SCHEMA = "kbench-ci/run"
+
+
+RUN_SCHEMA_VERSION = 1
+
+
+COMPARE_SCHEMA = "kbench-ci/compare"
+
+
+COMPARE_SCHEMA_VERSION = 1

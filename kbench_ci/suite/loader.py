@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kbench_ci.errors import ConfigError, EnvironmentProblem, UsageError
 from kbench_ci.suite.model import (
@@ -32,7 +32,7 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the tomli backport has the same API
     try:
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib  # type: ignore[no-redef]  # the same module under another name
     except ModuleNotFoundError:
         tomllib = None  # type: ignore[assignment]
 

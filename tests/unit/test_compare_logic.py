@@ -10,19 +10,16 @@ from typing import Any
 
 import pytest
 
-from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.verdicts import assess, evaluate_gate, measure_case
-from kbench_ci.results.outcome import Assessment, CaseComparison, CompareRequest
-from kbench_ci.suite.settings import SuiteSettings
-from kbench_ci.results.model import CorrectnessResult
 from kbench_ci.errors import ConfigError, GitError
-from kbench_ci.measure.protocol import CaseJob
-from kbench_ci.results.model import CaseResult, VariantResult
-from kbench_ci.stats import RatioEstimate, Verdict
-from kbench_ci.suite.settings import job_settings, trials_per_round
-from kbench_ci.gate.execute import SideBuildFailed, SideBuilder, WorkerRun
-from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
+from kbench_ci.gate.compare import run_compare
+from kbench_ci.gate.execute import SideBuilder, SideBuildFailed, WorkerRun
+from kbench_ci.gate.verdicts import assess, evaluate_gate, measure_case
 from kbench_ci.measure.parent import WorkerOutcome
+from kbench_ci.measure.protocol import Begin, CaseJob, Progress
+from kbench_ci.results.model import CaseResult, CorrectnessResult, VariantResult
+from kbench_ci.results.outcome import Assessment, BuildOutcome, CaseComparison, CompareRequest, PhaseTimes
+from kbench_ci.stats import RatioEstimate, Verdict
+from kbench_ci.suite.settings import SuiteSettings, job_settings, trials_per_round
 from tests.integration.suite_fixtures import TempRepo
 
 # --------------------------------------------------------------------------------------------
@@ -338,8 +335,8 @@ class FakeWorker:
         for index, side in enumerate(job.sides):
             text = Path(side.solution).read_text()
             if on_event is not None:
-                on_event({"event": "begin", "variant": side.label, "phase": "correctness"})
-                on_event({"event": "progress", "variant": side.label, "phase": "timing", "done": 0, "total": job.settings.rounds})
+                on_event(Begin(side.label, "correctness"))
+                on_event(Progress(side.label, "timing", 0, job.settings.rounds))
             if "WRONG" in text:
                 variants.append(variant(side.label, "incorrect", None))
             elif "RAISE" in text:

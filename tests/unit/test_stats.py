@@ -578,7 +578,7 @@ def test_few_rounds_agreeing_by_chance_are_not_unchanged():
     # UNCHANGED -- a missed regression. The within-round stage knows each round median is
     # ~3.5% noisy and widens the interval.
     base, head = make_rounds(4042, shift=1.03, sigma=0.2, n_rounds=3)
-    ratios = [np.median(h) / np.median(b) for b, h in zip(base, head)]
+    ratios = [np.median(h) / np.median(b) for b, h in zip(base, head, strict=True)]
     assert max(ratios) < 1.02 and min(ratios) > 0.98  # the fluke this test is about
     e = compare_rounds(base, head)
     assert classify(e, THRESHOLD) is Verdict.INCONCLUSIVE
@@ -606,7 +606,7 @@ def test_drift_confined_to_head_rounds_is_not_cancelled():
     rng = np.random.default_rng(77)
     base, head = make_rounds(78, drift=0.0)
     shared_b, shared_h = make_rounds(78, drift=0.05)
-    head_only = [h * f for h, f in zip(head, rng.uniform(0.95, 1.05, len(head)))]
+    head_only = [h * f for h, f in zip(head, rng.uniform(0.95, 1.05, len(head)), strict=True)]
     shared = compare_rounds(shared_b, shared_h)
     unshared = compare_rounds(base, head_only)
     assert (unshared.ci_high - unshared.ci_low) > 3 * (shared.ci_high - shared.ci_low)

@@ -1,0 +1,70 @@
+"""The package's shape is a contract: imports run one way between layers, and no module is part
+of an import cycle. pyproject.toml's import-linter contract says the same for `.ci/lint`; this
+test keeps it in the test run, and adds the cycle check that a layers contract cannot make
+(a cycle inside one package is invisible to it)."""
+
+from __future__ import annotations
+
+import grimp
+import pytest
+
+#: top to bottom; a module may import only from its own layer's package or the layers below
+LAYERS: list[set[str]] = [
+    {"cli"},
+    {"gate", "github"},
+    {"report"},
+    {"measure"},
+    {"cuda", "suite", "git"},
+    {"results"},
+    {"stats", "errors", "procgroup"},
+]
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("kbench_ci")
+
+
+def _top(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _layer(package: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if package in layer:
+            return index
+    raise AssertionError(f"kbench_ci.{package} is in no layer: add it to LAYERS and to pyproject's contract")
+
+
+def test_every_import_points_down_or_within_its_package(graph: grimp.ImportGraph) -> None:
+    wrong = []
+    for importer in sorted(graph.modules):
+        source = _top(importer)
+        if source is None or source == "__main__":
+            continue
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            target = _top(imported)
+            if target is None or target == source:
+                continue
+            if _layer(target) < _layer(source) or (
+                _layer(target) == _layer(source) and target != source
+            ):
+                wrong.append(f"{importer} -> {imported}")
+    assert wrong == [], "imports against the layer order:\n" + "\n".join(wrong)
+
+
+def test_no_module_is_part_of_an_import_cycle(graph: grimp.ImportGraph) -> None:
+    cycles = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back is not None:
+                cycles.append(" -> ".join((importer, *back)))
+    assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_measure_never_imports_gate_and_report_never_imports_measure(graph: grimp.ImportGraph) -> None:
+    assert graph.find_shortest_chain(importer="kbench_ci.measure", imported="kbench_ci.gate", as_packages=True) is None
+    assert graph.find_shortest_chain(importer="kbench_ci.report", imported="kbench_ci.measure", as_packages=True) is None
+    assert graph.find_shortest_chain(importer="kbench_ci.report", imported="kbench_ci.gate", as_packages=True) is None
