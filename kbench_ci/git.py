@@ -1,27 +1,38 @@
-"""The one choke point for git: resolving refs, merge bases and throw-away worktrees.
+"""The one home of git: resolving refs, merge bases, throw-away worktrees, and CI fetches.
 
-Every git command goes through :meth:`GitRepo._git`, and every GitPython exception becomes a
-:class:`GitError` with a one-line message there or in :meth:`GitRepo.__init__`. Nothing here
-changes the user's working tree, index, HEAD or branches: the base side is checked out into a
-detached worktree in a temporary directory, and that worktree is removed on the way out.
+Every git command kbench-ci runs starts here, through one of two choke points:
+
+* :meth:`GitRepo._git` (GitPython) for ``compare``: every GitPython exception becomes a
+  :class:`GitError` with a one-line message there or in :meth:`GitRepo.__init__`. Nothing it
+  does changes the user's working tree, index, HEAD or branches: the base side is checked out
+  into a detached worktree in a temporary directory, and that worktree is removed on the way out.
+* :func:`_run_git` (the git CLI, prompts off, with a timeout) for the GitHub Action's
+  ``resolve`` step: :func:`rev_parse` and :func:`ensure_commit`, which fetches a commit that a
+  shallow CI clone lacks from ``origin`` (objects and a remote-tracking ref, nothing else).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 from kbench_ci.errors import EnvironmentProblem, GitError, UsageError
 
-__all__ = ["BaseMode", "GitRepo", "ResolvedRevisions"]
+if TYPE_CHECKING:
+    # For annotations only; at run time GitPython is imported by _gitpython() (see there why).
+    import git as gitpython
+
+__all__ = ["BaseMode", "GitRepo", "ResolvedRevisions", "ensure_commit", "rev_parse"]
 
 _log = logging.getLogger(__name__)
 
@@ -69,8 +80,11 @@ def _gitpython() -> tuple[ModuleType, type[Exception]]:
     executable is found, and that must not break commands that never touch git.
     """
     try:
-        import git
-        from gitdb.exc import BadName
+        # A deliberately deferred third-party import (see the docstring), not a hidden cycle.
+        import git  # noqa: PLC0415
+
+        # git.exc re-exports gitdb's BadName; gitdb itself ships no type information.
+        bad_name: type[Exception] = git.exc.BadName
     except ModuleNotFoundError as exc:
         raise EnvironmentProblem(
             f"the Python package '{exc.name}' is not installed", hint="pip install gitpython"
@@ -79,7 +93,7 @@ def _gitpython() -> tuple[ModuleType, type[Exception]]:
         raise EnvironmentProblem(
             f"git is not usable: {_first_line(str(exc))}", hint="install git and put it on PATH"
         ) from None
-    return git, BadName
+    return git, bad_name
 
 
 def _first_line(text: str | bytes | None) -> str:
@@ -100,13 +114,17 @@ class GitRepo:
     __slots__ = ("root", "_repo", "_git_exe", "_exc", "_bad_name")
 
     root: Path
+    _repo: gitpython.Repo
+    _git_exe: str
+    _exc: ModuleType
+    _bad_name: type[Exception]
 
     def __init__(self, path: Path) -> None:
-        gitpython, self._bad_name = _gitpython()
-        self._exc = gitpython.exc
-        self._git_exe = gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
+        module, self._bad_name = _gitpython()
+        self._exc = module.exc
+        self._git_exe = module.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
         try:
-            self._repo = gitpython.Repo(Path(path), search_parent_directories=True)
+            self._repo = module.Repo(Path(path), search_parent_directories=True)
         except (self._exc.InvalidGitRepositoryError, self._exc.NoSuchPathError):
             raise GitError(
                 f"{path} is not inside a git repository",
@@ -287,3 +305,87 @@ class GitRepo:
                 f"{self.root} has no commits yet", hint="commit the kernels before comparing"
             ) from None
         return f"working tree (dirty) at {short}" if self.is_dirty() else short
+
+
+# -- a CI clone, through the git CLI ------------------------------------------------------------
+#
+# The GitHub Action's resolve step works in the clone actions/checkout made, which is shallow by
+# default, and fetches the commits it lacks. It runs the git CLI directly (not GitPython), with
+# prompts off and a timeout, so a fetch that would ask for credentials fails instead of hanging.
+
+_CLI_TIMEOUT_S = 600
+_FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
+# A ref we are willing to hand to git: no option-looking or otherwise surprising text.
+_SAFE_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./~^@{}+-]*$")
+
+
+def _run_git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run one git command in ``cwd`` (the only place the CI functions below start git)."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_CLI_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"'git {' '.join(args)}' took more than {_CLI_TIMEOUT_S}s") from None
+    if check and done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
+    return done
+
+
+def rev_parse(ref: str, cwd: Path) -> str | None:
+    """The full sha of the commit ``ref`` names in the clone at ``cwd``; None when git cannot tell.
+
+    Nothing is fetched. ``ref`` is passed to git as given: check text from outside first (as
+    :func:`ensure_commit` does).
+    """
+    done = _run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd, check=False)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _check_ref(ref: str, what: str) -> str:
+    ref = ref.strip()
+    if not _SAFE_REF.match(ref) or ".." in ref:
+        raise UsageError(f"{what} '{ref}' is not a commit sha or ref name kbench-ci accepts")
+    return ref
+
+
+def ensure_commit(ref: str, cwd: Path, what: str) -> str:
+    """The full sha of ``ref`` in the clone at ``cwd``, fetching it from ``origin`` when a shallow
+    clone lacks it.
+
+    ``ref`` is a sha or a branch name (``main`` or ``origin/main``); ``what`` names it in
+    messages ("base commit"). A branch is fetched into its remote-tracking ref
+    ``refs/remotes/origin/<branch>``; a sha is fetched by itself (depth 1).
+    """
+    ref = _check_ref(ref, what)
+    sha = rev_parse(ref, cwd)
+    if sha is None and not _FULL_SHA.match(ref) and not ref.startswith("origin/"):
+        sha = rev_parse(f"origin/{ref}", cwd)
+    if sha is not None:
+        return sha
+    if _FULL_SHA.match(ref):
+        _run_git(["fetch", "--no-tags", "--depth=1", "origin", ref], cwd)
+        sha = rev_parse(ref, cwd)
+    else:
+        branch = ref.removeprefix("origin/")
+        _run_git(
+            ["fetch", "--no-tags", "--depth=1", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"],
+            cwd,
+        )
+        sha = rev_parse(f"origin/{branch}", cwd)
+    if sha is None:
+        raise GitError(
+            f"{what} '{ref}' is not a commit here, even after fetching it",
+            hint="check out with actions/checkout and fetch-depth: 0",
+        )
+    return sha

@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kbench_ci.procgroup import kill_process_group
+import torch
+
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,
     MissingExtraError,
     UserFileError,
 )
+from kbench_ci.procgroup import kill_process_group
 
 __all__ = [
     "BuildPlan",
@@ -45,6 +47,7 @@ __all__ = [
     "library_status",
     "needs_arch_specific",
     "plan_build",
+    "shared_library_path",
 ]
 
 #: bumped when the meaning of the stored hash changes, so old hash files never match
@@ -122,9 +125,6 @@ def detect_arch(gpu_index: int | None = None) -> str:
     override = os.environ.get("KBENCH_CUDA_ARCH", "").strip()
     if override:
         return _normalise_arch(override, origin="KBENCH_CUDA_ARCH")
-    # Imported here: torch is heavy, and most callers of this module never need a GPU query.
-    import torch
-
     if not torch.cuda.is_available():
         raise EnvironmentProblem(
             "cannot pick a CUDA architecture: no CUDA GPU is visible",

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
+from kbench_ci.git import ensure_commit, rev_parse
 from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     PR_NUMBER_FILE,
@@ -44,19 +46,24 @@ from kbench_ci.github.comment import (
     run_comment,
     validate_marker_id,
 )
-from kbench_ci.errors import EnvironmentProblem, ExitCode, GitError, KbenchError, UsageError
 
-__all__ = ["STEPS", "Evaluation", "StepResult", "evaluate", "main", "write_outputs"]
+__all__ = [
+    "STEPS",
+    "STEP_SUMMARY_LIMIT",
+    "Evaluation",
+    "StepResult",
+    "compare_argv",
+    "evaluate",
+    "main",
+    "run_step",
+    "write_outputs",
+]
 
 #: GitHub's limit for one step's job summary, in bytes.
 STEP_SUMMARY_LIMIT = 1024 * 1024
 DEFAULT_ARTIFACT = "kbench-ci-report"
 
 _ZERO_SHA = re.compile(r"^0+$")
-_FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
-# A ref we are willing to hand to git: no option-looking or otherwise surprising text.
-_SAFE_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./~^@{}+-]*$")
-_GIT_TIMEOUT_S = 600
 
 Verdict = Literal["passed", "failed", "error", "skipped"]
 
@@ -109,70 +116,6 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise UsageError(f"{name}={value!r} is not 'true' or 'false'")
 
 
-# -- git ----------------------------------------------------------------------------------------
-
-
-def _git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run one git command (the only place this module starts git)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"'git {' '.join(args)}' took more than {_GIT_TIMEOUT_S}s") from None
-    if check and done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
-    return done
-
-
-def _rev_parse(ref: str, cwd: Path) -> str | None:
-    done = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd, check=False)
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
-
-
-def _check_ref(ref: str, what: str) -> str:
-    ref = ref.strip()
-    if not _SAFE_REF.match(ref) or ".." in ref:
-        raise UsageError(f"{what} '{ref}' is not a commit sha or ref name kbench-ci accepts")
-    return ref
-
-
-def _commit_sha(ref: str, cwd: Path, what: str) -> str:
-    """The full sha of ``ref``, fetching it from ``origin`` when a shallow clone lacks it."""
-    ref = _check_ref(ref, what)
-    sha = _rev_parse(ref, cwd)
-    if sha is None and not _FULL_SHA.match(ref) and not ref.startswith("origin/"):
-        sha = _rev_parse(f"origin/{ref}", cwd)
-    if sha is not None:
-        return sha
-    if _FULL_SHA.match(ref):
-        _git(["fetch", "--no-tags", "--depth=1", "origin", ref], cwd)
-        sha = _rev_parse(ref, cwd)
-    else:
-        branch = ref.removeprefix("origin/")
-        _git(
-            ["fetch", "--no-tags", "--depth=1", "origin", f"+refs/heads/{branch}:refs/remotes/origin/{branch}"],
-            cwd,
-        )
-        sha = _rev_parse(f"origin/{branch}", cwd)
-    if sha is None:
-        raise GitError(
-            f"{what} '{ref}' is not a commit here, even after fetching it",
-            hint="check out with actions/checkout and fetch-depth: 0",
-        )
-    return sha
-
-
 # -- resolve ------------------------------------------------------------------------------------
 
 
@@ -189,23 +132,25 @@ def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
     payload = load_event_payload(env)
     if event in ("pull_request", "pull_request_target"):
         pull = payload.get("pull_request")
-        try:
-            return _Sides(
-                base=str(pull["base"]["sha"]),  # type: ignore[index]
-                head=str(pull["head"]["sha"]),  # type: ignore[index]
-                pr_number=int(pull["number"]),  # type: ignore[index]
-                reason=f"pull request #{pull['number']}: its base branch tip against its head",  # type: ignore[index]
-            )
-        except (KeyError, TypeError, ValueError):
-            raise UsageError(f"the {event} event payload has no pull_request base/head sha") from None
+        if isinstance(pull, dict):
+            try:
+                return _Sides(
+                    base=str(pull["base"]["sha"]),
+                    head=str(pull["head"]["sha"]),
+                    pr_number=int(pull["number"]),
+                    reason=f"pull request #{pull['number']}: its base branch tip against its head",
+                )
+            except (KeyError, TypeError, ValueError):
+                pass
+        raise UsageError(f"the {event} event payload has no pull_request base/head sha")
     if event == "push":
         after = str(payload.get("after") or "")
         head = after if after and not _ZERO_SHA.match(after) else "HEAD"
         before = str(payload.get("before") or "")
         if before and not _ZERO_SHA.match(before):
             return _Sides(before, head, None, "push: the commit before the push against the pushed one")
-        head_sha = _commit_sha(head, cwd, "pushed commit")
-        parent = _rev_parse(f"{head_sha}~1", cwd)
+        head_sha = ensure_commit(head, cwd, "pushed commit")
+        parent = rev_parse(f"{head_sha}~1", cwd)
         if parent is None:
             return _Sides(
                 None,
@@ -235,8 +180,8 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     explicit = env.get("INPUT_BASE", "").strip()
     base_ref, reason = (explicit, f"the 'base' input ({explicit})") if explicit else (sides.base, sides.reason)
 
-    head_sha = _commit_sha(sides.head, cwd, "head commit")
-    base_sha = _commit_sha(base_ref, cwd, "base commit") if base_ref else ""
+    head_sha = ensure_commit(sides.head, cwd, "head commit")
+    base_sha = ensure_commit(base_ref, cwd, "base commit") if base_ref else ""
     temp = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir())
     report_dir = temp / "kbench-ci" / marker_id / "report"
     artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or (
@@ -437,7 +382,8 @@ def comment(env: Mapping[str, str]) -> StepResult:
     if outcome.action == "forbidden":
         lines = [_command("warning", f"kbench-ci: {outcome.reason}")]
     if outcome.body_truncated:
-        lines.append(_command("notice", f"kbench-ci: the comment was shortened to fit GitHub's {COMMENT_LIMIT:,}-character limit"))
+        limit = f"{COMMENT_LIMIT:,}-character limit"
+        lines.append(_command("notice", f"kbench-ci: the comment was shortened to fit GitHub's {limit}"))
     return StepResult(0, tuple(lines))
 
 

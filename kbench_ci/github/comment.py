@@ -25,6 +25,9 @@ from kbench_ci.github.client import DEFAULT_API_URL, GitHubClient, IssueComment,
 
 __all__ = [
     "COMMENT_LIMIT",
+    "PR_NUMBER_FILE",
+    "REPORT_FILE",
+    "RESULTS_FILE",
     "CommentAction",
     "CommentMode",
     "CommentOutcome",
@@ -33,12 +36,14 @@ __all__ = [
     "build_body",
     "decide",
     "fit_body",
+    "has_marker",
     "load_event_payload",
     "load_gate",
     "marker",
     "parse_mode",
     "read_pr_number_file",
     "run_comment",
+    "validate_marker_id",
 ]
 
 #: GitHub rejects an issue comment body longer than this.
@@ -49,7 +54,7 @@ PR_NUMBER_FILE = "pr-number.txt"
 RESULTS_SCHEMA = "kbench-ci/compare"
 
 CommentMode = Literal["always", "on-change", "on-regression", "never"]
-COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
+COMMENT_MODES: tuple[CommentMode, ...] = get_args(CommentMode)
 CommentAction = Literal["created", "updated", "skipped", "forbidden"]
 
 #: Verdict counts that mean "something is different from the base".
@@ -248,12 +253,13 @@ def load_gate(results_path: Path) -> Gate:
 
 def parse_mode(mode: str) -> CommentMode:
     value = mode.strip().lower()
-    if value not in COMMENT_MODES:
-        raise UsageError(
-            f"comment mode '{mode}' is not one of {', '.join(COMMENT_MODES)}",
-            hint="on-change is the usual choice",
-        )
-    return value  # type: ignore[return-value]
+    for known in COMMENT_MODES:
+        if value == known:
+            return known
+    raise UsageError(
+        f"comment mode '{mode}' is not one of {', '.join(COMMENT_MODES)}",
+        hint="on-change is the usual choice",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
         def synchronize(self) -> None:
             pass
 
-        def elapsed_time(self, end: "Event") -> float:
+        def elapsed_time(self, end: Event) -> float:
             assert self.at_us is not None and end.at_us is not None, "elapsed_time on an unrecorded event"
             return (end.at_us - self.at_us) / 1e3
 

@@ -13,7 +13,7 @@ import pytest
 
 from kbench_ci.github import action as action_steps
 from kbench_ci.github.action import STEP_SUMMARY_LIMIT, compare_argv, run_step, write_outputs
-from tests.integration.github_fake import FakeGitHub
+from tests.integration.github.github_fake import FakeGitHub
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -431,11 +431,11 @@ def test_module_entry_point(tmp_path: Path, runner: dict) -> None:
     env = {**os.environ, **runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
            "KBENCH_COMPARE_OUTCOME": "success", "KBENCH_FAIL_ON_REGRESSION": "true"}
     done = subprocess.run([sys.executable, "-m", "kbench_ci.github.action", "gate"], env=env,
-                          capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[1])
+                          capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[2])
     assert done.returncode == 1
     assert done.stdout.startswith("::error::kbench-ci: 2 slower")
     bad = subprocess.run([sys.executable, "-m", "kbench_ci.github.action", "nope"], env=env,
-                         capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[1])
+                         capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[2])
     assert bad.returncode == 2
 
 

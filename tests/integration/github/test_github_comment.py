@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.github.comment import COMMENT_LIMIT, marker, run_comment
 from kbench_ci.errors import GitHubError, UsageError
 from kbench_ci.github.client import GitHubClient, Repository
-from tests.integration.github_fake import FakeGitHub
+from kbench_ci.github.comment import COMMENT_LIMIT, marker, run_comment
+from tests.integration.github.github_fake import FakeGitHub
 
 TOKEN = "ghs_TopSecretToken0123456789abcdef"
 REPO = "o/r"

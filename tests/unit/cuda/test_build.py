@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from kbench_ci.cuda import build as build_mod
 from kbench_ci.cuda.build import (
@@ -265,8 +266,6 @@ def test_malformed_kbench_cuda_arch_is_an_environment_problem(
 def test_no_gpu_and_no_override_is_an_environment_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import torch
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(EnvironmentProblem) as info:
         detect_arch()
@@ -275,8 +274,6 @@ def test_no_gpu_and_no_override_is_an_environment_problem(
 
 
 def test_arch_comes_from_the_gpu_capability(monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-
     asked: list[int] = []
 
     def capability(device: int) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """`kbench-ci compare` and `kbench-ci run` end to end on the CPU: real git repositories, real
 worker subprocesses, Triton kernels under the interpreter and PyTorch kernels on CPU tensors.
 
-Sizes, rounds and trials are tiny (see suite_fixtures.FAST_DEFAULTS): with 2 rounds the
+Sizes, rounds and trials are tiny (see tests/support/suite_repo.FAST_DEFAULTS): with 2 rounds the
 Wilcoxon test can never reach p < 0.05, so nothing here can come out `slower` by noise.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.suite_fixtures import TempRepo, make_suite_repo, suite_files
+from tests.support.suite_repo import TempRepo, make_suite_repo, suite_files
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The console script's entry point, named as the console script names itself in messages.
 _SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"

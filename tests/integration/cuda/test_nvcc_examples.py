@@ -28,7 +28,7 @@ from kbench_ci.cuda.build import (
 )
 from kbench_ci.errors import MissingExtraError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
 CHEATS = REPO / "tests" / "fixtures" / "cheats_cuda"
 CHEAT_SOURCES = sorted(path.name for path in CHEATS.glob("*.cu"))

@@ -430,7 +430,7 @@ def test_template_solve() -> None:
 @pytest.mark.parametrize("vector_type", ["float4", "float2", "half2", "__nv_bfloat162", "int4"])
 def test_vector_types_are_unsupported(vector_type: str) -> None:
     err = _error(f'extern "C" void solve(const {vector_type}* x, float* y, int n) {{}}')
-    assert f"'x'" in err.message and vector_type in err.message
+    assert "'x'" in err.message and vector_type in err.message
     assert err.hint is not None and "reinterpret_cast" in err.hint
 
 

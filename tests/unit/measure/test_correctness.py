@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, compare_output, resolve_tolerance
-from kbench_ci.results.model import Tolerance
 from kbench_ci.measure.inputs import changed_inputs, poison_
+from kbench_ci.results.model import Tolerance
 
 LOOSE = Tolerance(1e-3, 1e-3, "test")
 

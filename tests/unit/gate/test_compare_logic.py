@@ -20,7 +20,7 @@ from kbench_ci.results.model import CaseResult, CorrectnessResult, VariantResult
 from kbench_ci.results.outcome import Assessment, BuildOutcome, CaseComparison, CompareRequest, PhaseTimes
 from kbench_ci.stats import RatioEstimate, Verdict
 from kbench_ci.suite.settings import SuiteSettings, job_settings, trials_per_round
-from tests.integration.suite_fixtures import TempRepo
+from tests.support.suite_repo import TempRepo
 
 # --------------------------------------------------------------------------------------------
 # Fake results

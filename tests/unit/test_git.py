@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -273,8 +274,6 @@ def test_worktree_removed_on_keyboard_interrupt(history: History) -> None:
 
 
 def test_worktree_removed_even_if_its_directory_was_deleted(history: History) -> None:
-    import shutil
-
     repo = GitRepo(history.root)
     with repo.worktree("main") as path:
         shutil.rmtree(path)

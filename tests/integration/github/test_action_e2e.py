@@ -40,14 +40,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from kbench_ci.github.comment import marker
-from tests.integration.github_fake import FakeGitHub
-from tests.integration.suite_fixtures import GIT_ENV, TempRepo
+from tests.integration.github.github_fake import FakeGitHub
+from tests.support.suite_repo import GIT_ENV, TempRepo
 
 pytestmark = pytest.mark.slow  # about a minute on 2 cores: six real compares
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ACTION_YML = ROOT / "action.yml"
 FAKE_TOKEN = "ghs_kbenchE2EfakeToken0123456789abcdef"
 REPOSITORY = "octo/kernels"
@@ -55,173 +56,14 @@ STEP_TIMEOUT_S = 300
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
-# -- action.yml: a reader for the YAML it is written in ---------------------------------------------
+# -- action.yml ----------------------------------------------------------------------------------
 #
-# PyYAML is not a dependency of the project, so this reads the subset action.yml uses: block
-# mappings and sequences, plain and quoted scalars, `|` and `>` block scalars. Every scalar stays a
-# string (as inputs and env values are for the runner). Anything else is an error, not a guess;
-# test_action_yml_reader_agrees_with_a_yaml_library checks it against a real parser when one is
-# installed.
-
-_KEY = re.compile(r"^([A-Za-z0-9_.-]+):(?:[ \t]+(.*))?$")
-
-
-class _MiniYaml:
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-        self.i = 0
-
-    def parse(self) -> Any:
-        node = self._node(0)
-        self._skip()
-        if self.i != len(self.lines):
-            raise ValueError(f"action.yml line {self.i + 1} not understood: {self.lines[self.i]!r}")
-        return node
-
-    def _skip(self) -> None:
-        while self.i < len(self.lines) and (
-            not self.lines[self.i].strip() or self.lines[self.i].lstrip().startswith("#")
-        ):
-            self.i += 1
-
-    @staticmethod
-    def _indent(line: str) -> int:
-        return len(line) - len(line.lstrip(" "))
-
-    @staticmethod
-    def _is_item(stripped: str) -> bool:
-        return stripped == "-" or stripped.startswith("- ")
-
-    def _node(self, indent: int) -> Any:
-        self._skip()
-        line = self.lines[self.i]
-        if self._indent(line) != indent:
-            raise ValueError(f"action.yml line {self.i + 1}: unexpected indentation")
-        return self._seq(indent) if self._is_item(line.strip()) else self._map(indent)
-
-    def _map(self, indent: int) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        while True:
-            self._skip()
-            if self.i >= len(self.lines):
-                return result
-            line = self.lines[self.i]
-            depth = self._indent(line)
-            if depth < indent:
-                return result
-            match = _KEY.match(line.strip())
-            if depth > indent or match is None:
-                raise ValueError(f"action.yml line {self.i + 1}: expected 'key: value': {line!r}")
-            key = match.group(1)
-            if key in result:
-                raise ValueError(f"action.yml line {self.i + 1}: duplicate key {key!r}")
-            self.i += 1
-            result[key] = self._value(match.group(2) or "", indent)
-
-    def _seq(self, indent: int) -> list[Any]:
-        items: list[Any] = []
-        while True:
-            self._skip()
-            if self.i >= len(self.lines):
-                return items
-            line = self.lines[self.i]
-            depth = self._indent(line)
-            if depth < indent:
-                return items
-            if depth > indent or not self._is_item(line.strip()):
-                raise ValueError(f"action.yml line {self.i + 1}: expected a '- ' item: {line!r}")
-            rest = line.strip()[1:]
-            content = rest.lstrip()
-            if not content:
-                self.i += 1
-                items.append(self._value("", indent))
-            elif _KEY.match(content):
-                column = indent + 1 + len(rest) - len(content)
-                self.lines[self.i] = " " * column + content  # the item is a mapping at this column
-                items.append(self._map(column))
-            else:
-                self.i += 1
-                items.append(_yaml_scalar(content))
-
-    def _value(self, text: str, indent: int) -> Any:
-        text = text.strip()
-        if text[:1] in ("|", ">"):
-            return self._block_scalar(re.split(r"\s+#", text, maxsplit=1)[0], indent)
-        if text and not text.startswith("#"):
-            return _yaml_scalar(text)
-        self._skip()
-        if self.i < len(self.lines):
-            line = self.lines[self.i]
-            depth = self._indent(line)
-            if depth > indent or (depth == indent and self._is_item(line.strip())):
-                return self._node(depth)
-        return ""
-
-    def _block_scalar(self, header: str, indent: int) -> str:
-        style, chomp = header[0], header[1:]
-        if chomp not in ("", "-"):
-            raise ValueError(f"action.yml line {self.i}: block scalar header {header!r} not supported")
-        lines: list[str] = []
-        block_indent: int | None = None
-        while self.i < len(self.lines):
-            line = self.lines[self.i]
-            if line.strip():
-                depth = self._indent(line)
-                if depth <= indent:
-                    break
-                block_indent = depth if block_indent is None else block_indent
-                if depth < block_indent:
-                    raise ValueError(f"action.yml line {self.i + 1}: block scalar dedented")
-                lines.append(line[block_indent:])
-            else:
-                lines.append("")
-            self.i += 1
-        while lines and not lines[-1]:
-            lines.pop()
-        if style == "|":
-            body = "\n".join(lines)
-        else:  # folded: single line breaks between normal lines become spaces
-            parts: list[str] = []
-            for n, line in enumerate(lines):
-                previous = lines[n - 1] if n else None
-                if previous is None or (line and not previous):
-                    parts.append(line)
-                elif not line:
-                    parts.append("\n")
-                elif line.startswith((" ", "\t")) or previous.startswith((" ", "\t")):
-                    parts.append("\n" + line)
-                else:
-                    parts.append(" " + line)
-            body = "".join(parts)
-        return body if chomp == "-" or not body else body + "\n"
-
-
-def _yaml_scalar(text: str) -> str:
-    if text[0] == "'":
-        n = 1
-        while True:
-            n = text.index("'", n)
-            if text[n + 1 : n + 2] == "'":
-                n += 2
-                continue
-            break
-        value, rest = text[1:n].replace("''", "'"), text[n + 1 :].strip()
-    elif text[0] == '"':
-        n = 1
-        while text[n] != '"':
-            n += 2 if text[n] == "\\" else 1
-        value, rest = json.loads(text[: n + 1]), text[n + 1 :].strip()
-    elif text[0] in "[{&*!%@`":
-        raise ValueError(f"action.yml: flow collections, anchors and tags are not supported: {text!r}")
-    else:
-        value, rest = re.split(r"\s+#", text, maxsplit=1)[0].rstrip(), ""
-    if rest and not rest.startswith("#"):
-        raise ValueError(f"action.yml: text after a quoted scalar: {text!r}")
-    return value
+# ruamel.yaml's base loader keeps every scalar a string (as inputs and env values are for the
+# runner) and an empty value an empty string.
 
 
 def load_action() -> dict[str, Any]:
-    return _MiniYaml(ACTION_YML.read_text(encoding="utf-8")).parse()
+    return YAML(typ="base").load(ACTION_YML.read_text(encoding="utf-8"))
 
 
 # -- the runner's side of a step: GITHUB_OUTPUT and expressions ---------------------------------
@@ -392,7 +234,7 @@ def step_key(step: Mapping[str, Any], n: int) -> str:
     """The step's id; for a step without one, the action_steps step it runs, or 'upload'."""
     if "id" in step:
         return str(step["id"])
-    if match := re.search(r"-m kbench_ci\.action_steps (\w+)", step.get("run", "")):
+    if match := re.search(r"-m kbench_ci\.github\.action (\w+)", step.get("run", "")):
         return match.group(1)
     if "actions/upload-artifact@" in step.get("uses", ""):
         return "upload"
@@ -742,27 +584,6 @@ def test_action_yml_is_read_as_the_steps_this_test_runs(action: dict) -> None:
     assert steps[2]["if"] == "steps.resolve.outputs.base-sha != ''"
     assert steps[5]["if"].startswith("${{ !cancelled() && inputs.comment != 'never'")
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
-
-
-def test_action_yml_reader_agrees_with_a_yaml_library() -> None:
-    try:
-        import yaml  # type: ignore[import-untyped]
-
-        parsed = yaml.safe_load(ACTION_YML.read_text(encoding="utf-8"))
-    except ImportError:
-        ruamel = pytest.importorskip("ruamel.yaml")
-        parsed = ruamel.YAML(typ="safe", pure=True).load(ACTION_YML.read_text(encoding="utf-8"))
-
-    def plain(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {str(k): plain(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [plain(v) for v in node]
-        if isinstance(node, bool):
-            return "true" if node else "false"
-        return "" if node is None else str(node)
-
-    assert load_action() == plain(parsed)
 
 
 def test_github_output_parser_reads_both_forms() -> None:

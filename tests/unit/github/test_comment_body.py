@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench_ci.errors import UsageError
 from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     Gate,
@@ -18,7 +19,6 @@ from kbench_ci.github.comment import (
     marker,
     parse_mode,
 )
-from kbench_ci.errors import UsageError
 
 ZERO = dict.fromkeys(
     ("slower", "faster", "unchanged", "incorrect", "failed", "inconclusive", "fixed", "added", "removed"), 0

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.suite.loader import find_config, load_suite, parse_threshold
-from kbench_ci.suite.settings import SuiteSettings
-from kbench_ci.suite.model import Case, KernelSpec, Suite
 from kbench_ci.errors import ConfigError, UsageError
+from kbench_ci.suite.loader import find_config, load_suite, parse_threshold
+from kbench_ci.suite.model import Case, KernelSpec, Suite
+from kbench_ci.suite.settings import SuiteSettings
 
 MINIMAL = """\
 [[kernels]]
@@ -536,7 +536,7 @@ def test_message_names_absolute_path_outside_cwd(tmp_path: Path, monkeypatch) ->
 
 
 def test_docs_complete_example_loads(tmp_path: Path) -> None:
-    docs = Path(__file__).resolve().parents[2] / "docs" / "config.md"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "config.md"
     blocks = re.findall(r"```toml\n(.*?)```", docs.read_text(), flags=re.S)
     assert len(blocks) >= 2
     minimal, complete = blocks[0], next(b for b in blocks if "[defaults]" in b)
