@@ -1,6 +1,7 @@
 """Typed errors raised by library code.
 
-Library modules raise these; only ``cli.py`` turns them into a one-line message and an exit
+Library modules raise these; only the command line's error boundary
+(:func:`kbench_ci.cli.console.error_boundary`) turns them into a one-line message and an exit
 code. Each error names the thing that is wrong and, where there is one, the fix (``hint``).
 """
 
@@ -20,6 +21,8 @@ class ExitCode(IntEnum):
     #: the environment cannot do what was asked: no GPU, no nvcc, a missing optional extra,
     #: an unreachable API
     ENVIRONMENT = 3
+    #: the person pressed Ctrl-C (128 + SIGINT, as a shell reports it)
+    INTERRUPTED = 130
 
 
 class KbenchError(Exception):

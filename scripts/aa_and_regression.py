@@ -159,6 +159,31 @@ def run_kernel(x, weight, bias, y, eps, **_):
     _layernorm_kernel[(M,)](x, weight, bias, y, N, x.stride(0), eps, BLOCK=BLOCK, num_warps=num_warps)
 '''
 
+# CUDA C++: out = x + y, a grid-stride loop over blocks; EXTRA > 0 launches that fraction of
+# extra blocks, which redo the first blocks (same values written again): more memory traffic,
+# same result. Built by compare with nvcc, launched by solve() on the default stream.
+CVADD = '''\
+#include <cuda_runtime.h>
+
+__global__ void add_kernel(const float* x, const float* y, float* out, int n, int n_blocks) {{
+    int block = blockIdx.x % n_blocks;
+    int i = block * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}}
+
+extern "C" void solve(const float* x, const float* y, float* out, int N) {{
+    const int threads = 256;
+    int n_blocks = (N + threads - 1) / threads;
+    int extra = (int)(n_blocks * {extra!r});
+    add_kernel<<<n_blocks + extra, threads>>>(x, y, out, N, n_blocks);
+}}
+'''
+
+CVADD_REF = '''\
+def reference(x, y, out, **_):
+    out.copy_(x + y)
+'''
+
 LAYERNORM_REF = '''\
 import torch
 
@@ -169,10 +194,12 @@ def reference(x, weight, bias, eps, **_):
 
 # H200 (about 4 TB/s): vadd moves 12 bytes per element, softmax and layernorm 8 per element.
 GPU_SHAPES = {
+    "cvadd": [{"N": 1 << 20}, {"N": 1 << 22}, {"N": 1 << 24}],  # 12 MB .. 200 MB: ~5 us .. ~55 us
     "vadd": [{"N": 1 << 24}, {"N": 1 << 25}],  # 200 MB, 400 MB: ~55 us, ~105 us
     "softmax": [{"M": 4096, "N": 4096}, {"M": 16384, "N": 4096}],  # 134 MB, 537 MB: ~40 us, ~150 us
     "layernorm": [{"M": 8192, "N": 2048}, {"M": 16384, "N": 4096}],  # 134 MB, 537 MB
 }
+# No CUDA C++ on the CPU: the smoke suite is the Triton kernels alone.
 SMOKE_SHAPES = {
     "vadd": [{"N": 2048}],
     "softmax": [{"M": 8, "N": 64}],
@@ -181,7 +208,7 @@ SMOKE_SHAPES = {
 GPU_DEFAULTS = {"num_warmup": 10, "num_trials": 100, "discard_first": 1, "correctness_trials": 3, "rounds": 10}
 SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correctness_trials": 1, "rounds": 2}
 
-SLOWED = "vadd"
+SLOWED = "cvadd"  # the regression part's kernel (the Triton vadd on the CPU smoke run)
 
 
 def _toml_value(value: Any) -> str:
@@ -194,9 +221,10 @@ def _toml_value(value: Any) -> str:
 
 def suite_toml(shapes: dict[str, list[dict[str, int]]], defaults: dict[str, int]) -> str:
     lines = ["[defaults]", *(f"{k} = {v}" for k, v in defaults.items()), 'threshold = "2%"']
-    for name in ("vadd", "softmax", "layernorm"):
-        lines += ["", "[[kernels]]", f'name = "{name}"', f'solution = "kernels/{name}.py"',
-                  f'ref = "kernels/{name}_ref.py"', 'implementation = "triton"', "timeout = 300",
+    for name in shapes:
+        cuda = name == "cvadd"
+        lines += ["", "[[kernels]]", f'name = "{name}"', f'solution = "kernels/{name}.{"cu" if cuda else "py"}"',
+                  f'ref = "kernels/{name}_ref.py"', f'implementation = "{"cuda-cpp" if cuda else "triton"}"', "timeout = 300",
                   f"shapes = {_toml_value(shapes[name])}"]
     return "\n".join(lines) + "\n"
 
@@ -214,10 +242,11 @@ def make_repo(root: Path, *, smoke: bool, slowdown: float) -> None:
     git(root, "config", "commit.gpgsign", "false")
     files = {
         "kbench.toml": suite_toml(SMOKE_SHAPES if smoke else GPU_SHAPES, SMOKE_DEFAULTS if smoke else GPU_DEFAULTS),
+        "kernels/cvadd.cu": CVADD.format(extra=0.0), "kernels/cvadd_ref.py": CVADD_REF,
         "kernels/vadd.py": VADD.format(extra=0.0), "kernels/vadd_ref.py": VADD_REF,
         "kernels/softmax.py": SOFTMAX, "kernels/softmax_ref.py": SOFTMAX_REF,
         "kernels/layernorm.py": LAYERNORM, "kernels/layernorm_ref.py": LAYERNORM_REF,
-        ".gitignore": "__pycache__/\n",
+        ".gitignore": "__pycache__/\n*.so\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -226,8 +255,9 @@ def make_repo(root: Path, *, smoke: bool, slowdown: float) -> None:
     git(root, "commit", "-q", "-m", "suite")
     git(root, "branch", "slower")
     git(root, "checkout", "-q", "slower")
+    (root / "kernels/cvadd.cu").write_text(CVADD.format(extra=slowdown))
     (root / "kernels/vadd.py").write_text(VADD.format(extra=slowdown))
-    git(root, "commit", "-q", "-am", f"vadd: {slowdown:.0%} more work")
+    git(root, "commit", "-q", "-am", f"cvadd and vadd: {slowdown:.0%} more work")
     git(root, "checkout", "-q", "main")
 
 
@@ -268,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny sizes, 1 run, not judged")
     parser.add_argument("--slowdown", type=float, default=0.02, help="extra work at head (default 0.02)")
     parser.add_argument("--threshold", default="0.01", help="threshold of the regression compares (default 0.01)")
+    parser.add_argument("--aa-threshold", default="0.01", help="threshold of the A/A compares (default 0.01)")
     parser.add_argument("--min-detections", type=int, default=None, help="slower runs needed per case (default: runs - 1)")
     parser.add_argument("--device", default=None, help="passed to compare (default: auto; cpu with --smoke)")
     parser.add_argument("--workdir", type=Path, default=None, help="where the repository and outputs go (default: a temp dir)")
@@ -293,15 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     # 1. A/A -------------------------------------------------------------------------------
     aa_verdicts: dict[str, list[str]] = {}
     aa_ratios: list[float] = []
+    aa_case_ratios: dict[str, list[float]] = {}
     aa_remeasured = 0
     aa_errors: list[str] = []
     aa_started = time.perf_counter()
     for run in range(runs if "aa" in parts else 0):
-        code, data, wall, _ = compare(repo, workdir / f"aa-{run}", "--base", "main", "--head", "main", device=device)
+        code, data, wall, _ = compare(repo, workdir / f"aa-{run}", "--base", "main", "--head", "main",
+                                     "--threshold", args.aa_threshold, device=device)
         for case in data["cases"]:
             aa_verdicts.setdefault(case["case_id"], []).append(case["verdict"])
             if case["ratio"] is not None:
                 aa_ratios.append(case["ratio"])
+                aa_case_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             aa_remeasured += bool(case["remeasured"])
             if case["verdict"] in ("failed", "incorrect"):
                 aa_errors.append(f"{case['case_id']}: {case['verdict']} — {case['message']}")
@@ -320,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(runs if "regression" in parts else 0):
         code, data, wall, _ = compare(
             repo, workdir / f"reg-{run}", "--base", "main", "--head", "slower", "--threshold", args.threshold,
-            "--kernel", SLOWED, device=device,
+            "--kernel", "vadd" if args.smoke else SLOWED, device=device,
         )
         reg_walls.append(wall)
         reg_seconds.append(data["seconds"])
@@ -338,7 +372,10 @@ def main(argv: list[str] | None = None) -> int:
 
     judged = not args.smoke
     rows: list[list[Any]] = []
-    aa_ok = (aa_slower == 0 and not aa_errors and aa_cases > 0) or "aa" not in parts
+    aa_faster = sum(v.count("faster") for v in aa_verdicts.values())
+    aa_unchanged = sum(v.count("unchanged") for v in aa_verdicts.values())
+    aa_ok = (aa_slower == 0 and aa_faster == 0 and not aa_errors and aa_cases > 0
+             and aa_unchanged >= 0.9 * aa_cases) or "aa" not in parts
     counts: dict[str, int] = {}
     for verdicts in aa_verdicts.values():
         for verdict in verdicts:
@@ -346,7 +383,19 @@ def main(argv: list[str] | None = None) -> int:
     if "aa" in parts:
         rows.append(["A/A: `slower` verdicts (must be 0)", f"{aa_slower} of {aa_cases} case-runs "
                      f"({len(aa_verdicts)} cases × {runs} runs)", "yes" if aa_ok else "NO"])
-        rows.append(["A/A: all verdicts", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""])
+        rows.append(["A/A: `faster` verdicts (must be 0)", f"{aa_faster}", ""])
+        rows.append([f"A/A: all verdicts @ threshold {args.aa_threshold} (`unchanged` must be >= 90%)",
+                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""])
+        for case_id, ratios in aa_case_ratios.items():
+            # The mean head/base ratio over runs: a fixed side bias shows here even when every
+            # single verdict is `unchanged`. Must be within +-0.3% of 1 with 1 inside its 95% CI.
+            mean = statistics.fmean(ratios)
+            se = statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else float("nan")
+            low, high = mean - 1.96 * se, mean + 1.96 * se
+            ok = abs(mean - 1) <= 0.003 and low <= 1 <= high
+            rows.append([f"A/A mean head/base `{case_id}`", f"{mean:.5f} (SE {se:.5f}, n {len(ratios)}, "
+                         f"95% CI [{low:.5f}, {high:.5f}])", "yes" if ok else "NO"])
+            aa_ok &= ok or "aa" not in parts
     if aa_ratios:
         rows.append(["A/A: head/base ratios", f"min {pct(min(aa_ratios))}, max {pct(max(aa_ratios))}, "
                      f"remeasured {aa_remeasured}", ""])

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
-from kbench_ci.measure.problem import load_problem
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
+from kbench_ci.measure.usercode import load_problem
 
 CASES = [
     # name, solution, ref, implementation, dims, kernel-name substring in the profiler

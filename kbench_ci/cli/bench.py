@@ -1,0 +1,122 @@
+"""``kbench-ci bench``: check one kernel against its PyTorch reference and time it.
+
+Printing and exit codes only; the work is in :mod:`kbench_ci.gate.bench`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kbench_ci.cli.console import ProgressLine, err, error_boundary
+from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.errors import ExitCode, UsageError
+from kbench_ci.results.model import MeasureSettings
+from kbench_ci.suite import settings
+
+__all__ = ["CONTEXT_SETTINGS", "HELP", "bench"]
+
+HELP = "Check one kernel against its PyTorch reference and time it. Unknown --NAME=VALUE flags are dimensions."
+#: the flags bench does not know are the problem's dimensions (--M=1024), parsed by the command
+CONTEXT_SETTINGS: dict[str, Any] = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _known_options(ctx: typer.Context) -> list[str]:
+    """Every ``--flag`` of the command, to suggest the one a mistyped flag meant."""
+    return [opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")]
+
+
+def bench(
+    ctx: typer.Context,
+    solution: Annotated[
+        Path, typer.Argument(help="kernel.cu (built .so beside it) or kernel.py (setup/run_kernel)")
+    ],
+    ref: Annotated[Path, typer.Option("--ref", help="ref.py defining reference(**kwargs)")],
+    implementation: Annotated[
+        str,
+        typer.Option(
+            "--implementation", "--backend", help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch"
+        ),
+    ] = "auto",
+    baselines: Annotated[
+        str,
+        typer.Option(
+            "--baselines", help="comma list of pytorch-eager, torch-compile, flashinfer; or all / none"
+        ),
+    ] = "none",
+    output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
+    seed: Annotated[int, typer.Option("--seed")] = settings.DEFAULT_SEED,
+    correctness_trials: Annotated[
+        int, typer.Option("--correctness-trials", min=1)
+    ] = settings.DEFAULT_CORRECTNESS_TRIALS,
+    timing_method: Annotated[
+        str, typer.Option("--timing-method", help="cuda_event | host_time")
+    ] = settings.DEFAULT_TIMING_METHOD,
+    num_warmup: Annotated[int, typer.Option("--num-warmup", min=0)] = settings.DEFAULT_NUM_WARMUP,
+    num_trials: Annotated[int, typer.Option("--num-trials", min=1)] = settings.DEFAULT_NUM_TRIALS,
+    discard_first: Annotated[int, typer.Option("--discard-first", min=0)] = settings.DEFAULT_DISCARD_FIRST,
+    gpu: GpuOption = 0,
+    device: Annotated[str, typer.Option("--device", help="auto | cuda | cpu")] = "auto",
+    atol: Annotated[float | None, typer.Option("--atol", min=0.0)] = None,
+    rtol: Annotated[float | None, typer.Option("--rtol", min=0.0)] = None,
+    precision: Annotated[
+        str | None, typer.Option("--precision", help="tf32: float32 outputs get tf32 tolerances")
+    ] = None,
+    ptr_size: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ptr-size", help="pointer sizes for .cu without setup(): NAME=EXPR (repeatable) or EXPR for all"
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds before a hung kernel is killed")
+    ] = settings.DEFAULT_TIMEOUT_S,
+    no_flush_l2: Annotated[
+        bool, typer.Option("--no-flush-l2", help="time with a warm L2 (default: flushed before every trial)")
+    ] = False,
+) -> None:
+    # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.
+    from kbench_ci.cuda import parse_ptr_size_options  # noqa: PLC0415
+    from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench  # noqa: PLC0415
+    from kbench_ci.measure.baselines import parse_baselines  # noqa: PLC0415
+    from kbench_ci.measure.impls import resolve_implementation  # noqa: PLC0415
+
+    progress = ProgressLine()
+    with error_boundary(progress=progress):
+        dims = parse_dimension_args(list(ctx.args), _known_options(ctx))
+        kind = resolve_implementation(implementation, solution)
+        chosen_baselines = parse_baselines(baselines)
+        if timing_method not in ("cuda_event", "host_time"):
+            raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")
+        if precision not in (None, "tf32"):
+            raise UsageError(f"unknown --precision '{precision}'", hint="the only option is tf32")
+        if discard_first >= num_trials:
+            raise UsageError("--discard-first must be smaller than --num-trials")
+        per_pointer, default_size = parse_ptr_size_options(ptr_size or [])
+        chosen_device = resolve_device(device, gpu)
+        if chosen_device == "cpu" and timing_method == "cuda_event":
+            err("kbench-ci: warning: CPU mode times with host_time (CUDA events need a GPU)")
+            timing_method = "host_time"
+        request = BenchRequest(
+            solution=solution, ref=ref, implementation=kind, baselines=chosen_baselines, dims=dims,
+            output_dir=output_dir,
+            settings=MeasureSettings(
+                device=chosen_device, seed=seed, correctness_trials=correctness_trials, timing_method=timing_method,
+                num_warmup=num_warmup, trials_per_round=num_trials, discard_first=discard_first, rounds=1,
+                flush_l2=not no_flush_l2,
+            ),
+            atol=atol, rtol=rtol, precision=precision, ptr_sizes=per_pointer,
+            ptr_size=default_size, timeout_s=timeout, command_line=tuple(sys.argv),
+        )
+        outcome = run_bench(request, on_event=progress)
+    solution_result = outcome.case.variants[0]
+    for note in solution_result.notes:
+        err(f"kbench-ci: {note}")
+    typer.echo(outcome.report_path.read_text(encoding="utf-8"))
+    typer.echo(f"wrote {outcome.report_path} and {outcome.results_path}")
+    if solution_result.status != "ok":
+        err(f"kbench-ci: {solution_result.label} {solution_result.status.upper()}: {solution_result.message}")
+        raise typer.Exit(int(ExitCode.GATE_FAILED))

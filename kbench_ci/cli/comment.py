@@ -1,0 +1,50 @@
+"""``kbench-ci comment``: post or update the sticky PR comment with a benchmark report.
+
+Printing and exit codes only; the work is in :mod:`kbench_ci.github.comment`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbench_ci.cli.console import err, error_boundary
+from kbench_ci.errors import UsageError
+from kbench_ci.github.comment import run_comment
+
+__all__ = ["HELP", "comment"]
+
+HELP = "Post or update the sticky PR comment with DIR/benchmark.md (finds its own comment by a hidden marker)."
+
+
+def comment(
+    report: Annotated[
+        Path | None, typer.Option("--report", help="directory holding benchmark.md and results.json")
+    ] = None,
+    from_artifact: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-artifact", help="a downloaded benchmark artifact (fork recipe); holds pr-number.txt"
+        ),
+    ] = None,
+    repository: Annotated[str | None, typer.Option("--repo", help="owner/name; default GITHUB_REPOSITORY")] = None,
+    pr: Annotated[int | None, typer.Option("--pr", help="pull request number; default from the event payload")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="always | on-change | on-regression | never")] = "always",
+    marker_id: Annotated[
+        str, typer.Option("--marker-id", help="keeps comments of several suites apart")
+    ] = "default",
+) -> None:
+    with error_boundary():
+        report_dir = report or from_artifact
+        if report_dir is None:
+            raise UsageError("give --report DIR or --from-artifact DIR")
+        outcome = run_comment(
+            report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
+            token=None, api_url=None, mode=mode, marker_id=marker_id,
+        )
+    if outcome.action == "forbidden":
+        err(f"kbench-ci: warning: {outcome.reason}")
+        return
+    typer.echo(f"comment {outcome.action}: {outcome.url or outcome.reason}")

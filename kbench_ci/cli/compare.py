@@ -1,0 +1,138 @@
+"""``kbench-ci compare``: this tree (or ``--head``) against ``--base``, case by case, and a gate.
+
+Printing and exit codes only; the work is in :mod:`kbench_ci.gate.compare`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.cli.suite_common import (
+    CaseTimeoutOption,
+    DeviceOption,
+    JsonSummaryOption,
+    KernelOption,
+    drive,
+    finish,
+)
+from kbench_ci.errors import UsageError
+from kbench_ci.results.outcome import CompareOutcome, CompareRequest
+from kbench_ci.suite import settings
+from kbench_ci.suite.loader import parse_threshold
+
+if TYPE_CHECKING:
+    from kbench_ci.gate.execute import ProgressFn
+
+__all__ = ["HELP", "compare", "parse_fraction"]
+
+HELP = (
+    "Compare this tree (or --head REV) with --base REV: correctness first, then timing "
+    "verdicts per case, and a gate."
+)
+
+
+def parse_fraction(value: str, *, option: str) -> float:
+    """``"1%"``, ``"0.01"`` → 0.01; must be finite and > 0 (may exceed 1, unlike a threshold)."""
+    text = value.strip()
+    try:
+        number = float(text[:-1].strip()) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"{option} must be a number or a percentage such as 0.01 or 1%, got {value!r}") from None
+    if not (number > 0.0 and number != float("inf")):
+        raise UsageError(f"{option} must be greater than 0, got {value!r}")
+    return number
+
+
+def compare(
+    base: Annotated[
+        str, typer.Option("--base", help="the base revision: a branch, tag or sha (e.g. main, origin/main)")
+    ],
+    head: Annotated[
+        str | None,
+        typer.Option(
+            "--head", help="the head revision (default: this working tree as it is, uncommitted changes included)"
+        ),
+    ] = None,
+    base_mode: Annotated[
+        str,
+        typer.Option(
+            "--base-mode", help="merge-base (default: where head branched off base) | tip (base as it is)"
+        ),
+    ] = "merge-base",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="kbench.toml or pyproject.toml inside the repository (each side reads its own copy)"
+        ),
+    ] = None,
+    output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
+    threshold: Annotated[
+        str | None,
+        typer.Option(
+            "--threshold",
+            help="smallest slowdown that fails the gate, for every kernel: 0.02 or \"2%\" "
+            f"(default: per kernel, {settings.DEFAULT_THRESHOLD:.0%})",
+        ),
+    ] = None,
+    max_geomean_slowdown: Annotated[
+        str | None,
+        typer.Option(
+            "--max-geomean-slowdown", help='fail when the geometric mean of head/base exceeds 1 + this: 0.01 or "1%"'
+        ),
+    ] = None,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            "--rounds", min=1,
+            help=f"interleaved timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})",
+        ),
+    ] = None,
+    case_timeout: CaseTimeoutOption = None,
+    no_fail: Annotated[
+        bool,
+        typer.Option("--no-fail", help="report regressions but exit 0 (usage and environment errors still exit 2 / 3)"),
+    ] = False,
+    device: DeviceOption = "auto",
+    gpu: GpuOption = 0,
+    kernel: KernelOption = None,
+    json_summary: JsonSummaryOption = None,
+) -> None:
+    # torch-free start-up: gate.compare pulls in torch, so it is imported only when the command runs.
+    from kbench_ci.gate.compare import run_compare  # noqa: PLC0415
+
+    def work(on_progress: ProgressFn) -> CompareOutcome:
+        if base_mode not in ("merge-base", "tip"):
+            raise UsageError(f"unknown --base-mode '{base_mode}'", hint="use merge-base or tip")
+        chosen_threshold = parse_threshold(threshold) if threshold is not None else None
+        chosen_geomean = (
+            parse_fraction(max_geomean_slowdown, option="--max-geomean-slowdown")
+            if max_geomean_slowdown is not None else None
+        )
+        chosen = resolve_device(device, gpu)
+        request = CompareRequest(
+            start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,
+            output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
+            rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
+            command_line=tuple(sys.argv),
+        )
+        return run_compare(request, on_progress=on_progress)
+
+    outcome = drive(
+        work, interrupted=f"worktrees removed; cases measured so far are in {output_dir / 'results.json'}"
+    )
+    gate = outcome.gate
+    failing = ", ".join(gate.failing[:10]) + (" …" if len(gate.failing) > 10 else "")
+    finish(
+        passed=gate.passed, no_fail=no_fail, failure=gate.summary + (f": {failing}" if failing else ""),
+        json_summary=json_summary,
+        summary_for=lambda code: {
+            "command": "compare", **gate.as_json(), "exit_code": code,
+            "base": outcome.base.as_json(), "head": outcome.head.as_json(),
+            "results": str(outcome.results_path), "report": str(outcome.report_path),
+        },
+    )

@@ -1,0 +1,72 @@
+"""``kbench-ci run``: check and time every kernel × shape of kbench.toml on this tree.
+
+Printing and exit codes only; the work is in :mod:`kbench_ci.gate.run`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.cli.suite_common import (
+    CaseTimeoutOption,
+    DeviceOption,
+    JsonSummaryOption,
+    KernelOption,
+    drive,
+    finish,
+)
+from kbench_ci.results.outcome import RunOutcome, RunRequest
+from kbench_ci.suite import settings
+
+if TYPE_CHECKING:
+    from kbench_ci.gate.execute import ProgressFn
+
+__all__ = ["HELP", "run"]
+
+HELP = "Check and time every kernel × shape of kbench.toml on this tree."
+
+
+def run(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="kbench.toml or pyproject.toml (default: found from here upwards)"),
+    ] = None,
+    output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            "--rounds", min=1, help=f"timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})"
+        ),
+    ] = None,
+    case_timeout: CaseTimeoutOption = None,
+    no_fail: Annotated[
+        bool, typer.Option("--no-fail", help="report, but exit 0 even when a case is incorrect or failed")
+    ] = False,
+    device: DeviceOption = "auto",
+    gpu: GpuOption = 0,
+    kernel: KernelOption = None,
+    json_summary: JsonSummaryOption = None,
+) -> None:
+    # torch-free start-up: gate.run pulls in torch, so it is imported only when the command runs.
+    from kbench_ci.gate.run import run_suite  # noqa: PLC0415
+
+    def work(on_progress: ProgressFn) -> RunOutcome:
+        request = RunRequest(
+            start=Path.cwd(), device=resolve_device(device, gpu), output_dir=output_dir, config=config,
+            rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), command_line=tuple(sys.argv),
+        )
+        return run_suite(request, on_progress=on_progress)
+
+    outcome = drive(work, interrupted=f"cases measured so far are in {output_dir / 'results.json'}")
+    finish(
+        passed=outcome.passed, no_fail=no_fail, failure=outcome.summary, json_summary=json_summary,
+        summary_for=lambda code: {
+            "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
+            "exit_code": code, "results": str(outcome.results_path), "report": str(outcome.report_path),
+        },
+    )

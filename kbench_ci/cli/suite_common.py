@@ -1,0 +1,90 @@
+"""What ``run`` and ``compare`` share: their common options, driving a suite under the progress
+line and the error boundary, the report's headline, and the gate's exit code and JSON summary.
+
+Exit codes: 0 gate passed (or ``--no-fail``), 1 gate failed, 2 bad usage or config,
+3 environment, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from kbench_ci.cli.console import ProgressLine, err, error_boundary, suite_progress
+from kbench_ci.errors import ExitCode
+from kbench_ci.results.atomic import write_json_atomically
+from kbench_ci.results.outcome import CompareOutcome, RunOutcome
+
+if TYPE_CHECKING:
+    from kbench_ci.gate.execute import ProgressFn
+
+__all__ = [
+    "CaseTimeoutOption",
+    "DeviceOption",
+    "JsonSummaryOption",
+    "KernelOption",
+    "drive",
+    "finish",
+    "headline",
+]
+
+DEVICE_HELP = "auto | cuda | cpu (auto: the GPU when there is one, else the CPU with host_time timing)"
+
+DeviceOption = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+CaseTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--case-timeout", min=0.001,
+        help="seconds per case before it counts as hung (default: each kernel's timeout)",
+    ),
+]
+KernelOption = Annotated[list[str] | None, typer.Option("--kernel", help="only this kernel (repeatable)")]
+JsonSummaryOption = Annotated[
+    Path | None, typer.Option("--json-summary", help="also write a small JSON with the gate and the file paths")
+]
+
+Outcome = TypeVar("Outcome", RunOutcome, CompareOutcome)
+
+
+def drive(work: Callable[[ProgressFn], Outcome], *, interrupted: str) -> Outcome:
+    """Run ``work(on_progress)`` under the progress line and the error boundary, then print the
+    headline.
+
+    ``interrupted`` is said after Ctrl-C (what survives it); on success the CPU-mode note, the
+    report's headline and the paths.
+    """
+    progress = ProgressLine()
+    with error_boundary(progress=progress, interrupted=interrupted):
+        outcome = work(suite_progress(progress))
+    if outcome.settings.timing_method_changed:
+        err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
+    typer.echo(headline(outcome.report_path.read_text(encoding="utf-8")))
+    typer.echo(f"\nwrote {outcome.report_path} and {outcome.results_path}")
+    return outcome
+
+
+def finish(
+    *, passed: bool, no_fail: bool, failure: str, json_summary: Path | None,
+    summary_for: Callable[[int], dict[str, Any]],
+) -> NoReturn:
+    """Exit 0 when the gate passed (or ``--no-fail``), else 1 with ``failure`` said; the
+    JSON summary (``summary_for(exit code)``) is written either way."""
+    code = ExitCode.OK if passed or no_fail else ExitCode.GATE_FAILED
+    if json_summary is not None:
+        write_json_atomically(json_summary, summary_for(int(code)))
+    if not passed:
+        err(f"kbench-ci: {failure}" + (" (--no-fail: exit 0)" if no_fail else ""))
+    raise typer.Exit(int(code))
+
+
+def headline(report: str) -> str:
+    """The report up to its first ``##`` section: the verdict line and the table."""
+    lines = []
+    for line in report.splitlines():
+        if line.startswith("## "):
+            break
+        lines.append(line)
+    return "\n".join(lines).rstrip()
