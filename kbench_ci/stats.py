@@ -302,12 +302,7 @@ def compare_rounds(
     and computes ``median(pooled head samples) / median(pooled base samples)``. The interval is
     the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles of the replicates.
 
-    Why stage 2: resampling whole rounds alone makes the interval the spread of a few per-round
-    ratios. With few rounds (say 3) those can agree by chance while each is far noisier than
-    their agreement suggests, and a real 3% regression was then called UNCHANGED in about 1% of
-    noisy runs. Stage 2 adds the within-round sampling noise, which every round measures
-    reliably. The price is mild conservatism with many rounds (within-round noise counted at
-    both stages, at most about 1.4x wider), which errs toward INCONCLUSIVE, not a wrong verdict.
+    Why stage 2, and what it costs: docs/statistics.md.
 
     Single-round fallback (``n_rounds == 1``): stage 1 has nothing to choose, so this is a
     plain bootstrap of individual samples within the round, base and head resampled

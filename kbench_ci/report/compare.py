@@ -230,7 +230,7 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         f"{s.trials_per_round} timed trials per side after {s.discard_first} discarded, "
         f"{s.num_warmup} warm-up launches before the first round; timer `{s.timing_method}`"
         + (", cold L2" if s.flush_l2 and s.timing_method == "cuda_event" else "") + ".",
-        "- change = median_ms(head samples) / median_ms(base samples) − 1. The 95% CI bootstraps whole rounds, "
+        "- change = median(head samples) / median(base samples) − 1. The 95% CI bootstraps whole rounds, "
         "paired across sides, then samples within them; the p-value is a Wilcoxon signed-rank test of the "
         "per-round log ratios.",
         "- **slower**: ratio > 1 + threshold, CI lower bound > 1 and p < 0.05. **faster**: the mirror image. "
