@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""What ``run`` and ``compare`` share: suite settings into worker jobs, building a side's ``.cu``
+without writing into the user's tree, and one worker call that records where its time went
+(load, correctness, timing) and what it reported."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Verdicts, pure where they can be: one case's verdict from both sides' results (:func:`assess`),
+a suspected regression measured again before it counts (:func:`measure_case`), and the gate over
+all cases (:func:`evaluate_gate`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""benchmark.md of ``bench``: the summary, the speedups, correctness per variant, how it was timed."""
 
 from __future__ import annotations
 

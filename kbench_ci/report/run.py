@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""benchmark.md of ``run``: one row per case (correct? how fast?), then each case's details."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Write-then-rename, so a crash or Ctrl-C mid-write never leaves a truncated results.json or
+benchmark.md behind."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Measured results as frozen value objects, and their versioned JSON form.
+"""Measured results as frozen value objects (their JSON form is in ``schema``).
 
-results.json schema ``kbench-ci/bench`` version 1 (documented in docs/results-schema.md):
-every raw sample in milliseconds, per timing round, the samples discarded as the first of a
+A result keeps every raw sample in milliseconds, per timing round, the samples discarded as the first of a
 round, correctness figures per seed and output, and the environment. Nothing is rounded here.
 """
 

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""What ``run`` and ``compare`` produce: per-case outcomes, the gate, the revisions compared and
+the whole outcome, as frozen values that the report and the JSON payloads read. They live here,
+below ``gate`` and ``report``, so that the report never imports the code that measured."""
 
 from __future__ import annotations
 

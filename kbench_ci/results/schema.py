@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""The JSON form of results: schema ids and versions (documented in docs/results-schema.md), the
+encoder every payload goes through, and the decoders of what a worker or a results.json holds.
+NaN becomes null and infinities the strings "inf"/"-inf"; nothing is rounded here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""A loaded suite as frozen values (Suite, KernelSpec, Case) and the name tables a config may use.
+
+The tables are plain names, not imported from ``measure``, so that loading a config never
+imports torch, triton or a DSL."""
 
 from __future__ import annotations
 
