@@ -206,7 +206,10 @@ SMOKE_SHAPES = {
     "layernorm": [{"M": 8, "N": 64}],
 }
 GPU_DEFAULTS = {"num_warmup": 10, "num_trials": 100, "discard_first": 1, "correctness_trials": 3, "rounds": 10}
-SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correctness_trials": 1, "rounds": 2}
+SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correctness_trials": 1, "rounds": 2, "time_budget": 1}
+
+#: --time-budget for every compare (None: the suite's default); set from the command line
+TIME_BUDGET: list[str | None] = [None]
 
 SLOWED = "cvadd"  # the regression part's kernel (the Triton vadd on the CPU smoke run)
 
@@ -265,6 +268,8 @@ def compare(repo: Path, out: Path, *args: str, device: str) -> tuple[int, dict[s
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if TIME_BUDGET[0] is not None:
+        args = (*args, "--time-budget", TIME_BUDGET[0])
     started = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-c", CLI_SHIM, "compare", "--device", device, "--output-dir", str(out), *args],
@@ -298,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny sizes, 1 run, not judged")
     parser.add_argument("--slowdown", type=float, default=0.02, help="extra work at head (default 0.02)")
     parser.add_argument("--threshold", default="0.01", help="threshold of the regression compares (default 0.01)")
+    parser.add_argument("--time-budget", default=None, help="passed to compare as --time-budget (default: the suite's, 10 s)")
     parser.add_argument("--aa-threshold", default="0.01", help="threshold of the A/A compares (default 0.01)")
     parser.add_argument("--min-detections", type=int, default=None, help="slower runs needed per case (default: runs - 1)")
     parser.add_argument("--device", default=None, help="passed to compare (default: auto; cpu with --smoke)")
@@ -306,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="aa,regression",
                         help="which parts to run: aa, regression or both (default); one part fits a 10-minute slot")
     args = parser.parse_args(argv)
+    TIME_BUDGET[0] = args.time_budget
     parts = {part.strip() for part in args.parts.split(",") if part.strip()}
     if not parts or parts - {"aa", "regression"}:
         parser.error("--parts takes aa, regression or aa,regression")
@@ -325,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     aa_verdicts: dict[str, list[str]] = {}
     aa_ratios: list[float] = []
     aa_case_ratios: dict[str, list[float]] = {}
+    aa_rounds: list[int] = []
     aa_remeasured = 0
     aa_errors: list[str] = []
     aa_started = time.perf_counter()
@@ -337,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 aa_ratios.append(case["ratio"])
                 aa_case_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             aa_remeasured += bool(case["remeasured"])
+            aa_rounds.append(case["n_rounds"] or 0)
             if case["verdict"] in ("failed", "incorrect"):
                 aa_errors.append(f"{case['case_id']}: {case['verdict']} — {case['message']}")
         print(f"A/A run {run + 1}/{runs}: {data['gate']['summary']}  ({wall:.1f} s)", flush=True)
@@ -384,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(["A/A: `slower` verdicts (must be 0)", f"{aa_slower} of {aa_cases} case-runs "
                      f"({len(aa_verdicts)} cases × {runs} runs)", "yes" if aa_ok else "NO"])
         rows.append(["A/A: `faster` verdicts (must be 0)", f"{aa_faster}", ""])
+        if aa_rounds:
+            rows.append(["A/A: rounds used per case-run", f"min {min(aa_rounds)}, median {statistics.median(aa_rounds):g}, "
+                         f"max {max(aa_rounds)}", ""])
         rows.append([f"A/A: all verdicts @ threshold {args.aa_threshold} (`unchanged` must be >= 90%)",
                      ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""])
         for case_id, ratios in aa_case_ratios.items():

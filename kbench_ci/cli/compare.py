@@ -92,6 +92,14 @@ def compare(
             help=f"interleaved timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})",
         ),
     ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--time-budget", min=0.0,
+            help="seconds of timing a case may add past --rounds until its verdict is decided; 0: exactly "
+            f"--rounds (default: the suite's, {settings.DEFAULT_TIME_BUDGET_S:g})",
+        ),
+    ] = None,
     case_timeout: CaseTimeoutOption = None,
     no_fail: Annotated[
         bool,
@@ -117,7 +125,7 @@ def compare(
         request = CompareRequest(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
-            rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
+            rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv),
         )
         return run_compare(request, on_progress=on_progress)

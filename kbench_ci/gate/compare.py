@@ -52,11 +52,14 @@ from kbench_ci.gate.verdicts import _percent, assess, evaluate_gate, measure_cas
 from kbench_ci.git import GitRepo
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
+from kbench_ci.measure.protocol import StoppingRule
 from kbench_ci.report.compare import render_compare
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
+    ALPHA,
     BASE,
+    CONFIDENCE,
     HEAD,
     Assessment,
     CaseComparison,
@@ -70,7 +73,7 @@ from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION
 from kbench_ci.stats import RatioEstimate
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
-from kbench_ci.suite.settings import job_settings
+from kbench_ci.suite.settings import ADAPTIVE_BATCH_ROUNDS, MAX_ADAPTIVE_ROUNDS, job_settings
 
 # --------------------------------------------------------------------------------------------
 # Value objects
@@ -223,7 +226,9 @@ def run_compare(
         base_kernels = tuple(k for k in base_kernels_all if k.name in wanted)
         head_kinds = {k.name: implementation_of(k) for k in head_kernels}
         check_runnable(head_kernels, request.device)
-        settings = job_settings(head_suite.settings, device=request.device, rounds=request.rounds)
+        settings = job_settings(
+            head_suite.settings, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
+        )
         max_geomean = (
             request.max_geomean_slowdown
             if request.max_geomean_slowdown is not None
@@ -341,12 +346,23 @@ def _compare_one(
     timeout = request.case_timeout_s if request.case_timeout_s is not None else plan.head.kernel.timeout_s
     stage = {"name": "measure"}
 
+    # Both sides timed: rounds past the minimum until the verdict at this case's threshold is
+    # decided or the time budget is spent (see StoppingRule).
+    stopping = (
+        StoppingRule(
+            threshold=threshold, budget_s=settings.time_budget_s, max_rounds=MAX_ADAPTIVE_ROUNDS,
+            batch_rounds=ADAPTIVE_BATCH_ROUNDS, confidence=CONFIDENCE, alpha=ALPHA,
+        )
+        if settings.time_budget_s > 0 and len(sides) == 2
+        else None
+    )
+
     def run(n_rounds: int) -> WorkerRun:
-        job = make_job(plan.head, sides, settings, rounds=n_rounds)  # type: ignore[arg-type]
+        job = make_job(plan.head, sides, settings, rounds=n_rounds, stopping=stopping)  # type: ignore[arg-type]
         return run_worker(
             job,
-            # More rounds take longer: the timeout grows with them.
-            timeout_s=timeout * max(1.0, n_rounds / settings.rounds),
+            # More rounds take longer: the timeout grows with them, and with the adaptive budget.
+            timeout_s=timeout * max(1.0, n_rounds / settings.rounds) + settings.time_budget_s,
             worker=worker,
             on_event=worker_listener(on_progress, index, total, case.case_id, stage["name"]),
         )

@@ -20,7 +20,7 @@ from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
-from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, WorkerEvent
+from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
 from kbench_ci.procgroup import kill_process_group
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
@@ -31,7 +31,12 @@ BUILD_TIMEOUT_S = 900.0
 
 
 def make_job(
-    case: Case, sides: Sequence[SideSpec], settings: MeasureSettings, *, rounds: int | None = None
+    case: Case,
+    sides: Sequence[SideSpec],
+    settings: MeasureSettings,
+    *,
+    rounds: int | None = None,
+    stopping: StoppingRule | None = None,
 ) -> CaseJob:
     """One worker job: the same seed and dimensions for every side, no baselines."""
     return CaseJob(
@@ -40,6 +45,7 @@ def make_job(
         sides=tuple(sides),
         baselines=(),
         settings=settings if rounds is None else replace(settings, rounds=rounds),
+        stopping=stopping,
     )
 
 
@@ -301,7 +307,8 @@ def run_worker(
         environment=outcome.environment,
         load_errors=tuple(load_errors),
         phases=PhaseTimes(0.0, buckets["load"], buckets["correctness"], buckets["timing"]),
-        rounds=job.settings.rounds,
+        # the rounds actually timed: more than asked for when a stopping rule added some
+        rounds=max((len(v.rounds_ms) for v in result.variants), default=0) or job.settings.rounds,
     )
 
 

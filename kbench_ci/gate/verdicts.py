@@ -107,7 +107,7 @@ def measure_case(
     def once(n_rounds: int) -> Measurement:
         worker_run = run(n_rounds)
         return Measurement(
-            result=worker_run.result, assessment=judge(worker_run.result), rounds=n_rounds,
+            result=worker_run.result, assessment=judge(worker_run.result), rounds=worker_run.rounds,
             phases=worker_run.phases, environment=worker_run.environment,
         )
 

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,12 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     encode_event,
 )
+from kbench_ci.measure.replay import AuditMaterial, AuditRecord, RoundAudit, audited_position
 from kbench_ci.measure.timing import Timer, make_timer
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
+from kbench_ci.stats import Verdict, classify, compare_rounds
 
 Emit = Callable[[WorkerEvent], None]
 
@@ -293,23 +296,46 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
         inputs = variant.solution.make_inputs(job.settings.seed)
         twin = next((ready for ready in prepared.values() if same_inputs(ready[0], inputs)), None)
         prepared[variant.label] = twin if twin is not None else (inputs, inputs.fresh_copy())
+    # Other versions of each timed input set, for the replay audit of the solutions timed on it.
+    material: dict[int, AuditMaterial] = {}
+    for variant in variants:
+        inputs, kwargs = prepared[variant.label]
+        if variant.role == "solution" and id(kwargs) not in material:
+            material[id(kwargs)] = AuditMaterial.prepare(inputs, variant.solution.make_inputs)
+    audits: dict[str, list[AuditRecord]] = {v.label: [] for v in variants}
+    calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     rounds: dict[str, list[tuple[float, ...]]] = {v.label: [] for v in variants}
     discarded: dict[str, list[float]] = {v.label: [] for v in variants}
-    for round_index in range(job.settings.rounds):
+    timing_started = time.perf_counter()
+    round_index = 0
+    while _another_round(round_index, variants, rounds, job, time.perf_counter() - timing_started):
         order = variants if round_index % 2 == 0 else list(reversed(variants))
+        total = max(job.settings.rounds, round_index + 1)
         for variant in order:
             emit(Begin(variant.label, "timing"))
-            emit(Progress(variant.label, "timing", round_index, job.settings.rounds))
-            _, kwargs = prepared[variant.label]
+            emit(Progress(variant.label, "timing", round_index, total))
+            inputs, kwargs = prepared[variant.label]
             call = variant.kernel.call
+            returned: list[object] = [None]  # the last call's return value, for the audit's snapshot
 
-            def fn(call: Callable[[dict[str, Any]], object] = call, kwargs: dict[str, Any] = kwargs) -> object:
-                return call(kwargs)
+            def fn(
+                call: Callable[[dict[str, Any]], object] = call, kwargs: dict[str, Any] = kwargs, returned: list[object] = returned
+            ) -> object:
+                returned[0] = call(kwargs)
+                return returned[0]
 
+            audit = None
+            if id(kwargs) in material and variant.role == "solution":
+                audit = RoundAudit(
+                    material[id(kwargs)], kwargs,
+                    audited_position(job.settings.seed, round_index, calls_per_round, job.settings.discard_first),
+                    round_index,
+                    collect=partial(_collect_last, variant.kernel, returned, kwargs, inputs.output_names),
+                )
             try:
                 # A full warm-up the first time, a short one after another variant ran.
                 timer.warm_up(fn, job.settings.num_warmup if round_index == 0 else max(1, min(3, job.settings.num_warmup)))
-                samples = timer.measure(fn, job.settings.trials_per_round + job.settings.discard_first)
+                samples = timer.measure(fn, calls_per_round, audit)
             except Exception as exc:
                 _raise_if_context_lost(exc, device)
                 _fail(variant, "error", f"failed while timing: {_describe(exc)}")
@@ -317,6 +343,9 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 continue
             rounds[variant.label].append(tuple(samples[job.settings.discard_first:]))
             discarded[variant.label].extend(samples[: job.settings.discard_first])
+            if audit is not None:
+                audits[variant.label].extend(audit.records)
+        round_index += 1
     for variant in variants:  # only variants still "ok": one that failed while timing was dropped
         variant.result = replace(
             variant.result,
@@ -329,7 +358,62 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 variant.result, status="incorrect",
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
+        elif variant.role == "solution":
+            _check_replay_audit(variant, audits[variant.label], material[id(prepared[variant.label][1])], job, device)
     emit(TimingDescription(timer.describe(), timer.event_overhead_ms))
+
+
+def _collect_last(kernel: Kernel, returned: list[object], kwargs: dict[str, Any], names: tuple[str, ...]) -> Mapping[str, Any]:
+    """The outputs of the last timed call: its return value or, in place, its output tensors."""
+    return kernel.collect(returned[0], kwargs, names)
+
+
+def _check_replay_audit(
+    variant: _Variant, records: list[AuditRecord], material: AuditMaterial, job: CaseJob, device: torch.device
+) -> None:
+    """Did the audited timed calls compute the outputs of the inputs they were given?"""
+    if not material.versions:
+        variant.result = replace(variant.result, replay_audit=f"skipped: {material.reason}")
+        return
+    expected_by_version: dict[int, dict[str, torch.Tensor]] = {}
+    calls_per_round = job.settings.trials_per_round + job.settings.discard_first
+    for record in records:
+        if record.version not in expected_by_version:
+            expected_by_version[record.version] = _expected_outputs(variant, material.versions[record.version], device)
+        checks = compare_outputs(record.outputs, expected_by_version[record.version], variant.tolerance_for)
+        failed = next((check for check in checks if not check.passed), None)
+        if failed is not None:
+            call = record.round_index * calls_per_round + record.call_index
+            detail = failed.problem or f"{failed.mismatched} of {failed.numel} elements differ from the reference"
+            _fail(variant, "incorrect", (
+                f"outputs of timed call {call} (round {record.round_index + 1}) belong to other inputs: results "
+                f"replayed? Its inputs were changed before the call and output '{failed.name}' does not match "
+                f"them ({detail}); compute from the inputs on every call"
+            ))
+            return
+    variant.result = replace(variant.result, replay_audit=f"{len(records)} timed calls given other inputs: all matched")
+
+
+def _another_round(
+    done: int, variants: list[_Variant], rounds: Mapping[str, list[tuple[float, ...]]], job: CaseJob, elapsed_s: float
+) -> bool:
+    """Time one more round? Always up to ``settings.rounds``; past it only under a stopping rule,
+    while the two sides' verdict is still inconclusive and the budget lasts."""
+    if done < job.settings.rounds:
+        return True
+    rule = job.stopping
+    if rule is None or done >= rule.max_rounds:
+        return False
+    if (done - job.settings.rounds) % rule.batch_rounds:
+        return True  # finish the batch: whole batches keep the alternation balanced
+    if elapsed_s >= rule.budget_s:
+        return False
+    sides = [v for v in variants if v.role == "solution"]
+    if len(sides) != 2:  # one side failed while timing: nothing left to compare
+        return False
+    base, head = (rounds[v.label] for v in sides)
+    estimate = compare_rounds(base, head, confidence=rule.confidence)
+    return classify(estimate, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE
 
 
 def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:

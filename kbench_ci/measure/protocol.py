@@ -31,6 +31,26 @@ class SideSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class StoppingRule:
+    """Adaptive rounds (``compare``): after the job's ``rounds`` (the minimum), keep timing both
+    sides in batches of ``batch_rounds`` rounds until the head/base verdict at ``threshold`` is
+    decided (``unchanged``, ``slower`` or ``faster``: :func:`kbench_ci.stats.classify`), or
+    ``budget_s`` seconds of timing are spent, or ``max_rounds`` rounds are done.
+
+    ``batch_rounds`` is even, so every batch keeps the A B / B A alternation balanced. A
+    ``slower`` reached this way still goes through the parent's re-measurement before it fails
+    the gate: stopping when the interval first clears the band is a form of optional stopping.
+    """
+
+    threshold: float
+    budget_s: float
+    max_rounds: int
+    batch_rounds: int
+    confidence: float
+    alpha: float
+
+
+@dataclass(frozen=True, slots=True)
 class CaseJob:
     """One case for one worker: every side and baseline, measured with the same settings."""
 
@@ -44,6 +64,8 @@ class CaseJob:
     #: cuda_event only: an event overhead already calibrated on this device in this run, so
     #: later workers skip the (profiler-based, ~1-2 s) calibration
     event_overhead_ms: float | None = None
+    #: adaptive rounds between exactly two sides (compare); None: exactly ``settings.rounds``
+    stopping: StoppingRule | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -55,6 +77,8 @@ class CaseJob:
         data["baselines"] = tuple(data["baselines"])
         data["skip"] = tuple(data.get("skip", ()))
         data["settings"] = MeasureSettings(**data["settings"])
+        if data.get("stopping") is not None:
+            data["stopping"] = StoppingRule(**data["stopping"])
         return CaseJob(**data)
 
     def variant_labels(self) -> tuple[str, ...]:

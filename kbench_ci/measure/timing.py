@@ -63,6 +63,16 @@ class CacheFlush:
             self._buffer.zero_()
 
 
+class CallHooks(Protocol):
+    """Work done around timed call ``index`` but outside its timed region (e.g. swapping in other
+    input contents before it and snapshotting its outputs after it). On a GPU both are enqueued
+    on the current stream: ``before`` ahead of the cache flush, ``after`` behind the end event."""
+
+    def before(self, index: int) -> None: ...
+
+    def after(self, index: int) -> None: ...
+
+
 class Timer(Protocol):
     method: TimingMethod
     #: the event-pair cost subtracted from every sample (cuda_event); None where nothing is
@@ -70,7 +80,7 @@ class Timer(Protocol):
 
     def warm_up(self, fn: Callable[[], object], count: int) -> None: ...
 
-    def measure(self, fn: Callable[[], object], count: int) -> list[float]: ...
+    def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]: ...
 
     def describe(self) -> str: ...
 
@@ -128,11 +138,12 @@ class CudaEventTimer:
             worst = max(enqueue_us)
             self.hold_us = min(max(2.0 * worst + 10.0, _MIN_HOLD_US), _MAX_HOLD_US)
 
-    def measure(self, fn: Callable[[], object], count: int) -> list[float]:
+    def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         """Device time of each call, less the calibrated event overhead (see calibrate_overhead)."""
         if self.event_overhead_ms is None:
             self.event_overhead_ms = self.calibrate_overhead()
-        return [max(sample - self.event_overhead_ms, _MIN_SAMPLE_MS) for sample in self.measure_raw(fn, count)]
+        overhead = self.event_overhead_ms
+        return [max(sample - overhead, _MIN_SAMPLE_MS) for sample in self.measure_raw(fn, count, hooks)]
 
     def calibrate_overhead(self, count: int = 200) -> float:
         """The GPU's own cost of an event pair around a launch, in ms.
@@ -172,19 +183,23 @@ class CudaEventTimer:
         self.overhead_source = "calibrated against CUPTI"
         return float(max(with_events - kernel_ms, 0.0))
 
-    def measure_raw(self, fn: Callable[[], object], count: int) -> list[float]:
+    def measure_raw(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         stream = torch.cuda.current_stream(self.device)
         if self._cycles_per_us is None:  # measured without a warm-up
             self._cycles_per_us = self._calibrate_sleep()
         cycles_per_us = self._cycles_per_us
-        for start, end in zip(starts, ends, strict=True):
+        for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
+            if hooks is not None:
+                hooks.before(index)
             self._flush()
             self._hold(cycles_per_us)
             start.record(stream)
             fn()
             end.record(stream)
+            if hooks is not None:
+                hooks.after(index)
         torch.cuda.synchronize(self.device)
         return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
 
@@ -221,15 +236,19 @@ class HostTimer:
             fn()
         self._sync()
 
-    def measure(self, fn: Callable[[], object], count: int) -> list[float]:
+    def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         samples = []
-        for _ in range(count):
+        for index in range(count):
+            if hooks is not None:
+                hooks.before(index)
             self._flush()
             self._sync()  # the flush must finish before the clock starts
             t0 = time.perf_counter()
             fn()
             self._sync()
             samples.append((time.perf_counter() - t0) * 1e3)
+            if hooks is not None:
+                hooks.after(index)
         return samples
 
     def describe(self) -> str:

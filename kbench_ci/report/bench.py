@@ -116,7 +116,8 @@ def render_bench(
             fmt_error(c.max_rel_error) if c else "—",
             str(c.mismatched) if c else "—",
             tolerance,
-            (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else ""),
+            (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else "")
+            + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
     return "\n".join(parts)

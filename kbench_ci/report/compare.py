@@ -24,6 +24,7 @@ from kbench_ci.report.markdown import (
 )
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome
 from kbench_ci.stats import Verdict
+from kbench_ci.suite.settings import MAX_ADAPTIVE_ROUNDS
 
 #: a marker per verdict, so the table reads at a glance (and without colour)
 MARKERS: Mapping[Verdict, str] = {
@@ -70,7 +71,9 @@ def render_compare(outcome: CompareOutcome) -> str:
     )
     parts += [
         f"base: {outcome.base.description} · head: {outcome.head.description} · "
-        f"threshold {threshold_text} · {settings.rounds} rounds × {settings.trials_per_round} trials per side"
+        f"threshold {threshold_text} · {settings.rounds} rounds"
+        + (f" (+ up to {settings.time_budget_s:g} s more until decided)" if settings.time_budget_s > 0 else "")
+        + f" × {settings.trials_per_round} trials per side"
         + (f" · device `{settings.device}`"),
         "",
     ]
@@ -230,6 +233,12 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         f"{s.trials_per_round} timed trials per side after {s.discard_first} discarded, "
         f"{s.num_warmup} warm-up launches before the first round; timer `{s.timing_method}`"
         + (", cold L2" if s.flush_l2 and s.timing_method == "cuda_event" else "") + ".",
+        *(
+            [f"- Rounds are adaptive: after those {s.rounds}, both sides are timed two more rounds at a time "
+             f"until the verdict below is decided, {s.time_budget_s:g} s of timing are spent, or "
+             f"{MAX_ADAPTIVE_ROUNDS} rounds are done; each case's details give the rounds used."]
+            if s.time_budget_s > 0 else []
+        ),
         "- change = median(head samples) / median(base samples) − 1. The 95% CI bootstraps whole rounds, "
         "paired across sides, then samples within them; the p-value is a Wilcoxon signed-rank test of the "
         "per-round log ratios.",

@@ -203,7 +203,8 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
             label,
             correctness_cell(variant),
             ", ".join(str(t.seed) for t in c.trials) if c else "—",
-            "yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"),
+            ("yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"))
+            + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
             cell(variant.message, 300) if variant.status != "ok" else "",
         ])
     return table(["side", "correctness", "seeds", "re-checked after timing", "message"], rows)

@@ -34,6 +34,9 @@ class VariantResult:
     compile_ms: float | None = None
     #: the solution's outputs still matched the reference after the timing runs
     post_timing_check: bool | None = None
+    #: the replay audit of a timed solution: how many timed calls were given other inputs and
+    #: matched, or why it was skipped (measure/replay.py); None where none ran
+    replay_audit: str | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -181,6 +184,9 @@ class MeasureSettings:
     timing_method_changed: bool = False
     #: how trials_per_round was derived (run and compare), recorded in results.json
     trials_per_round_rule: str | None = None
+    #: compare: seconds of timing a case may spend on rounds past ``rounds`` until its verdict
+    #: is decided (see measure.protocol.StoppingRule); 0 = exactly ``rounds``
+    time_budget_s: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -193,5 +199,6 @@ class MeasureSettings:
             "trials_per_round_rule": self.trials_per_round_rule,
             "discard_first": self.discard_first,
             "rounds": self.rounds,
+            "time_budget_s": self.time_budget_s,
             "cache_mode": "cold" if self.flush_l2 else "warm",
         }

@@ -179,6 +179,8 @@ class CompareRequest:
     #: overrides the suite's ``max_geomean_slowdown`` when set
     max_geomean_slowdown: float | None = None
     rounds: int | None = None
+    #: overrides the suite's ``time_budget`` (seconds of adaptive rounds per case) when set
+    time_budget_s: float | None = None
     #: overrides every kernel's ``timeout`` when set
     case_timeout_s: float | None = None
     kernels: tuple[str, ...] = ()

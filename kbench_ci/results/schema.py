@@ -82,6 +82,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         first_call_ms=data.get("first_call_ms"),
         compile_ms=data.get("compile_ms"),
         post_timing_check=data.get("post_timing_check"),
+        replay_audit=data.get("replay_audit"),
         notes=tuple(data.get("notes", ())),
     )
 

@@ -276,6 +276,14 @@ def _positive_seconds(value: object) -> float:
     return float(value)
 
 
+def _seconds_or_zero(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"must be a number of seconds (0 for exactly `rounds` rounds), got {_kind(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise _Invalid(f"must be 0 or a positive number of seconds, got {value}")
+    return float(value)
+
+
 def _expression(value: object) -> str:
     # A plain positive integer is accepted as the expression that evaluates to it.
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -362,6 +370,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "correctness_trials": ("correctness_trials", _int(1)),
     "timing_method": ("timing_method", _timing_method),
     "rounds": ("rounds", _int(1)),
+    "time_budget": ("time_budget_s", _seconds_or_zero),
     "max_geomean_slowdown": ("max_geomean_slowdown", _slowdown),
 }
 _KERNEL_ONLY = ("name", "solution", "ref", "shapes")

@@ -24,6 +24,11 @@ DEFAULT_DISCARD_FIRST = 1
 DEFAULT_TIMING_METHOD: Literal["cuda_event", "host_time"] = "cuda_event"
 #: run/compare: interleaved rounds per case (base and head alternate within each)
 DEFAULT_ROUNDS = 10
+#: compare: seconds of timing a case may spend past ``rounds`` until its verdict is decided
+DEFAULT_TIME_BUDGET_S = 10.0
+#: adaptive rounds come in even batches (balanced A B / B A order), up to this many rounds
+ADAPTIVE_BATCH_ROUNDS = 2
+MAX_ADAPTIVE_ROUNDS = 400
 #: the fewest timed trials a round may have (see :func:`trials_per_round`)
 MIN_TRIALS_PER_ROUND = 10
 #: a case whose head/base change stays inside +-threshold is ``unchanged``
@@ -43,6 +48,7 @@ class SuiteSettings:
     correctness_trials: int = DEFAULT_CORRECTNESS_TRIALS
     timing_method: Literal["cuda_event", "host_time"] = DEFAULT_TIMING_METHOD
     rounds: int = DEFAULT_ROUNDS
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
     max_geomean_slowdown: float | None = None
 
 
@@ -62,7 +68,9 @@ def trials_per_round(num_trials: int, rounds: int) -> int:
     return max(MIN_TRIALS_PER_ROUND, num_trials // rounds)
 
 
-def job_settings(settings: SuiteSettings, *, device: str, rounds: int | None = None) -> MeasureSettings:
+def job_settings(
+    settings: SuiteSettings, *, device: str, rounds: int | None = None, time_budget_s: float | None = None
+) -> MeasureSettings:
     """Map the suite settings (and a ``--rounds`` override) onto what every case's job uses.
 
     On the CPU the timing method becomes ``host_time``: CUDA events need a GPU.
@@ -86,4 +94,5 @@ def job_settings(settings: SuiteSettings, *, device: str, rounds: int | None = N
         flush_l2=True,
         timing_method_changed=changed,
         trials_per_round_rule=f"max({MIN_TRIALS_PER_ROUND}, num_trials // rounds)",
+        time_budget_s=settings.time_budget_s if time_budget_s is None else time_budget_s,
     )

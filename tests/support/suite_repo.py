@@ -112,6 +112,9 @@ def _toml_value(value: Any) -> str:
 #: suite defaults that keep a CPU run short: few rounds, few trials, 2 seeds
 FAST_DEFAULTS: dict[str, Any] = {
     "num_warmup": 1, "num_trials": 10, "discard_first": 1, "correctness_trials": 2, "rounds": 2,
+    # Exactly `rounds` rounds: CPU timing cannot decide a 1-2% question, and the compare tests
+    # count rounds. Adaptive rounds have tests of their own (tests/unit/measure).
+    "time_budget": 0,
 }
 
 

@@ -224,3 +224,27 @@ def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
         assert alive == [], f"worker(s) {alive} outlived the interrupted parent"
     finally:
         process.kill()
+
+
+@pytest.mark.parametrize("cheat", ["replays_by_identity", "replays_by_pointer"])
+def test_results_replayed_from_a_cache_are_incorrect(cheat: str, tmp_path: Path) -> None:
+    completed = bench_cheat(cheat, tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    solution = solution_of(tmp_path)
+    assert solution["status"] == "incorrect"
+    if cheat == "replays_by_identity":
+        # Right on every fresh tensor: only the replay audit of the timed calls can see it.
+        assert solution["correctness"]["passed"] is True
+        assert solution["post_timing_check"] is True
+        assert "belong to other inputs: results replayed?" in solution["message"]
+    report = (tmp_path / "benchmark.md").read_text()
+    assert "FAIL" in report or "incorrect" in report.lower()
+
+
+def test_an_honest_kernel_passes_the_replay_audit_and_the_report_says_so(tmp_path: Path) -> None:
+    completed = bench_cheat("honest", tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    solution = solution_of(tmp_path)
+    assert solution["status"] == "ok"
+    assert solution["replay_audit"] == "1 timed calls given other inputs: all matched"
+    assert "replay audit: 1 timed calls given other inputs: all matched" in (tmp_path / "benchmark.md").read_text()

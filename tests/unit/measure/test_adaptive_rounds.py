@@ -1,0 +1,98 @@
+"""Adaptive rounds (issue 10, part 3): rounds past the minimum until the verdict is decided, the
+timing budget is spent, or the round cap is reached; whole batches, so A B / B A stays balanced."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.measure.child import run_case
+from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
+from kbench_ci.results.model import MeasureSettings, VariantResult
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "cheats_py"
+MIN_ROUNDS = 4
+
+
+def _job(stopping: StoppingRule | None) -> CaseJob:
+    sides = tuple(
+        SideSpec(label=label, solution=str(FIXTURES / "honest.py"), ref=str(FIXTURES / "ref.py"), implementation="pytorch")
+        for label in ("base", "head")
+    )
+    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
+                               trials_per_round=3, discard_first=0, rounds=MIN_ROUNDS, flush_l2=False)
+    return CaseJob(case_id="k[N=256]", dims={"N": 256}, sides=sides, baselines=(), settings=settings, stopping=stopping)
+
+
+def _rule(*, threshold: float, budget_s: float = 60.0, max_rounds: int = 400, alpha: float = 0.05) -> StoppingRule:
+    return StoppingRule(threshold=threshold, budget_s=budget_s, max_rounds=max_rounds, batch_rounds=2,
+                        confidence=0.95, alpha=alpha)
+
+
+def _undecidable(**limits: float) -> StoppingRule:
+    """A band of +-1e-9 is never `unchanged` on a real clock, and with alpha 1e-12 no p-value from
+    a few hundred rounds is small enough for `slower` or `faster`: only a limit ends it."""
+    return _rule(threshold=1e-9, alpha=1e-12, **limits)  # type: ignore[arg-type]
+
+
+def _rounds(job: CaseJob) -> dict[str, int]:
+    events: list[WorkerEvent] = []
+    run_case(job, events.append)
+    results: list[VariantResult] = [e.result for e in events if isinstance(e, VariantDone)]
+    assert [r.status for r in results] == ["ok", "ok"], [r.message for r in results]
+    return {r.label: len(r.rounds_ms) for r in results}
+
+
+def test_without_a_rule_exactly_the_minimum_rounds_are_timed() -> None:
+    assert _rounds(_job(None)) == {"base": MIN_ROUNDS, "head": MIN_ROUNDS}
+
+
+def test_a_verdict_decided_at_the_minimum_stops_there() -> None:
+    # A band of x0.09 .. x11: any two timings of the same kernel are `unchanged` at once.
+    assert _rounds(_job(_rule(threshold=10.0))) == {"base": MIN_ROUNDS, "head": MIN_ROUNDS}
+
+
+def test_an_undecidable_verdict_stops_at_the_round_cap_in_whole_batches() -> None:
+    assert _rounds(_job(_undecidable(max_rounds=10))) == {"base": 10, "head": 10}
+
+
+def test_an_undecidable_verdict_stops_when_the_budget_is_spent() -> None:
+    started = time.perf_counter()
+    counts = _rounds(_job(_undecidable(budget_s=0.5)))
+    elapsed = time.perf_counter() - started
+    assert counts["base"] == counts["head"] > MIN_ROUNDS
+    assert (counts["base"] - MIN_ROUNDS) % 2 == 0  # whole batches only
+    # The budget bounds the timing (start-up and correctness come on top of it).
+    assert elapsed < 30
+
+
+def test_the_stopping_rule_travels_in_the_job_json() -> None:
+    job = _job(_rule(threshold=0.01, budget_s=7.5, max_rounds=123))
+    assert CaseJob.from_json(job.to_json()) == job
+    assert CaseJob.from_json(_job(None).to_json()).stopping is None
+
+
+@pytest.mark.parametrize("value", [-1, "ten", True])
+def test_time_budget_in_the_config_must_be_zero_or_positive_seconds(tmp_path: Path, value: object) -> None:
+    from kbench_ci.errors import ConfigError
+    from kbench_ci.suite.loader import load_suite
+
+    text = f'[defaults]\ntime_budget = {value if not isinstance(value, str) else repr(value).replace(chr(39), chr(34))}\n'
+    text = text.replace("True", "true")
+    text += '[[kernels]]\nname = "k"\nsolution = "k.py"\nref = "ref.py"\nshapes = [{N = 8}]\n'
+    path = tmp_path / "kbench.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path, check_files=False)
+    assert "time_budget" in info.value.message
+
+
+def test_time_budget_zero_and_positive_load(tmp_path: Path) -> None:
+    from kbench_ci.suite.loader import load_suite
+
+    for value, expected in (("0", 0.0), ("2.5", 2.5)):
+        path = tmp_path / "kbench.toml"
+        path.write_text(f'[defaults]\ntime_budget = {value}\n[[kernels]]\nname = "k"\nsolution = "k.py"\nref = "ref.py"\nshapes = [{{N = 8}}]\n')
+        assert load_suite(path, check_files=False).settings.time_budget_s == expected
