@@ -132,3 +132,26 @@ def test_missing_shared_library_says_how_to_build(tmp_path: Path) -> None:
     completed = kbench("bench", str(source), f"--ref={SOFTMAX / 'ref.py'}", f"--output-dir={tmp_path / 'out'}", "--M=8", "--N=8")
     assert completed.returncode == 2
     assert "softmax.so is missing" in completed.stderr and "kbench-ci build" in completed.stderr
+
+
+@pytest.mark.parametrize("cheat", ["replays_by_identity", "replays_by_pointer"])
+def test_results_replayed_on_the_gpu_are_incorrect(cheat: str, tmp_path: Path) -> None:
+    """The issue's cheat on a GPU: outputs computed once per input tensor (or buffer), then copied."""
+    completed = kbench(
+        "bench", str(CHEATS_PY / f"{cheat}.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
+        f"--output-dir={tmp_path}", "--N=16777216", "--baselines=pytorch-eager",
+    )
+    assert completed.returncode == 1
+    solution = variants(tmp_path)["solution"]
+    assert solution["status"] == "incorrect"
+    if cheat == "replays_by_identity":
+        assert "belong to other inputs: results replayed?" in solution["message"]
+
+
+def test_honest_python_kernel_passes_the_replay_audit_on_the_gpu(tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(CHEATS_PY / "honest.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
+        f"--output-dir={tmp_path}", "--N=16777216",
+    )
+    assert completed.returncode == 0
+    assert variants(tmp_path)["solution"]["replay_audit"] == "1 timed calls given other inputs: all matched"
