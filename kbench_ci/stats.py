@@ -114,6 +114,11 @@ def summarize(samples: Sequence[float], confidence: float = 0.95) -> Summary:
     )
 
 
+def median(samples: Sequence[float]) -> float:
+    """The sample median (ValueError on empty or non-finite input, as :func:`summarize`)."""
+    return float(np.median(_as_samples(samples, "samples")))
+
+
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """Distribution-free confidence interval of the population median.
 

@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     aa_rounds: list[int] = []
     aa_remeasured = 0
     aa_errors: list[str] = []
+    # The CUPTI audit's share of each case's wall time (issue 10: at most 10%).
+    audit_shares: list[float] = []
     aa_started = time.perf_counter()
     for run in range(runs if "aa" in parts else 0):
         code, data, wall, _ = compare(repo, workdir / f"aa-{run}", "--base", "main", "--head", "main",
@@ -346,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                 aa_case_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             aa_remeasured += bool(case["remeasured"])
             aa_rounds.append(case["n_rounds"] or 0)
+            if case["seconds"].get("total"):
+                audit_shares.append(case["seconds"].get("audit", 0.0) / case["seconds"]["total"])
             if case["verdict"] in ("failed", "incorrect"):
                 aa_errors.append(f"{case['case_id']}: {case['verdict']} — {case['message']}")
         print(f"A/A run {run + 1}/{runs}: {data['gate']['summary']}  ({wall:.1f} s)", flush=True)
@@ -372,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             if case["ratio"] is not None:
                 reg_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             reg_remeasured += bool(case["remeasured"])
+            if case["seconds"].get("total"):
+                audit_shares.append(case["seconds"].get("audit", 0.0) / case["seconds"]["total"])
         print(f"regression run {run + 1}/{runs}: {data['gate']['summary']}  (exit {code}, {wall:.1f} s)", flush=True)
     reg_wall = time.perf_counter() - reg_started
 
@@ -430,15 +436,21 @@ def main(argv: list[str] | None = None) -> int:
     if reg_walls:
         rows.append(["regression compare: wall time (mean of runs)",
                      f"{statistics.fmean(reg_walls):.1f} s = setup/git {mean_of('setup'):.1f} + build {mean_of('build'):.1f} + "
-                     f"load {mean_of('load'):.1f} + correctness {mean_of('correctness'):.1f} + timing {mean_of('timing'):.1f} s "
+                     f"load {mean_of('load'):.1f} + correctness {mean_of('correctness'):.1f} + timing {mean_of('timing'):.1f} + "
+                     f"audit {mean_of('audit'):.1f} s "
                      f"(+ CLI start/report: {statistics.fmean(reg_walls) - mean_of('wall'):.1f} s); "
                      f"remeasured {reg_remeasured} case-runs", ""])
+    audit_ok = bool(audit_shares) and max(audit_shares) <= 0.10
+    if audit_shares:
+        rows.append(["CUPTI audit: share of a case's wall time (must be <= 10%)",
+                     f"min {min(audit_shares):.1%}, median {statistics.median(audit_shares):.1%}, max {max(audit_shares):.1%} "
+                     f"over {len(audit_shares)} case-runs", "yes" if audit_ok else "NO"])
     rows.append(["total time", f"A/A {aa_wall:.0f} s, regression {reg_wall:.0f} s, all {time.perf_counter() - total_started:.0f} s", ""])
     if not judged:
         rows = [[what, result, "(smoke: not judged)" if passed else passed] for what, result, passed in rows]
     print()
     print(table(["check", "result", "pass"], rows))
-    passed = aa_ok and reg_ok
+    passed = aa_ok and reg_ok and audit_ok
     if not args.keep and not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.smoke:

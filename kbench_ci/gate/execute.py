@@ -267,7 +267,7 @@ class _PhaseClock:
     since: float
 
 
-_PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing"}
+_PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing", "audit": "audit"}
 
 
 def run_worker(
@@ -278,7 +278,7 @@ def run_worker(
     worker: WorkerFn = run_case_in_worker,
 ) -> WorkerRun:
     """Run ``job`` in a worker subprocess; time each phase from the worker's ``begin`` events."""
-    buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0}
+    buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0, "audit": 0.0}
     state = _PhaseClock("load", time.perf_counter())
     load_errors: list[LoadError] = []
 
@@ -306,7 +306,7 @@ def run_worker(
         result=result,
         environment=outcome.environment,
         load_errors=tuple(load_errors),
-        phases=PhaseTimes(0.0, buckets["load"], buckets["correctness"], buckets["timing"]),
+        phases=PhaseTimes(0.0, buckets["load"], buckets["correctness"], buckets["timing"], buckets["audit"]),
         # the rounds actually timed: more than asked for when a stopping rule added some
         rounds=max((len(v.rounds_ms) for v in result.variants), default=0) or job.settings.rounds,
     )

@@ -25,6 +25,7 @@ import torch
 from kbench_ci.errors import KbenchError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
+from kbench_ci.measure.escape import audit_escapes
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
@@ -45,7 +46,7 @@ from kbench_ci.measure.protocol import (
     encode_event,
 )
 from kbench_ci.measure.replay import AuditMaterial, AuditRecord, RoundAudit, audited_position
-from kbench_ci.measure.timing import Timer, make_timer
+from kbench_ci.measure.timing import CudaEventTimer, Timer, make_timer
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
@@ -358,9 +359,32 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 variant.result, status="incorrect",
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
-        elif variant.role == "solution":
+    if isinstance(timer, CudaEventTimer):
+        # After every round of every variant: tracing cannot slow a sample that is still to come.
+        for variant in variants:
+            if variant.result.status == "ok":
+                emit(Begin(variant.label, "audit"))
+                _audit_escapes(variant, timer, prepared[variant.label][1], device)
+    # Judged after the escape audit: work that starts before the stream reaches it also reads
+    # inputs before the audit's other version is copied in, and is better named as such.
+    for variant in variants:
+        if variant.result.status == "ok" and variant.role == "solution":
             _check_replay_audit(variant, audits[variant.label], material[id(prepared[variant.label][1])], job, device)
     emit(TimingDescription(timer.describe(), timer.event_overhead_ms))
+
+
+def _audit_escapes(variant: _Variant, timer: CudaEventTimer, kwargs: dict[str, Any], device: torch.device) -> None:
+    """Trace the timed call under CUPTI: GPU work outside the timer makes the variant incorrect."""
+    call = variant.kernel.call
+    try:
+        audit = audit_escapes(timer, lambda: call(kwargs))
+    except Exception as exc:
+        _raise_if_context_lost(exc, device)
+        _fail(variant, "error", f"failed while audited under CUPTI: {_describe(exc)}")
+        return
+    variant.result = replace(variant.result, escape_audit=audit)
+    if audit.status == "escaped":
+        _fail(variant, "incorrect", f"GPU work escaped the timer: {audit.detail}")
 
 
 def _collect_last(kernel: Kernel, returned: list[object], kwargs: dict[str, Any], names: tuple[str, ...]) -> Mapping[str, Any]:
@@ -387,7 +411,8 @@ def _check_replay_audit(
             detail = failed.problem or f"{failed.mismatched} of {failed.numel} elements differ from the reference"
             _fail(variant, "incorrect", (
                 f"outputs of timed call {call} (round {record.round_index + 1}) belong to other inputs: results "
-                f"replayed? Its inputs were changed before the call and output '{failed.name}' does not match "
+                f"replayed? (or inputs read before the stream reached the call) Its inputs were changed before the "
+                f"call and output '{failed.name}' does not match "
                 f"them ({detail}); compute from the inputs on every call"
             ))
             return

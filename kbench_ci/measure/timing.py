@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Literal, Protocol
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+
+from kbench_ci.measure.cupti import ActivityTrace, CuptiUnavailable
 
 TimingMethod = Literal["cuda_event", "host_time"]
 
@@ -164,18 +165,15 @@ class CudaEventTimer:
         self.hold_us = max(self.hold_us, hold_for_caller)
         with_events = sorted(self.measure_raw(empty, count))[count // 2]
         try:
-
-            with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+            with ActivityTrace() as trace:
                 for _ in range(count):
                     self._flush()
                     empty()
                 torch.cuda.synchronize(self.device)
-            durations_us = sorted(
-                event.device_time_total for event in profiler.events() if "spin_kernel" in event.name
-            )
-        except Exception:  # no CUPTI here: report uncorrected event times
+        except CuptiUnavailable:  # no CUPTI here: report uncorrected event times
             self.overhead_source = "not corrected (CUPTI unavailable)"
             return 0.0
+        durations_us = sorted((e.end_ns - e.start_ns) / 1e3 for e in trace.events if e.on_gpu and "spin_kernel" in e.name)
         if len(durations_us) < count // 2:
             self.overhead_source = "not corrected (CUPTI saw no kernels)"
             return 0.0
@@ -202,6 +200,39 @@ class CudaEventTimer:
                 hooks.after(index)
         torch.cuda.synchronize(self.device)
         return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+
+    def measure_isolated(
+        self,
+        fn: Callable[[], object],
+        count: int,
+        *,
+        before_start: Callable[[], object],
+        after_end: Callable[[], object],
+        hold_us: float,
+    ) -> list[float]:
+        """Time ``count`` calls, each alone on the device: flush, hold ``hold_us``, then
+        ``before_start()`` just before the start event and ``after_end()`` just after the end
+        event (both on the current stream), then a full device synchronisation, so no call's GPU
+        work overlaps the next one's. Samples are corrected as in :meth:`measure`."""
+        if self.event_overhead_ms is None:
+            self.event_overhead_ms = self.calibrate_overhead()
+        if self._cycles_per_us is None:
+            self._cycles_per_us = self._calibrate_sleep()
+        stream = torch.cuda.current_stream(self.device)
+        samples = []
+        for _ in range(count):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(self.device)
+            self._flush()
+            torch.cuda._sleep(int(hold_us * self._cycles_per_us))
+            before_start()
+            start.record(stream)
+            fn()
+            end.record(stream)
+            after_end()
+            torch.cuda.synchronize(self.device)
+            samples.append(max(start.elapsed_time(end) - self.event_overhead_ms, _MIN_SAMPLE_MS))
+        return samples
 
     def describe(self) -> str:
         flush = f"L2 flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm L2"

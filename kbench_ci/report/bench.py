@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kbench_ci.report.markdown import (
+    AUDIT_EXPLAINED,
     SUMMARY_STATS,
+    audit_rows,
     correctness_cell,
     environment_line,
     fmt,
@@ -120,4 +122,9 @@ def render_bench(
             + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
+    audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])
+    if audit is not None:
+        parts += ["## GPU work audit (CUPTI)", "", AUDIT_EXPLAINED, "", audit, ""]
+    elif case.timing_method == "cuda_event":
+        parts += ["## GPU work audit (CUPTI)", "", "Not audited: no variant was timed.", ""]
     return "\n".join(parts)

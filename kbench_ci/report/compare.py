@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 from kbench_ci.report.markdown import (
+    AUDIT_EXPLAINED,
+    audit_rows,
     cell,
     code,
     compiler_output,
@@ -206,7 +208,8 @@ def _case_details(case: CaseComparison) -> list[str]:
     facts.append((
         "time spent",
         f"build {case.phases.build_s:.1f} s, load {case.phases.load_s:.1f} s, "
-        f"correctness {case.phases.correctness_s:.1f} s, timing {case.phases.timing_s:.1f} s",
+        f"correctness {case.phases.correctness_s:.1f} s, timing {case.phases.timing_s:.1f} s, "
+        f"CUPTI audit {case.phases.audit_s:.1f} s",
     ))
     lines += [table(["", ""], facts), ""]
     variants = [("base", case.base), ("head", case.head)]
@@ -215,6 +218,9 @@ def _case_details(case: CaseComparison) -> list[str]:
         lines += [samples, ""]
     if case.measurement is not None:
         lines += [correctness_rows(variants), ""]
+        audit = audit_rows(variants)
+        if audit is not None:
+            lines += [audit, ""]
     for build in (case.base_build, case.head_build):
         if build is not None:
             lines += compiler_output(build, f"{build.side} compiler output:")
@@ -246,6 +252,7 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         "**unchanged**: the whole CI inside [1/(1+t), 1+t]. Otherwise **inconclusive**.",
         f"- A suspected regression (slower, or inconclusive with ratio > 1 + threshold) is measured again with "
         f"{s.rounds * factor} rounds, and that measurement alone decides.",
+        f"- {AUDIT_EXPLAINED}",
         "- The gate fails on any slower, incorrect or failed case"
         + (f", or when the geometric mean of head/base exceeds +{outcome.max_geomean_slowdown * 100:g}%"
            if outcome.max_geomean_slowdown is not None else "")

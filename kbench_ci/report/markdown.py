@@ -208,3 +208,48 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
             cell(variant.message, 300) if variant.status != "ok" else "",
         ])
     return table(["side", "correctness", "seeds", "re-checked after timing", "message"], rows)
+
+
+def audit_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
+    """The proof behind the samples: per variant, the event time of the calls audited under
+    CUPTI next to CUPTI's span of the same calls (first GPU activity to last), and whether any
+    GPU work ran outside the timer; None when no variant was audited."""
+    audited = [(label, v) for label, v in variants if v is not None and v.escape_audit is not None]
+    if not audited:
+        return None
+    rows = []
+    for label, variant in audited:
+        audit = variant.escape_audit
+        assert audit is not None  # filtered above
+        event, span = audit.event_median_ms, audit.cupti_median_ms
+        difference = pct(event / span) if event is not None and span else "—"
+        if audit.status == "passed":
+            result = "all GPU work inside the timer"
+        elif audit.status == "escaped":
+            result = "❌ " + cell(audit.detail, 300)
+        else:
+            result = "⚠️ CUPTI unavailable, not audited: " + cell(audit.detail, 200)
+        rows.append([
+            label,
+            with_unit(median_ms(variant)),
+            str(len(audit.event_ms)) if audit.event_ms else "0",
+            with_unit(event),
+            with_unit(span),
+            difference,
+            ", ".join(str(s) for s in audit.streams) or "—",
+            f"{audit.cost_s:.2f} s",
+            result,
+        ])
+    return table(
+        ["variant", "timed median", "audited calls", "event time", "CUPTI span", "event vs CUPTI", "streams", "audit cost", "result"],
+        rows,
+        align=["left", "right", "right", "right", "right", "right", "left", "right", "left"],
+    )
+
+
+AUDIT_EXPLAINED = (
+    "Each timed variant's call was made again under CUPTI after its timing rounds: _event time_ is what the "
+    "CUDA events measured for those calls (overhead subtracted, as in the samples), _CUPTI span_ the time from "
+    "their first GPU activity to their last, on any stream. GPU work before the start event or after the end "
+    "event fails the variant."
+)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import html
 
 from kbench_ci.report.markdown import (
+    AUDIT_EXPLAINED,
     RUN_MARKERS,
+    audit_rows,
     cell,
     code,
     compiler_output,
@@ -70,6 +72,7 @@ def render_run(outcome: RunOutcome) -> str:
               f"{settings.rounds} rounds of {settings.trials_per_round} trials (after {settings.discard_first} "
               f"discarded per round, {settings.num_warmup} warm-up launches), timer `{settings.timing_method}`.",
               "- The median's 95% CI is the distribution-free order-statistic interval.",
+              f"- {AUDIT_EXPLAINED}",
               "- The run fails (exit 1) when any case is incorrect or failed.", ""]
     return "\n".join(parts)
 
@@ -90,6 +93,9 @@ def _run_details(case: RunCase) -> list[str]:
         lines += [samples, ""]
     if case.variant is not None:
         lines += [correctness_rows([("solution", case.variant)]), ""]
+        audit = audit_rows([("solution", case.variant)])
+        if audit is not None:
+            lines += [audit, ""]
     lines += compiler_output(case.build, "compiler output:")
     lines += ["</details>", ""]
     return lines

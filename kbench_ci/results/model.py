@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kbench_ci.stats import median
+
 VariantStatus = Literal["ok", "incorrect", "error", "unavailable"]
 Role = Literal["solution", "baseline"]
 
@@ -37,6 +39,8 @@ class VariantResult:
     #: the replay audit of a timed solution: how many timed calls were given other inputs and
     #: matched, or why it was skipped (measure/replay.py); None where none ran
     replay_audit: str | None = None
+    #: the CUPTI audit of GPU work around the timer (measure/escape.py); None where none ran
+    escape_audit: EscapeAudit | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -46,6 +50,41 @@ class VariantResult:
     @property
     def timed(self) -> bool:
         return self.status == "ok" and bool(self.samples_ms)
+
+
+EscapeStatus = Literal["passed", "escaped", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class EscapeAudit:
+    """A timed variant's calls re-run under CUPTI after its timing rounds: the GPU work each
+    launched, on every stream, against the CUDA events that timed it (measure/escape.py).
+
+    ``passed``: all of it ran between the start and the end event; ``escaped``: some ran before
+    the start or after the end (``detail`` says what and where), so the samples miss it;
+    ``unavailable``: CUPTI could not run or its trace could not be read (``detail`` says why).
+    """
+
+    status: EscapeStatus
+    #: per audited call: the event time (ms, event overhead subtracted, as in the samples)
+    event_ms: tuple[float, ...] = ()
+    #: per audited call: CUPTI's span from the call's first GPU activity to its last (ms)
+    cupti_span_ms: tuple[float, ...] = ()
+    #: per audited call: GPU time (ms) of the call's activities outside the two events
+    escaped_ms: tuple[float, ...] = ()
+    #: the streams the calls' GPU work ran on (CUPTI's stream ids)
+    streams: tuple[int, ...] = ()
+    detail: str | None = None
+    #: wall time of the audit (s), CUPTI's start-up included
+    cost_s: float = 0.0
+
+    @property
+    def event_median_ms(self) -> float | None:
+        return median(self.event_ms) if self.event_ms else None
+
+    @property
+    def cupti_median_ms(self) -> float | None:
+        return median(self.cupti_span_ms) if self.cupti_span_ms else None
 
 
 @dataclass(frozen=True, slots=True)

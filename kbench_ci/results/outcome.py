@@ -48,10 +48,12 @@ class PhaseTimes:
     load_s: float = 0.0
     correctness_s: float = 0.0
     timing_s: float = 0.0
+    #: the CUPTI audit of the timed variants (measure/escape.py)
+    audit_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.build_s + self.load_s + self.correctness_s + self.timing_s
+        return self.build_s + self.load_s + self.correctness_s + self.timing_s + self.audit_s
 
     def __add__(self, other: PhaseTimes) -> PhaseTimes:
         return PhaseTimes(
@@ -59,12 +61,13 @@ class PhaseTimes:
             self.load_s + other.load_s,
             self.correctness_s + other.correctness_s,
             self.timing_s + other.timing_s,
+            self.audit_s + other.audit_s,
         )
 
     def as_json(self) -> dict[str, float]:
         return {
             "build": self.build_s, "load": self.load_s, "correctness": self.correctness_s,
-            "timing": self.timing_s, "total": self.total_s,
+            "timing": self.timing_s, "audit": self.audit_s, "total": self.total_s,
         }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from kbench_ci.results.model import (
     CorrectnessResult,
+    EscapeAudit,
     OutputCheck,
     TrialCheck,
     VariantResult,
@@ -69,6 +70,20 @@ def correctness_from_json(data: Mapping[str, Any] | None) -> CorrectnessResult |
     return CorrectnessResult(trials=tuple(trials))
 
 
+def escape_audit_from_json(data: Mapping[str, Any] | None) -> EscapeAudit | None:
+    if data is None:
+        return None
+    return EscapeAudit(
+        status=data["status"],
+        event_ms=tuple(_float(v) for v in data.get("event_ms", ())),
+        cupti_span_ms=tuple(_float(v) for v in data.get("cupti_span_ms", ())),
+        escaped_ms=tuple(_float(v) for v in data.get("escaped_ms", ())),
+        streams=tuple(int(v) for v in data.get("streams", ())),
+        detail=data.get("detail"),
+        cost_s=float(data.get("cost_s", 0.0)),
+    )
+
+
 def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
     return VariantResult(
         label=data["label"],
@@ -83,6 +98,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         compile_ms=data.get("compile_ms"),
         post_timing_check=data.get("post_timing_check"),
         replay_audit=data.get("replay_audit"),
+        escape_audit=escape_audit_from_json(data.get("escape_audit")),
         notes=tuple(data.get("notes", ())),
     )
 

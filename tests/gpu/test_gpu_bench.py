@@ -155,3 +155,63 @@ def test_honest_python_kernel_passes_the_replay_audit_on_the_gpu(tmp_path: Path)
     )
     assert completed.returncode == 0
     assert variants(tmp_path)["solution"]["replay_audit"] == "1 timed calls given other inputs: all matched"
+
+
+ESCAPE_N = "--N=4194304"  # 16 MiB per tensor: each of the cheats' 20 passes takes ~20 us on an H200
+
+
+@pytest.mark.parametrize(
+    ("cheat", "message"),
+    [
+        ("side_stream_unjoined", "ended after the timer stopped"),
+        ("side_stream_early", "ran before the timer started"),
+        ("host_thread", "another host thread"),
+    ],
+)
+def test_gpu_work_outside_the_timer_is_incorrect(cheat: str, message: str, tmp_path: Path) -> None:
+    """The cheats pass the correctness checks (their outputs are right when read); the CUPTI
+    audit sees their work outside the events."""
+    completed = kbench(
+        "bench", str(CHEATS_PY / f"{cheat}.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
+        f"--output-dir={tmp_path}", ESCAPE_N, "--baselines=pytorch-eager",
+    )
+    found = variants(tmp_path)
+    solution = found["solution"]
+    audit = solution["escape_audit"]
+    print(f"{cheat}: status {solution['status']}; event {audit and audit['event_ms']} ms; "
+          f"CUPTI span {audit and audit['cupti_span_ms']} ms; escaped {audit and audit['escaped_ms']} ms; {solution['message']}")
+    assert completed.returncode == 1
+    assert solution["status"] == "incorrect"
+    assert solution["correctness"]["passed"] is True  # caught by the audit, not by the checks
+    assert "GPU work escaped the timer" in solution["message"] and message in solution["message"]
+    assert audit["status"] == "escaped"
+    assert found["pytorch-eager"]["escape_audit"]["status"] == "passed"
+    assert "## GPU work audit (CUPTI)" in (tmp_path / "benchmark.md").read_text()
+
+
+def test_honest_multi_stream_kernel_passes_and_is_timed_as_cuptis_span(tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(CHEATS_PY / "multi_stream_honest.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
+        f"--output-dir={tmp_path}", ESCAPE_N,
+    )
+    assert completed.returncode == 0
+    solution = variants(tmp_path)["solution"]
+    audit = solution["escape_audit"]
+    timed = sorted(s for r in solution["rounds_ms"] for s in r)[len([s for r in solution["rounds_ms"] for s in r]) // 2]
+    span = sorted(audit["cupti_span_ms"])[len(audit["cupti_span_ms"]) // 2]
+    print(f"multi-stream: timed median {timed * 1e3:.2f} us, CUPTI span median {span * 1e3:.2f} us, "
+          f"difference {(timed / span - 1) * 100:+.2f}%, streams {audit['streams']}, audit cost {audit['cost_s']:.3f} s")
+    assert audit["status"] == "passed" and len(audit["streams"]) >= 2
+    assert abs(timed / span - 1) < 0.03
+
+
+def test_cuda_cpp_on_the_legacy_default_stream_passes_the_audit(tmp_path: Path) -> None:
+    assert kbench("build", str(SOFTMAX / "softmax.cu")).returncode == 0
+    completed = kbench(
+        "bench", str(SOFTMAX / "softmax.cu"), "--implementation=cuda-cpp", f"--ref={SOFTMAX / 'ref.py'}",
+        f"--output-dir={tmp_path}", "--M=4096", "--N=4096",
+    )
+    assert completed.returncode == 0
+    audit = variants(tmp_path)["solution"]["escape_audit"]
+    print(f"softmax.cu: event {audit['event_ms']} ms, CUPTI span {audit['cupti_span_ms']} ms, cost {audit['cost_s']:.3f} s")
+    assert audit["status"] == "passed"

@@ -88,7 +88,7 @@ def test_without_cupti_nothing_is_subtracted_and_the_report_says_so(gpu: FakeGpu
     def no_profiler(*args: object, **kwargs: object) -> None:
         raise RuntimeError("CUPTI unavailable")
 
-    monkeypatch.setattr(torch.profiler, "profile", no_profiler)
+    monkeypatch.setattr(torch.autograd, "_prepare_profiler", no_profiler)
     timer = timing.CudaEventTimer(torch.device("cuda", 0), flush_l2=False)
     samples = timer.measure(gpu.kernel(9.0), 3)
     assert samples == pytest.approx([0.009] * 3)
