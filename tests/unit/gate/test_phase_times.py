@@ -1,0 +1,46 @@
+"""Where a case's time went, read from the worker's phase events: the CUPTI audit's share is its
+own phase (issue 10: at most 10% of a case), and what follows it is not counted as audit time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.gate import execute
+from kbench_ci.measure.parent import WorkerOutcome
+from kbench_ci.measure.protocol import Begin, CaseJob, SideSpec, WorkerEvent
+from kbench_ci.results.model import CaseResult, MeasureSettings
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_audit_time_is_its_own_bucket_and_ends_at_the_next_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(execute.time, "perf_counter", clock)
+    # phase the worker enters, then seconds spent in it
+    script = [("compile", 2.0), ("correctness", 3.0), ("timing", 10.0), ("audit", 0.25), ("timing", 1.5)]
+
+    def worker(job: CaseJob, *, timeout_s: float, on_event: Callable[[WorkerEvent], None]) -> tuple[CaseResult, WorkerOutcome]:
+        clock.now += 4.0  # start-up, before any event: load
+        for phase, seconds in script:
+            on_event(Begin("base", phase))  # type: ignore[arg-type]
+            clock.now += seconds
+        return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
+
+    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
+    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
+                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
+    job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+    run = execute.run_worker(job, timeout_s=60, worker=worker)
+    phases = run.phases
+    assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((6.0, 3.0, 11.5, 0.25))
+    assert phases.total_s == pytest.approx(20.75)
+    assert phases.as_json()["audit"] == pytest.approx(0.25)
