@@ -48,10 +48,8 @@ class ActivityTrace:
     def __enter__(self) -> ActivityTrace:
         try:
             self._start()
-        except CuptiUnavailable:
-            raise
         except Exception as exc:  # the profiler's own errors: no CUPTI, a profiler already running
-            raise CuptiUnavailable(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+            raise CuptiUnavailable(first_line(exc)) from exc
         return self
 
     def __exit__(
@@ -61,7 +59,7 @@ class ActivityTrace:
             raw = self._stop()
         except Exception as stop_error:
             if exc_type is None:
-                raise CuptiUnavailable(f"stopping the trace failed: {type(stop_error).__name__}: {stop_error}") from stop_error
+                raise CuptiUnavailable(f"stopping the trace failed: {first_line(stop_error)}") from stop_error
             return
         self.events = [event for event in (_convert(item) for item in raw) if event is not None]
 
@@ -93,6 +91,12 @@ class ActivityTrace:
             return list(self._public.profiler.kineto_results.events())
         autograd: Any = torch.autograd
         return list(autograd._disable_profiler().events())
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` — profiler and NVRTC errors run to many lines."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _convert(raw: Any) -> TraceEvent | None:

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from kbench_ci.measure.cupti import ActivityTrace, CuptiUnavailable, TraceEvent
+from kbench_ci.measure.cupti import ActivityTrace, CuptiUnavailable, TraceEvent, first_line
 from kbench_ci.measure.timing import CudaEventTimer
 from kbench_ci.results.model import EscapeAudit
 
@@ -150,16 +150,18 @@ def _call_activity(
 
 def judge(event_ms: Sequence[float], calls: Sequence[CallActivity], cost_s: float) -> EscapeAudit:
     """The audit's result: escaped when any call ran more than the tolerance outside its events."""
-    streams = tuple(sorted({s for call in calls for s in call.streams}))
-    escaped_ms = tuple(call.escaped_ns / 1e6 for call in calls)
-    common = dict(
-        event_ms=tuple(event_ms), cupti_span_ms=tuple(call.span_ns / 1e6 for call in calls),
-        escaped_ms=escaped_ms, streams=streams, cost_s=cost_s,
+    audit = EscapeAudit(
+        status="passed",
+        event_ms=tuple(event_ms),
+        cupti_span_ms=tuple(call.span_ns / 1e6 for call in calls),
+        escaped_ms=tuple(call.escaped_ns / 1e6 for call in calls),
+        streams=tuple(sorted({s for call in calls for s in call.streams})),
+        cost_s=cost_s,
     )
     worst_index = max(range(len(calls)), key=lambda i: calls[i].escaped_ns, default=None)
     if worst_index is None or calls[worst_index].escaped_ns <= ESCAPE_TOLERANCE_NS:
-        return EscapeAudit(status="passed", **common)  # type: ignore[arg-type]
-    return EscapeAudit(status="escaped", detail=describe_escape(calls[worst_index], worst_index, len(calls)), **common)  # type: ignore[arg-type]
+        return audit
+    return replace(audit, status="escaped", detail=describe_escape(calls[worst_index], worst_index, len(calls)))
 
 
 def describe_escape(call: CallActivity, index: int, calls: int) -> str:
@@ -207,8 +209,8 @@ def audit_escapes(timer: CudaEventTimer, fn: Callable[[], object], calls: int = 
     try:
         marker = _Marker(timer.device)
     except RuntimeError as exc:  # no NVRTC to compile the marker kernel, say
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return EscapeAudit(status="unavailable", detail=f"the marker kernel failed: {first}", cost_s=time.perf_counter() - started)
+        return EscapeAudit(status="unavailable", detail=f"the marker kernel failed: {first_line(exc)}",
+                           cost_s=time.perf_counter() - started)
     try:
         with ActivityTrace() as trace:
             event_ms = timer.measure_isolated(

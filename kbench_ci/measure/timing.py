@@ -131,9 +131,8 @@ class CudaEventTimer:
             fn()
             enqueue_us.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize(self.device)
-        if self._cycles_per_us is None:
-            # Now, not at construction: the warm-up has brought the GPU out of its idle clocks.
-            self._cycles_per_us = self._calibrate_sleep()
+        # Now, not at construction: the warm-up has brought the GPU out of its idle clocks.
+        self._spin_rate()
         if enqueue_us:
             # Twice the slowest enqueue seen (plus event records), so a hiccup is still covered.
             worst = max(enqueue_us)
@@ -141,10 +140,20 @@ class CudaEventTimer:
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         """Device time of each call, less the calibrated event overhead (see calibrate_overhead)."""
+        overhead = self._overhead_ms()
+        return [max(sample - overhead, _MIN_SAMPLE_MS) for sample in self.measure_raw(fn, count, hooks)]
+
+    def _overhead_ms(self) -> float:
+        """The event overhead to subtract, calibrated on first use."""
         if self.event_overhead_ms is None:
             self.event_overhead_ms = self.calibrate_overhead()
-        overhead = self.event_overhead_ms
-        return [max(sample - overhead, _MIN_SAMPLE_MS) for sample in self.measure_raw(fn, count, hooks)]
+        return self.event_overhead_ms
+
+    def _spin_rate(self) -> float:
+        """Spin-kernel cycles per microsecond, calibrated on first use (normally by the warm-up)."""
+        if self._cycles_per_us is None:
+            self._cycles_per_us = self._calibrate_sleep()
+        return self._cycles_per_us
 
     def calibrate_overhead(self, count: int = 200) -> float:
         """The GPU's own cost of an event pair around a launch, in ms.
@@ -185,9 +194,7 @@ class CudaEventTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         stream = torch.cuda.current_stream(self.device)
-        if self._cycles_per_us is None:  # measured without a warm-up
-            self._cycles_per_us = self._calibrate_sleep()
-        cycles_per_us = self._cycles_per_us
+        cycles_per_us = self._spin_rate()
         for index, (start, end) in enumerate(zip(starts, ends, strict=True)):
             if hooks is not None:
                 hooks.before(index)
@@ -214,24 +221,22 @@ class CudaEventTimer:
         ``before_start()`` just before the start event and ``after_end()`` just after the end
         event (both on the current stream), then a full device synchronisation, so no call's GPU
         work overlaps the next one's. Samples are corrected as in :meth:`measure`."""
-        if self.event_overhead_ms is None:
-            self.event_overhead_ms = self.calibrate_overhead()
-        if self._cycles_per_us is None:
-            self._cycles_per_us = self._calibrate_sleep()
+        overhead = self._overhead_ms()
+        hold_cycles = int(hold_us * self._spin_rate())
         stream = torch.cuda.current_stream(self.device)
         samples = []
         for _ in range(count):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(self.device)
             self._flush()
-            torch.cuda._sleep(int(hold_us * self._cycles_per_us))
+            torch.cuda._sleep(hold_cycles)
             before_start()
             start.record(stream)
             fn()
             end.record(stream)
             after_end()
             torch.cuda.synchronize(self.device)
-            samples.append(max(start.elapsed_time(end) - self.event_overhead_ms, _MIN_SAMPLE_MS))
+            samples.append(max(start.elapsed_time(end) - overhead, _MIN_SAMPLE_MS))
         return samples
 
     def describe(self) -> str:

@@ -214,13 +214,11 @@ def audit_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | No
     """The proof behind the samples: per variant, the event time of the calls audited under
     CUPTI next to CUPTI's span of the same calls (first GPU activity to last), and whether any
     GPU work ran outside the timer; None when no variant was audited."""
-    audited = [(label, v) for label, v in variants if v is not None and v.escape_audit is not None]
+    audited = [(label, v, v.escape_audit) for label, v in variants if v is not None and v.escape_audit is not None]
     if not audited:
         return None
     rows = []
-    for label, variant in audited:
-        audit = variant.escape_audit
-        assert audit is not None  # filtered above
+    for label, variant, audit in audited:
         event, span = audit.event_median_ms, audit.cupti_median_ms
         difference = pct(event / span) if event is not None and span else "—"
         if audit.status == "passed":

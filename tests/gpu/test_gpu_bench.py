@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -197,8 +198,8 @@ def test_honest_multi_stream_kernel_passes_and_is_timed_as_cuptis_span(tmp_path:
     assert completed.returncode == 0
     solution = variants(tmp_path)["solution"]
     audit = solution["escape_audit"]
-    timed = sorted(s for r in solution["rounds_ms"] for s in r)[len([s for r in solution["rounds_ms"] for s in r]) // 2]
-    span = sorted(audit["cupti_span_ms"])[len(audit["cupti_span_ms"]) // 2]
+    timed = statistics.median(s for r in solution["rounds_ms"] for s in r)
+    span = statistics.median(audit["cupti_span_ms"])
     print(f"multi-stream: timed median {timed * 1e3:.2f} us, CUPTI span median {span * 1e3:.2f} us, "
           f"difference {(timed / span - 1) * 100:+.2f}%, streams {audit['streams']}, audit cost {audit['cost_s']:.3f} s")
     assert audit["status"] == "passed" and len(audit["streams"]) >= 2
