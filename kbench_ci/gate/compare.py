@@ -73,7 +73,13 @@ from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION
 from kbench_ci.stats import RatioEstimate
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
-from kbench_ci.suite.settings import ADAPTIVE_BATCH_ROUNDS, MAX_ADAPTIVE_ROUNDS, job_settings
+from kbench_ci.suite.settings import (
+    ADAPTIVE_BATCH_GROWTH,
+    ADAPTIVE_BATCH_ROUNDS,
+    ADAPTIVE_CHECK_BOOTSTRAP,
+    MAX_ADAPTIVE_ROUNDS,
+    job_settings,
+)
 
 # --------------------------------------------------------------------------------------------
 # Value objects
@@ -351,7 +357,8 @@ def _compare_one(
     stopping = (
         StoppingRule(
             threshold=threshold, budget_s=settings.time_budget_s, max_rounds=MAX_ADAPTIVE_ROUNDS,
-            batch_rounds=ADAPTIVE_BATCH_ROUNDS, confidence=CONFIDENCE, alpha=ALPHA,
+            batch_rounds=ADAPTIVE_BATCH_ROUNDS, batch_growth=ADAPTIVE_BATCH_GROWTH,
+            check_bootstrap=ADAPTIVE_CHECK_BOOTSTRAP, confidence=CONFIDENCE, alpha=ALPHA,
         )
         if settings.time_budget_s > 0 and len(sides) == 2
         else None

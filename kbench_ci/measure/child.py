@@ -3,7 +3,9 @@
 Order matters. Every variant is checked on ``correctness_trials`` seeds (fresh inputs, outputs
 poisoned, inputs snapshot) before anything is timed; a variant that fails is never timed, so it
 can never look fast. Timing runs in rounds; with several variants (base and head of a compare)
-the order alternates A B, B A, A B ... so clock and thermal drift hit all alike.
+the order alternates A B, B A, A B ... so clock and thermal drift hit all alike, and past the
+minimum rounds a stopping rule adds batches while the verdict is undecided
+(:mod:`kbench_ci.measure.schedule` plans them).
 
 Progress and results leave through ``emit`` as plain dicts (the worker writes them to a file
 the parent reads), each variant's result as soon as it is final.
@@ -40,12 +42,14 @@ from kbench_ci.measure.protocol import (
     LoadError,
     Progress,
     SideSpec,
+    StoppingRule,
     TimingDescription,
     VariantDone,
     WorkerEvent,
     encode_event,
 )
 from kbench_ci.measure.replay import AuditMaterial, AuditRecord, RoundAudit, audited_position
+from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.timing import CudaEventTimer, Timer, make_timer
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
@@ -308,45 +312,57 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
     rounds: dict[str, list[tuple[float, ...]]] = {v.label: [] for v in variants}
     discarded: dict[str, list[float]] = {v.label: [] for v in variants}
     timing_started = time.perf_counter()
+    plan = RoundPlan(job.settings.rounds, job.stopping)
     round_index = 0
-    while _another_round(round_index, variants, rounds, job, time.perf_counter() - timing_started):
-        order = variants if round_index % 2 == 0 else list(reversed(variants))
-        total = max(job.settings.rounds, round_index + 1)
-        for variant in order:
-            emit(Begin(variant.label, "timing"))
-            emit(Progress(variant.label, "timing", round_index, total))
-            inputs, kwargs = prepared[variant.label]
-            call = variant.kernel.call
-            returned: list[object] = [None]  # the last call's return value, for the audit's snapshot
+    while batch := plan.next_batch(round_index, time.perf_counter() - timing_started):
+        for _ in range(batch):
+            order = list(reversed(variants)) if plan.reversed_order(round_index) else variants
+            total = max(job.settings.rounds, round_index + 1)
+            for variant in order:
+                emit(Begin(variant.label, "timing"))
+                emit(Progress(variant.label, "timing", round_index, total))
+                inputs, kwargs = prepared[variant.label]
+                call = variant.kernel.call
+                returned: list[object] = [None]  # the last call's return value, for the audit's snapshot
 
-            def fn(
-                call: Callable[[dict[str, Any]], object] = call, kwargs: dict[str, Any] = kwargs, returned: list[object] = returned
-            ) -> object:
-                returned[0] = call(kwargs)
-                return returned[0]
+                def fn(
+                    call: Callable[[dict[str, Any]], object] = call, kwargs: dict[str, Any] = kwargs,
+                    returned: list[object] = returned,
+                ) -> object:
+                    returned[0] = call(kwargs)
+                    return returned[0]
 
-            audit = None
-            if id(kwargs) in material and variant.role == "solution":
-                audit = RoundAudit(
-                    material[id(kwargs)], kwargs,
-                    audited_position(job.settings.seed, round_index, calls_per_round, job.settings.discard_first),
-                    round_index,
-                    collect=partial(_collect_last, variant.kernel, returned, kwargs, inputs.output_names),
-                )
-            try:
-                # A full warm-up the first time, a short one after another variant ran.
-                timer.warm_up(fn, job.settings.num_warmup if round_index == 0 else max(1, min(3, job.settings.num_warmup)))
-                samples = timer.measure(fn, calls_per_round, audit)
-            except Exception as exc:
-                _raise_if_context_lost(exc, device)
-                _fail(variant, "error", f"failed while timing: {_describe(exc)}")
-                variants = [v for v in variants if v is not variant]
-                continue
-            rounds[variant.label].append(tuple(samples[job.settings.discard_first:]))
-            discarded[variant.label].extend(samples[: job.settings.discard_first])
-            if audit is not None:
-                audits[variant.label].extend(audit.records)
-        round_index += 1
+                audit = None
+                if id(kwargs) in material and variant.role == "solution":
+                    audit = RoundAudit(
+                        material[id(kwargs)], kwargs,
+                        audited_position(job.settings.seed, round_index, calls_per_round, job.settings.discard_first),
+                        round_index,
+                        collect=partial(_collect_last, variant.kernel, returned, kwargs, inputs.output_names),
+                    )
+                try:
+                    # A full warm-up the first time, a short one after another variant ran.
+                    timer.warm_up(fn, job.settings.num_warmup if round_index == 0 else max(1, min(3, job.settings.num_warmup)))
+                    samples = timer.measure(fn, calls_per_round, audit)
+                except Exception as exc:
+                    _raise_if_context_lost(exc, device)
+                    _fail(variant, "error", f"failed while timing: {_describe(exc)}")
+                    variants = [v for v in variants if v is not variant]
+                    continue
+                rounds[variant.label].append(tuple(samples[job.settings.discard_first:]))
+                discarded[variant.label].extend(samples[: job.settings.discard_first])
+                if audit is not None:
+                    audits[variant.label].extend(audit.records)
+            round_index += 1
+        if not plan.may_continue(round_index, time.perf_counter() - timing_started):
+            break
+        # The host computes the interim verdict now: keep the GPU at its clocks meanwhile.
+        timer.keep_busy(plan.expected_check_s(round_index))
+        check_started = time.perf_counter()
+        decided = _verdict_decided(variants, rounds, job.stopping)  # type: ignore[arg-type]
+        if decided:
+            break
+        plan.checked(round_index, time.perf_counter() - check_started)
     for variant in variants:  # only variants still "ok": one that failed while timing was dropped
         variant.result = replace(
             variant.result,
@@ -420,26 +436,14 @@ def _check_replay_audit(
     variant.result = replace(variant.result, replay_audit=f"{len(records)} timed calls given other inputs: all matched")
 
 
-def _another_round(
-    done: int, variants: list[_Variant], rounds: Mapping[str, list[tuple[float, ...]]], job: CaseJob, elapsed_s: float
-) -> bool:
-    """Time one more round? Always up to ``settings.rounds``; past it only under a stopping rule,
-    while the two sides' verdict is still inconclusive and the budget lasts."""
-    if done < job.settings.rounds:
-        return True
-    rule = job.stopping
-    if rule is None or done >= rule.max_rounds:
-        return False
-    if (done - job.settings.rounds) % rule.batch_rounds:
-        return True  # finish the batch: whole batches keep the alternation balanced
-    if elapsed_s >= rule.budget_s:
-        return False
+def _verdict_decided(variants: list[_Variant], rounds: Mapping[str, list[tuple[float, ...]]], rule: StoppingRule) -> bool:
+    """Is the head/base verdict at the rule's threshold decided (not inconclusive) already?"""
     sides = [v for v in variants if v.role == "solution"]
     if len(sides) != 2:  # one side failed while timing: nothing left to compare
-        return False
+        return True
     base, head = (rounds[v.label] for v in sides)
-    estimate = compare_rounds(base, head, confidence=rule.confidence)
-    return classify(estimate, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE
+    estimate = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
+    return classify(estimate, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
 
 
 def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, Any]], device: torch.device) -> bool | None:

@@ -33,19 +33,24 @@ class SideSpec:
 @dataclass(frozen=True, slots=True)
 class StoppingRule:
     """Adaptive rounds (``compare``): after the job's ``rounds`` (the minimum), keep timing both
-    sides in batches of ``batch_rounds`` rounds until the head/base verdict at ``threshold`` is
-    decided (``unchanged``, ``slower`` or ``faster``: :func:`kbench_ci.stats.classify`), or
-    ``budget_s`` seconds of timing are spent, or ``max_rounds`` rounds are done.
+    sides in batches until the head/base verdict at ``threshold`` is decided (``unchanged``,
+    ``slower`` or ``faster``: :func:`kbench_ci.stats.classify`), or ``budget_s`` seconds of
+    timing are spent, or ``max_rounds`` rounds are done.
 
-    ``batch_rounds`` is even, so every batch keeps the A B / B A alternation balanced. A
-    ``slower`` reached this way still goes through the parent's re-measurement before it fails
-    the gate: stopping when the interval first clears the band is a form of optional stopping.
+    A batch is even (at least ``batch_rounds``, about ``batch_growth`` times the rounds done), so
+    every batch keeps the A B / B A alternation balanced; the interim verdicts use
+    ``check_bootstrap`` bootstrap replicates (:mod:`kbench_ci.measure.schedule` says why both
+    are kept small). A ``slower`` reached this way still goes through the parent's
+    re-measurement before it fails the gate: stopping when the interval first clears the band
+    is a form of optional stopping.
     """
 
     threshold: float
     budget_s: float
     max_rounds: int
     batch_rounds: int
+    batch_growth: float
+    check_bootstrap: int
     confidence: float
     alpha: float
 

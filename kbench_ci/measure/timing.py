@@ -32,6 +32,8 @@ _MIN_GPU_FLUSH_BYTES = 8 * 1024 * 1024
 # The held-stream spin must outlast the host's enqueue of one trial; these bound the spin.
 _MIN_HOLD_US = 20.0
 _MAX_HOLD_US = 20_000.0
+# keep_busy never spins longer than this, whatever a check is expected to take
+_MAX_KEEP_BUSY_S = 5.0
 # A corrected sample never reaches zero (statistics take ratios and logs of samples).
 _MIN_SAMPLE_MS = 1e-6
 
@@ -82,6 +84,8 @@ class Timer(Protocol):
     def warm_up(self, fn: Callable[[], object], count: int) -> None: ...
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]: ...
+
+    def keep_busy(self, seconds: float) -> None: ...
 
     def describe(self) -> str: ...
 
@@ -137,6 +141,14 @@ class CudaEventTimer:
             # Twice the slowest enqueue seen (plus event records), so a hiccup is still covered.
             worst = max(enqueue_us)
             self.hold_us = min(max(2.0 * worst + 10.0, _MIN_HOLD_US), _MAX_HOLD_US)
+
+    def keep_busy(self, seconds: float) -> None:
+        """Enqueue a spin of about ``seconds`` and return at once, while the host does other
+        work (an interim verdict): an idle GPU drops its clocks, and the next timed call would
+        pay for it (kbench_ci.measure.schedule)."""
+        spin_us = min(max(seconds, 0.0), _MAX_KEEP_BUSY_S) * 1e6
+        if spin_us > 0:
+            torch.cuda._sleep(int(spin_us * self._spin_rate()))
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         """Device time of each call, less the calibrated event overhead (see calibrate_overhead)."""
@@ -286,6 +298,9 @@ class HostTimer:
             if hooks is not None:
                 hooks.after(index)
         return samples
+
+    def keep_busy(self, seconds: float) -> None:
+        """Nothing to keep busy: a host clock has no idle state to fall into between rounds."""
 
     def describe(self) -> str:
         where = "device synchronised before and after" if self._is_cuda else "CPU"

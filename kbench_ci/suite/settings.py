@@ -26,8 +26,13 @@ DEFAULT_TIMING_METHOD: Literal["cuda_event", "host_time"] = "cuda_event"
 DEFAULT_ROUNDS = 10
 #: compare: seconds of timing a case may spend past ``rounds`` until its verdict is decided
 DEFAULT_TIME_BUDGET_S = 10.0
-#: adaptive rounds come in even batches (balanced A B / B A order), up to this many rounds
+#: adaptive rounds come in even batches (balanced A B / B A order) of at least this many rounds
 ADAPTIVE_BATCH_ROUNDS = 2
+#: ... and about this share of the rounds done so far: the verdict is looked at rarely, since the
+#: GPU idles while the host computes it (kbench_ci.measure.schedule)
+ADAPTIVE_BATCH_GROWTH = 0.25
+#: bootstrap replicates of an interim verdict (the reported one uses stats' default)
+ADAPTIVE_CHECK_BOOTSTRAP = 500
 MAX_ADAPTIVE_ROUNDS = 400
 #: the fewest timed trials a round may have (see :func:`trials_per_round`)
 MIN_TRIALS_PER_ROUND = 10

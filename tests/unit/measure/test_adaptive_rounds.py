@@ -28,6 +28,7 @@ def _job(stopping: StoppingRule | None) -> CaseJob:
 
 def _rule(*, threshold: float, budget_s: float = 60.0, max_rounds: int = 400, alpha: float = 0.05) -> StoppingRule:
     return StoppingRule(threshold=threshold, budget_s=budget_s, max_rounds=max_rounds, batch_rounds=2,
+                        batch_growth=0.25, check_bootstrap=200,
                         confidence=0.95, alpha=alpha)
 
 
