@@ -137,3 +137,41 @@ def test_the_worker_keeps_the_device_busy_during_every_check(monkeypatch: pytest
     assert checks == [4, 6, 8, 10, 12, 14, 16]  # then 25% of 16 rounds: 4 more reach the cap of 20
     assert len(busy) == len(checks)
     assert busy[0] == schedule.FIRST_CHECK_GUESS_S and all(seconds > 0 for seconds in busy)
+
+
+def test_every_variant_is_fully_warmed_before_round_0_in_the_reverse_of_its_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 0 then looks like every later round: its first side follows its own calls."""
+    from pathlib import Path
+
+    from kbench_ci.measure.child import run_case
+    from kbench_ci.measure.protocol import Begin, CaseJob, Progress, SideSpec, WorkerEvent
+    from kbench_ci.measure.timing import HostTimer
+    from kbench_ci.results.model import MeasureSettings
+
+    log: list[tuple[str, ...]] = []
+    original = HostTimer.warm_up
+
+    def warm_up(self: HostTimer, fn: object, count: int) -> None:
+        log.append(("warm_up", str(count)))
+        original(self, fn, count)  # type: ignore[arg-type]
+
+    def emit(event: WorkerEvent) -> None:
+        if isinstance(event, Begin) and event.phase == "timing":
+            log.append(("begin", event.variant))
+        elif isinstance(event, Progress) and event.phase == "timing":
+            log.append(("round", event.variant, str(event.done)))
+
+    monkeypatch.setattr(HostTimer, "warm_up", warm_up)
+    fixtures = Path(__file__).parents[2] / "fixtures" / "cheats_py"
+    sides = tuple(
+        SideSpec(label=label, solution=str(fixtures / "honest.py"), ref=str(fixtures / "ref.py"), implementation="pytorch")
+        for label in ("base", "head")
+    )
+    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=7,
+                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
+    run_case(CaseJob(case_id="k[N=256]", dims={"N": 256}, sides=sides, baselines=(), settings=settings), emit)
+    assert log[:10] == [
+        ("begin", "head"), ("warm_up", "7"), ("begin", "base"), ("warm_up", "7"),
+        ("begin", "base"), ("round", "base", "0"), ("warm_up", "3"),
+        ("begin", "head"), ("round", "head", "0"), ("warm_up", "3"),
+    ]
