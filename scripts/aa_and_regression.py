@@ -13,8 +13,9 @@ layernorm; 2 shapes each = 6 cases, each 20-200 us on an H200), then:
    the count of ``slower`` verdicts must be 0.
 2. Regression: at head the vector add launches 2% more programs, which redo the first 2% of the
    blocks (identical results, 2% more memory traffic: ~2% slower for this bandwidth-bound kernel).
-   ``compare --threshold 0.01 --kernel vadd`` runs ``--runs`` times; each vadd case must be
-   ``slower`` in at least 9 of 10 runs (``--min-detections``).
+   ``compare --threshold 0.01 --kernel cvadd`` runs ``--runs`` times; each case at N >= 2^22
+   must be ``slower`` in at least 9 of 10 runs (``--min-detections``). N = 2^20 is shown, not
+   judged: there the kernel is launch-bound and 2% more programs are not 2% more time.
 3. The wall time of that compare and its split (setup/git, build, load, correctness, timing),
    read from results.json.
 
@@ -211,6 +212,8 @@ SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correc
 #: --time-budget for every compare (None: the suite's default); set from the command line
 TIME_BUDGET: list[str | None] = [None]
 
+#: the regression part judges detection at these sizes and above (issue 10: N >= 2^22)
+MIN_JUDGED_N = 1 << 22
 SLOWED = "cvadd"  # the regression part's kernel (the Triton vadd on the CPU smoke run)
 
 
@@ -364,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. regression ------------------------------------------------------------------------
     reg_verdicts: dict[str, list[str]] = {}
+    reg_sizes: dict[str, int] = {}
     reg_ratios: dict[str, list[float]] = {}
     reg_walls: list[float] = []
     reg_seconds: list[dict[str, float]] = []
@@ -378,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         reg_seconds.append(data["seconds"])
         for case in data["cases"]:
             reg_verdicts.setdefault(case["case_id"], []).append(case["verdict"])
+            reg_sizes[case["case_id"]] = int(case["dims"].get("N", 0))
             if case["ratio"] is not None:
                 reg_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             reg_remeasured += bool(case["remeasured"])
@@ -393,21 +398,23 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[list[Any]] = []
     aa_faster = sum(v.count("faster") for v in aa_verdicts.values())
     aa_unchanged = sum(v.count("unchanged") for v in aa_verdicts.values())
-    aa_ok = (aa_slower == 0 and aa_faster == 0 and not aa_errors and aa_cases > 0
-             and aa_unchanged >= 0.9 * aa_cases) or "aa" not in parts
+    enough_unchanged = aa_cases > 0 and aa_unchanged >= 0.9 * aa_cases
+    aa_ok = (aa_slower == 0 and aa_faster == 0 and not aa_errors and enough_unchanged) or "aa" not in parts
     counts: dict[str, int] = {}
     for verdicts in aa_verdicts.values():
         for verdict in verdicts:
             counts[verdict] = counts.get(verdict, 0) + 1
     if "aa" in parts:
         rows.append(["A/A: `slower` verdicts (must be 0)", f"{aa_slower} of {aa_cases} case-runs "
-                     f"({len(aa_verdicts)} cases × {runs} runs)", "yes" if aa_ok else "NO"])
-        rows.append(["A/A: `faster` verdicts (must be 0)", f"{aa_faster}", ""])
+                     f"({len(aa_verdicts)} cases × {runs} runs)", "yes" if aa_slower == 0 else "NO"])
+        rows.append(["A/A: `faster` verdicts (must be 0)", f"{aa_faster}", "yes" if aa_faster == 0 else "NO"])
         if aa_rounds:
             rows.append(["A/A: rounds used per case-run", f"min {min(aa_rounds)}, median {statistics.median(aa_rounds):g}, "
                          f"max {max(aa_rounds)}", ""])
         rows.append([f"A/A: all verdicts @ threshold {args.aa_threshold} (`unchanged` must be >= 90%)",
-                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""])
+                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                     + (f" ({aa_unchanged / aa_cases:.1%} unchanged)" if aa_cases else ""),
+                     "yes" if enough_unchanged else "NO"])
         for case_id, ratios in aa_case_ratios.items():
             # The mean head/base ratio over runs: a fixed side bias shows here even when every
             # single verdict is `unchanged`. Must be within +-0.3% of 1 with 1 inside its 95% CI.
@@ -426,14 +433,17 @@ def main(argv: list[str] | None = None) -> int:
     reg_ok = True
     for case_id, verdicts in reg_verdicts.items():
         detected = verdicts.count("slower")
-        ok = detected >= min_detections
+        # Issue 10's bar is N >= 2^22: below it the vector add is launch-bound (~6 us), and 2%
+        # more programs do not make it 2% slower (CUPTI, interleaved: 1.0000x at N = 2^20).
+        judged_case = args.smoke or reg_sizes.get(case_id, 0) >= MIN_JUDGED_N
+        ok = detected >= min_detections or not judged_case
         reg_ok &= ok
         ratios = reg_ratios.get(case_id, [])
         ratio_text = f", median change {pct(statistics.median(ratios))}" if ratios else ""
         rows.append([f"regression ({args.slowdown:.0%} more work) `{case_id}` @ threshold {args.threshold}",
                      f"slower in {detected} of {len(verdicts)} runs (need {min_detections}){ratio_text}; "
                      f"others: {', '.join(v for v in verdicts if v != 'slower') or 'none'}",
-                     "yes" if ok else "NO"])
+                     ("yes" if ok else "NO") if judged_case else f"not judged (N < 2^{MIN_JUDGED_N.bit_length() - 1})"])
     if not reg_verdicts and "regression" in parts:
         reg_ok = False
         rows.append(["regression", "no case was compared", "NO"])
