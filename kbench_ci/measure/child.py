@@ -51,6 +51,7 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.measure.replay import AuditMaterial, AuditRecord, RoundAudit, audited_position
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.timing import CudaEventTimer, Timer, make_timer
+from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
@@ -74,6 +75,22 @@ class _Variant:
     kernel: Kernel
     tolerance_for: Callable[[torch.dtype], Tolerance]
     result: VariantResult
+    torch_globals: TorchGlobals  # torch's settings before any user code: put back after its calls
+
+    def settle(self) -> None:
+        """Put torch's global settings back after this variant's code ran (outside any timed
+        region), and note what it had changed: no other variant may inherit it."""
+        _note_changes(self, self.torch_globals.restore())
+
+
+def _note_changes(variant: _Variant, changes: tuple[str, ...]) -> None:
+    notes = variant.result.notes
+    for change in changes:
+        note = f"changed torch's {change} (put back after its code, so no other variant inherits it)"
+        if note not in notes:
+            notes = (*notes, note)
+    if notes != variant.result.notes:
+        variant.result = replace(variant.result, notes=notes)
 
 
 def run_case(job: CaseJob, emit: Emit) -> None:
@@ -107,6 +124,7 @@ def run_case(job: CaseJob, emit: Emit) -> None:
 
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:
     variants: list[_Variant] = []
+    torch_globals = TorchGlobals.capture()
     for index, side in enumerate(job.sides):
         # A skipped side (it crashed an earlier worker) is still loaded when baselines need its
         # inputs; only its own kernel is left out.
@@ -118,6 +136,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
             problem = load_problem(Path(side.ref))
             solution = _load_solution(side, problem, job, device)
         except KbenchError as exc:
+            torch_globals.restore()
             # A side that cannot load is an error of that side only (a compare reports it).
             emit(VariantDone(VariantResult(
                 label=side.label, kind=side.implementation, role="solution", status="error", message=exc.one_line(),
@@ -126,11 +145,14 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
                 _emit_load_error(side.label, exc, emit)
             continue
         tolerance_for = _tolerance_function(side, problem)
+        changed_at_import = torch_globals.restore()
         if side.label not in job.skip:
             variants.append(_Variant(
                 side.label, side.implementation, "solution", side, problem, solution, solution.kernel, tolerance_for,
                 VariantResult(label=side.label, kind=side.implementation, role="solution", status="ok", notes=solution.notes),
+                torch_globals,
             ))
+            _note_changes(variants[-1], changed_at_import)
         if index != 0:
             continue
         for name in job.baselines:
@@ -146,7 +168,10 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
             except Exception as exc:  # a user's reference that breaks torch.compile, say
                 kernel = None
                 result = VariantResult(label=name, kind=name, role="baseline", status="error", message=_describe(exc))
-            variants.append(_Variant(name, name, "baseline", side, problem, solution, kernel, tolerance_for, result))  # type: ignore[arg-type]
+            variants.append(_Variant(
+                name, name, "baseline", side, problem, solution, kernel, tolerance_for, result, torch_globals,  # type: ignore[arg-type]
+            ))
+            variants[-1].settle()
     return variants
 
 
@@ -217,6 +242,8 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
         _raise_if_context_lost(exc, device)
         _fail(variant, "error", f"first call failed: {_describe(exc)}")
         return
+    finally:
+        variant.settle()
     variant.result = replace(variant.result, first_call_ms=first_call_ms, compile_ms=compile_ms)
 
 
@@ -281,7 +308,10 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
             _raise_if_context_lost(exc, device)
             _fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {_describe(exc)}")
             return
+        finally:
+            variant.settle()
         trials.append(_check_once(variant, inputs, expected, device))
+        variant.settle()
     result = CorrectnessResult(trials=tuple(trials))
     status: VariantStatus = "ok" if result.passed else "incorrect"
     variant.result = replace(variant.result, status=status, correctness=result, message=result.first_failure())
@@ -324,6 +354,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
         except Exception as exc:
             _raise_if_context_lost(exc, device)
             _fail(variant, "error", f"failed while timing: {_describe(exc)}")
+        variant.settle()
     variants = [v for v in variants if v.result.status == "ok"]
     round_index = 0
     while batch := plan.next_batch(round_index, time.perf_counter() - timing_started):
@@ -361,6 +392,8 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                     _fail(variant, "error", f"failed while timing: {_describe(exc)}")
                     variants = [v for v in variants if v is not variant]
                     continue
+                finally:
+                    variant.settle()  # after the batch's end event: outside the timed calls
                 rounds[variant.label].append(tuple(samples[job.settings.discard_first:]))
                 discarded[variant.label].extend(samples[: job.settings.discard_first])
                 if audit is not None:
@@ -376,11 +409,12 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
             break
         plan.checked(round_index, time.perf_counter() - check_started)
     for variant in variants:  # only variants still "ok": one that failed while timing was dropped
+        post_timing_check = _post_timing_check(variant, prepared[variant.label], device)  # may add a note: first
         variant.result = replace(
             variant.result,
             rounds_ms=tuple(rounds[variant.label]),
             discarded_ms=tuple(discarded[variant.label]),
-            post_timing_check=_post_timing_check(variant, prepared[variant.label], device),
+            post_timing_check=post_timing_check,
         )
         if variant.result.post_timing_check is False:
             variant.result = replace(
@@ -411,6 +445,8 @@ def _audit_escapes(variant: _Variant, timer: CudaEventTimer, kwargs: dict[str, A
         _raise_if_context_lost(exc, device)
         _fail(variant, "error", f"failed while audited under CUPTI: {_describe(exc)}")
         return
+    finally:
+        variant.settle()
     variant.result = replace(variant.result, escape_audit=audit)
     if audit.status == "escaped":
         _fail(variant, "incorrect", f"GPU work escaped the timer: {audit.detail}")
@@ -432,7 +468,10 @@ def _check_replay_audit(
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     for record in records:
         if record.version not in expected_by_version:
-            expected_by_version[record.version] = _expected_outputs(variant, material.versions[record.version], device)
+            try:
+                expected_by_version[record.version] = _expected_outputs(variant, material.versions[record.version], device)
+            finally:
+                variant.settle()
         checks = compare_outputs(record.outputs, expected_by_version[record.version], variant.tolerance_for)
         failed = next((check for check in checks if not check.passed), None)
         if failed is not None:
@@ -472,6 +511,8 @@ def _post_timing_check(variant: _Variant, prepared: tuple[InputSet, dict[str, An
     except Exception as exc:
         _raise_if_context_lost(exc, device)
         return False
+    finally:
+        variant.settle()
     checks = compare_outputs(outputs, expected, variant.tolerance_for)
     return all(check.passed for check in checks)
 

@@ -16,6 +16,7 @@ from kbench_ci.report.markdown import (
     correctness_rows,
     environment_line,
     median_ms,
+    notes_lines,
     pct,
     result_facts,
     side_correctness,
@@ -216,6 +217,7 @@ def _case_details(case: CaseComparison) -> list[str]:
     samples = summary_rows(variants)
     if samples:
         lines += [samples, ""]
+    lines += notes_lines(variants)
     if case.measurement is not None:
         lines += [correctness_rows(variants), ""]
         audit = audit_rows(variants)

@@ -210,6 +210,12 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
     return table(["side", "correctness", "seeds", "re-checked after timing", "message"], rows)
 
 
+def notes_lines(variants: Sequence[tuple[str, VariantResult | None]]) -> list[str]:
+    """One line per variant with notes (pointer sizes chosen, torch settings its code changed)."""
+    lines = [f"**{label} notes:** {cell('; '.join(v.notes), 2000)}" for label, v in variants if v is not None and v.notes]
+    return [*lines, ""] if lines else []
+
+
 def audit_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
     """The proof behind the samples: per variant, the event time of the calls audited under
     CUPTI next to CUPTI's span of the same calls (first GPU activity to last), and whether any

@@ -15,6 +15,7 @@ from kbench_ci.report.markdown import (
     correctness_rows,
     environment_line,
     fmt,
+    notes_lines,
     result_facts,
     summary_rows,
     table,
@@ -91,6 +92,7 @@ def _run_details(case: RunCase) -> list[str]:
     samples = summary_rows([("solution", case.variant)])
     if samples:
         lines += [samples, ""]
+    lines += notes_lines([("solution", case.variant)])
     if case.variant is not None:
         lines += [correctness_rows([("solution", case.variant)]), ""]
         audit = audit_rows([("solution", case.variant)])
