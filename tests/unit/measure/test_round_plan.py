@@ -175,3 +175,23 @@ def test_every_variant_is_fully_warmed_before_round_0_in_the_reverse_of_its_orde
         ("begin", "base"), ("round", "base", "0"), ("warm_up", "3"),
         ("begin", "head"), ("round", "head", "0"), ("warm_up", "3"),
     ]
+
+
+def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
+    """Real A/A rounds from an H200 whose interval sits on the band's edge: 500 bootstrap
+    replicates call it `unchanged`, the report's 2000 `inconclusive`. Stopping there would report
+    `inconclusive` with budget left, so the check must not count it as decided."""
+    import json
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from kbench_ci.measure.child import _verdict_decided
+    from kbench_ci.stats import Verdict, classify, compare_rounds
+
+    data = json.loads((Path(__file__).parents[2] / "fixtures" / "stats" / "borderline_aa_rounds.json").read_text())
+    base, head = data["base_rounds_ms"], data["head_rounds_ms"]
+    rule = _rule()
+    assert classify(compare_rounds(base, head, n_bootstrap=rule.check_bootstrap), rule.threshold) is Verdict.UNCHANGED
+    assert classify(compare_rounds(base, head), rule.threshold) is Verdict.INCONCLUSIVE
+    sides = [SimpleNamespace(label=label, role="solution") for label in ("base", "head")]
+    assert _verdict_decided(sides, {"base": base, "head": head}, rule) is False  # type: ignore[arg-type]
