@@ -1,8 +1,9 @@
 """The order of timing rounds and when to look at the verdict: pure bookkeeping, no device.
 
 Rounds alternate the sides (A B, B A, ...) so drift hits both alike. Adaptive rounds add one
-more hazard: between batches the host computes the interim verdict (a bootstrap: 0.1 s at 10
-rounds, about 1.6 s at 200 on a 2-core host), and a GPU left idle that long drops its clocks. On
+more hazard: between batches the host computes the interim verdict (a 2000-replicate bootstrap
+of 10 samples a round: 0.01 s at 10 rounds, 0.18 s at 200 on a 2-core host), and a GPU left
+idle that long drops its clocks. On
 an H200 the side timed first after such a pause read about 1% slower at a 5.8 us kernel; with
 batches of two rounds that side was always the base, and 10 A/A runs read head/base 0.9972,
 its 95% interval excluding 1. So the plan (1) looks at the verdict at geometrically spaced
