@@ -98,9 +98,8 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     emit(EnvironmentReport(to_jsonable(capture_environment(device))))
-    gpu_index = device.index or 0
     if device.type == "cuda":
-        emit(GpuStateReport("before", to_jsonable(read_gpu_state(gpu_index))))
+        emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))
 
     variants = _load_variants(job, device, emit)
     for variant in variants:
@@ -119,7 +118,7 @@ def run_case(job: CaseJob, emit: Emit) -> None:
         for variant in timed:
             emit(VariantDone(variant.result))
     if device.type == "cuda":
-        emit(GpuStateReport("after", to_jsonable(read_gpu_state(gpu_index))))
+        emit(GpuStateReport("after", to_jsonable(read_gpu_state(device))))
 
 
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import functools
+import importlib
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import Any
 
 import torch
 
@@ -81,7 +84,7 @@ def capture_environment(device: torch.device) -> Environment:
         arch=f"sm_{properties.major}{properties.minor}",
         sm_count=properties.multi_processor_count,
         l2_cache_bytes=int(getattr(properties, "L2_cache_size", 0) or 0) or None,
-        driver_version=_nvidia_smi_query(device.index or 0, ("driver_version",)).get("driver_version"),
+        driver_version=_driver_version(device),
         cuda_runtime=torch.version.cuda,
         torch_version=torch.__version__,
         triton_version=triton_version,
@@ -91,10 +94,43 @@ def capture_environment(device: torch.device) -> Environment:
     )
 
 
-def read_gpu_state(gpu_index: int) -> GpuState | None:
-    """Clocks, temperature, power and active throttle reasons; None where nvidia-smi is absent."""
+@functools.cache
+def _nvml() -> Any:
+    """pynvml (nvidia-ml-py), initialised once; None where it is not installed or NVML cannot
+    start (no driver): then nvidia-smi answers."""
+    try:
+        pynvml = importlib.import_module("pynvml")
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    return pynvml
+
+
+def _driver_version(device: torch.device) -> str | None:
+    pynvml = _nvml()
+    if pynvml is not None:
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+            return version.decode() if isinstance(version, bytes) else str(version)
+        except pynvml.NVMLError:
+            pass
+    return _nvidia_smi_query(_smi_id(device, device_uuid(device)), ("driver_version",)).get("driver_version")
+
+
+def read_gpu_state(device: torch.device) -> GpuState | None:
+    """Clocks, temperature, power and active throttle reasons of the GPU that ``device`` is.
+
+    Found by the UUID torch reports, never by its index: with ``CUDA_VISIBLE_DEVICES`` holding
+    UUIDs, MIG ids or a reordered list, torch's index 0 is not nvidia-smi's GPU 0. Read through
+    NVML (nvidia-ml-py); for a MIG device, the clocks of its parent GPU. Where NVML cannot
+    answer, nvidia-smi ``--id=<UUID>``; None where neither can.
+    """
+    uuid = device_uuid(device)
+    state = _nvml_state(uuid) if uuid is not None else None
+    if state is not None:
+        return state
     fields = ("clocks.sm", "clocks.mem", "temperature.gpu", "power.draw", *_THROTTLE_FIELDS)
-    values = _nvidia_smi_query(gpu_index, fields)
+    values = _nvidia_smi_query(_smi_id(device, uuid), fields)
     if not values:
         return None
     throttles = tuple(
@@ -109,19 +145,81 @@ def read_gpu_state(gpu_index: int) -> GpuState | None:
     )
 
 
-def _nvidia_smi_query(gpu_index: int, fields: tuple[str, ...]) -> dict[str, str]:
+def device_uuid(device: torch.device) -> str | None:
+    """The device's UUID as torch reports it (no "GPU-" prefix), or None."""
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    text = str(uuid) if uuid is not None else ""
+    return text or None
+
+
+def _nvml_handle(pynvml: Any, uuid: str) -> Any:
+    """The NVML handle of the GPU with this UUID: a full GPU, or a MIG instance's parent."""
+    for prefix in ("GPU-", "MIG-", ""):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(f"{prefix}{uuid}".encode())
+        except pynvml.NVMLError:
+            continue
+        try:
+            if pynvml.nvmlDeviceIsMigDeviceHandle(handle):
+                handle = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+        except pynvml.NVMLError:
+            pass  # a driver without MIG support: a full GPU
+        return handle
+    return None
+
+
+def _nvml_state(uuid: str) -> GpuState | None:
+    pynvml = _nvml()
+    if pynvml is None:
+        return None
+    handle = _nvml_handle(pynvml, uuid)
+    if handle is None:
+        return None
+
+    def read(query: Callable[[], float]) -> float | None:
+        try:
+            return float(query())
+        except pynvml.NVMLError:
+            return None
+
+    reasons = read(lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
+    power_mw = read(lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
+    return GpuState(
+        sm_clock_mhz=read(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        memory_clock_mhz=read(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+        temperature_c=read(lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+        power_w=power_mw / 1000.0 if power_mw is not None else None,
+        throttle_reasons=tuple(
+            name for name, bit in _nvml_throttle_bits(pynvml) if reasons is not None and int(reasons) & bit
+        ),
+    )
+
+
+def _nvml_throttle_bits(pynvml: Any) -> tuple[tuple[str, int], ...]:
+    """NVML's bits for the reasons of _THROTTLE_FIELDS, named as nvidia-smi names them."""
+    return (
+        ("hw_slowdown", pynvml.nvmlClocksEventReasonHwSlowdown),
+        ("hw_thermal_slowdown", pynvml.nvmlClocksEventReasonHwThermalSlowdown),
+        ("hw_power_brake_slowdown", pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown),
+        ("sw_thermal_slowdown", pynvml.nvmlClocksEventReasonSwThermalSlowdown),
+        ("sw_power_cap", pynvml.nvmlClocksEventReasonSwPowerCap),
+    )
+
+
+def _smi_id(device: torch.device, uuid: str | None) -> str:
+    """nvidia-smi's --id for ``device``: its UUID; the index only where torch gives no UUID."""
+    if uuid is not None:
+        return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    return str(device.index or 0)
+
+
+def _nvidia_smi_query(gpu_id: str, fields: tuple[str, ...]) -> dict[str, str]:
     executable = shutil.which("nvidia-smi")
     if executable is None:
         return {}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    physical = gpu_index
-    if visible:
-        ids = [v.strip() for v in visible.split(",")]
-        if gpu_index < len(ids) and ids[gpu_index].isdigit():
-            physical = int(ids[gpu_index])
     try:
         completed = subprocess.run(
-            [executable, f"--id={physical}", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+            [executable, f"--id={gpu_id}", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=10, check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
