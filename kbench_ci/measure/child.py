@@ -76,6 +76,9 @@ class _Variant:
     tolerance_for: Callable[[torch.dtype], Tolerance]
     result: VariantResult
     torch_globals: TorchGlobals  # torch's settings before any user code: put back after its calls
+    #: compare's head: its own tolerance, where ``tolerance_for`` is the base's (one tolerance
+    #: for both versions); used only to say that it would pass at its own, looser one
+    own_tolerance_for: Callable[[torch.dtype], Tolerance] | None = None
 
     def settle(self) -> None:
         """Put torch's global settings back after this variant's code ran (outside any timed
@@ -124,6 +127,7 @@ def run_case(job: CaseJob, emit: Emit) -> None:
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Variant]:
     variants: list[_Variant] = []
     torch_globals = TorchGlobals.capture()
+    base_tolerance_for: Callable[[torch.dtype], Tolerance] | None = None
     for index, side in enumerate(job.sides):
         # A skipped side (it crashed an earlier worker) is still loaded when baselines need its
         # inputs; only its own kernel is left out.
@@ -143,13 +147,19 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
             if index == 0:
                 _emit_load_error(side.label, exc, emit)
             continue
-        tolerance_for = _tolerance_function(side, problem)
+        tolerance_for = own_tolerance_for = _tolerance_function(side, problem)
+        if index == 0 and len(job.sides) == 2:
+            base_tolerance_for = tolerance_for
+        elif index == 1 and base_tolerance_for is not None:
+            # Comparing versions means one tolerance: the head is checked at the base's (its
+            # ref.py or config), so a looser atol in the head's ref.py cannot let it pass.
+            tolerance_for = _as_base_tolerance(base_tolerance_for)
         changed_at_import = torch_globals.restore()
         if side.label not in job.skip:
             variants.append(_Variant(
                 side.label, side.implementation, "solution", side, problem, solution, solution.kernel, tolerance_for,
                 VariantResult(label=side.label, kind=side.implementation, role="solution", status="ok", notes=solution.notes),
-                torch_globals,
+                torch_globals, own_tolerance_for if tolerance_for is not own_tolerance_for else None,
             ))
             _note_changes(variants[-1], changed_at_import)
         if index != 0:
@@ -192,6 +202,14 @@ def _tolerance_function(side: SideSpec, problem: Problem) -> Callable[[torch.dty
             dtype, cli_atol=side.atol, cli_rtol=side.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
             precision=side.precision,
         )
+
+    return tolerance_for
+
+
+def _as_base_tolerance(base_tolerance_for: Callable[[torch.dtype], Tolerance]) -> Callable[[torch.dtype], Tolerance]:
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        tolerance = base_tolerance_for(dtype)
+        return replace(tolerance, source=f"the base's: {tolerance.source}")
 
     return tolerance_for
 
@@ -279,20 +297,24 @@ def _call_on_poisoned_outputs(
     return snapshot
 
 
-def _check_once(variant: _Variant, inputs: InputSet, expected: Mapping[str, torch.Tensor], device: torch.device) -> TrialCheck:
+def _check_once(
+    variant: _Variant, inputs: InputSet, expected: Mapping[str, torch.Tensor], device: torch.device
+) -> tuple[TrialCheck, dict[str, Any] | None]:
+    """The trial's check, and the outputs it checked (None when the call raised)."""
     kwargs = inputs.fresh_copy()
     try:
         snapshot = _call_on_poisoned_outputs(variant, kwargs, inputs.output_names, device)
     except Exception as exc:
         _raise_if_context_lost(exc, device)
-        return TrialCheck(seed=inputs.seed, outputs=(), error=f"raised {_describe(exc)}")
+        return TrialCheck(seed=inputs.seed, outputs=(), error=f"raised {_describe(exc)}"), None
     modified = changed_inputs(inputs.kwargs, kwargs, inputs.output_names)
     checks = compare_outputs(snapshot, expected, variant.tolerance_for)
-    return TrialCheck(seed=inputs.seed, outputs=checks, modified_inputs=modified)
+    return TrialCheck(seed=inputs.seed, outputs=checks, modified_inputs=modified), snapshot
 
 
 def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
     trials: list[TrialCheck] = []
+    checked: list[tuple[dict[str, Any] | None, Mapping[str, torch.Tensor]]] = []  # (outputs, expected) per trial
     for trial in range(job.settings.correctness_trials):
         emit(Progress(variant.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(variant.label, "correctness"))
@@ -309,11 +331,49 @@ def _check_correctness(variant: _Variant, job: CaseJob, device: torch.device, em
             return
         finally:
             variant.settle()
-        trials.append(_check_once(variant, inputs, expected, device))
+        check, outputs = _check_once(variant, inputs, expected, device)
+        trials.append(check)
+        checked.append((outputs, expected))
         variant.settle()
     result = CorrectnessResult(trials=tuple(trials))
     status: VariantStatus = "ok" if result.passed else "incorrect"
-    variant.result = replace(variant.result, status=status, correctness=result, message=result.first_failure())
+    message = result.first_failure()
+    if not result.passed and variant.own_tolerance_for is not None and _passes_at(variant.own_tolerance_for, trials, checked):
+        message = f"passes only with the head's looser tolerance ({_looser(variant, trials, checked)}): {message}"
+    variant.result = replace(variant.result, status=status, correctness=result, message=message)
+
+
+def _passes_at(
+    tolerance_for: Callable[[torch.dtype], Tolerance],
+    trials: list[TrialCheck],
+    checked: list[tuple[dict[str, Any] | None, Mapping[str, torch.Tensor]]],
+) -> bool:
+    """Would every trial have passed at ``tolerance_for`` (the same outputs, the same inputs)?"""
+    for trial, (outputs, expected) in zip(trials, checked, strict=True):
+        if outputs is None or trial.modified_inputs:
+            return False
+        if not all(check.passed for check in compare_outputs(outputs, expected, tolerance_for)):
+            return False
+    return True
+
+
+def _looser(
+    variant: _Variant, trials: list[TrialCheck], checked: list[tuple[dict[str, Any] | None, Mapping[str, torch.Tensor]]]
+) -> str:
+    """"atol 0.01 vs 0.0001" for the first failed output: the head's own tolerance vs the base's."""
+    assert variant.own_tolerance_for is not None
+    trial, (outputs, _) = next(
+        (t, pair) for t, pair in zip(trials, checked, strict=True) if any(not c.passed for c in t.outputs)
+    )
+    name = next(check.name for check in trial.outputs if not check.passed)
+    value = (outputs or {}).get(name)
+    dtype = value.dtype if isinstance(value, torch.Tensor) else torch.float32
+    own, base = variant.own_tolerance_for(dtype), variant.tolerance_for(dtype)
+    return ", ".join(
+        f"{what} {mine:g} vs {theirs:g}"
+        for what, mine, theirs in (("atol", own.atol, base.atol), ("rtol", own.rtol, base.rtol))
+        if mine != theirs
+    )
 
 
 def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device, emit: Emit) -> None:

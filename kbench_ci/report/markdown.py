@@ -196,18 +196,27 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
     rows = []
     for label, variant in variants:
         if variant is None:
-            rows.append([label, "not run", "", "", ""])
+            rows.append([label, "not run", "", "", "", ""])
             continue
         c = variant.correctness
         rows.append([
             label,
             correctness_cell(variant),
             ", ".join(str(t.seed) for t in c.trials) if c else "—",
+            tolerance_text(variant),
             ("yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"))
             + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
             cell(variant.message, 300) if variant.status != "ok" else "",
         ])
-    return table(["side", "correctness", "seeds", "re-checked after timing", "message"], rows)
+    return table(["side", "correctness", "seeds", "tolerance", "re-checked after timing", "message"], rows)
+
+
+def tolerance_text(variant: VariantResult) -> str:
+    """The tolerance the outputs were checked at, and where it came from ("—" if none was)."""
+    c = variant.correctness
+    checks = [check for trial in c.trials for check in trial.outputs] if c else []
+    seen: dict[tuple[float, float, str], None] = {(o.atol, o.rtol, o.tolerance_source): None for o in checks}
+    return "; ".join(f"atol={atol:g} rtol={rtol:g} ({source})" for atol, rtol, source in seen) or "—"
 
 
 def notes_lines(variants: Sequence[tuple[str, VariantResult | None]]) -> list[str]:
