@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import KbenchError
+from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.escape import audit_escapes
@@ -32,7 +32,7 @@ from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
-from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_, same_inputs
+from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_, same_inputs, still_poisoned
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
     Begin,
@@ -265,11 +265,22 @@ def _first_call(variant: _Variant, job: CaseJob, device: torch.device, emit: Emi
 
 
 def _expected_outputs(variant: _Variant, inputs: InputSet, device: torch.device) -> dict[str, torch.Tensor]:
-    """The eager reference's outputs on a private copy of the inputs."""
+    """The eager reference's outputs on a private copy of the inputs.
+
+    The outputs are poisoned first, as before a solution's call: an output the reference
+    neither returns nor writes is the reference's fault (exit 2), not the solution's."""
     kwargs = inputs.fresh_copy()
+    poison_outputs_(kwargs, inputs.output_names)
     result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
-    outputs = collect_outputs(result, kwargs, inputs.output_names, what=f"{variant.problem.path.name} reference()")
+    what = f"{variant.problem.path.name} reference()"
+    outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
     _sync(device)
+    for name, value in outputs.items():
+        if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
+            raise UserFileError(
+                f"{what} produced no output for '{name}': it returned nothing for it and did not write it",
+                hint=f"return {name} (or a tuple or dict of all outputs), or write it in place with {name}.copy_(...)",
+            )
     return _snapshot(outputs)
 
 

@@ -80,6 +80,17 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def still_poisoned(tensor: torch.Tensor) -> bool:
+    """Does every element of ``tensor`` still hold what :func:`poison_` wrote (nothing wrote it)?"""
+    if tensor.numel() == 0:
+        return False
+    if tensor.dtype in _FLOAT8_DTYPES:
+        return bool((tensor.view(torch.uint8) == _FLOAT8_NAN_BYTE).all())
+    if tensor.is_floating_point() or tensor.is_complex():
+        return bool(torch.isnan(tensor).all())
+    return bool((tensor.contiguous().view(torch.uint8) == _INTEGER_SENTINEL_BYTE).all())
+
+
 def poison_outputs_(kwargs: Mapping[str, Any], output_names: tuple[str, ...]) -> None:
     for name in output_names:
         value = kwargs.get(name)
