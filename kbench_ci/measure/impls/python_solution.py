@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import MissingExtraError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, MissingExtraError, UserFileError
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
 from kbench_ci.measure.inputs import InputSet, seed_everything
 from kbench_ci.measure.usercode import call_by_name, load_module, require_function
@@ -21,6 +21,13 @@ _REQUIRED_PACKAGE = {"triton": ("triton", "triton", None), "cute-dsl": ("cutlass
 def load_python_solution(
     path: Path, *, kind: str, label: str, dims: Mapping[str, Any], device: torch.device
 ) -> Solution:
+    if kind == "cute-dsl" and device.type != "cuda":
+        # Without a GPU its first launch fails deep in the driver (cudaErrorInsufficientDriver),
+        # which would read as a broken kernel: it is the machine, as for a .cu.
+        raise EnvironmentProblem(
+            f"{path.name} is a CuTe DSL solution and needs a CUDA GPU; none is available here",
+            hint="run it on a GPU machine (CPU mode runs Triton and PyTorch solutions only)",
+        )
     _require_package(kind)
     module = load_module(path, role="solution")
     setup = require_function(module, "setup", role="solution", path=path)

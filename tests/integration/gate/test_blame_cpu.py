@@ -1,0 +1,38 @@
+"""Who is blamed, with which exit code, on CPU: a reference that produces no output (issue 13,
+item 5: exit 2) and a CuTe DSL solution on a machine without a GPU (item 4: exit 3)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a_reference_without_output_is_bad_usage_not_an_incorrect_solution(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "tests/fixtures/cheats_py/honest.py"),
+         "--implementation=pytorch", f"--ref={ROOT / 'tests/fixtures/reference/ref_no_output.py'}",
+         f"--output-dir={tmp_path}", "--device=cpu", "--N=256", "--num-warmup=1", "--num-trials=5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=environment,
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert "ref_no_output.py reference() produced no output for 'y'" in completed.stderr
+    assert "incorrect" not in completed.stderr.lower()
+
+
+def test_a_cute_dsl_solution_without_a_gpu_is_an_environment_problem(tmp_path: Path) -> None:
+    """Issue 13, item 4: exit 3 and a message about the machine, not a failed kernel."""
+    environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "examples/cute_dsl/add.py"),
+         "--implementation=cute-dsl", f"--ref={ROOT / 'examples/cute_dsl/ref.py'}",
+         f"--output-dir={tmp_path}", "--device=cpu", "--N=256"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=environment,
+    )
+    assert completed.returncode == 3, completed.stderr
+    assert "add.py is a CuTe DSL solution and needs a CUDA GPU; none is available here" in completed.stderr
+    assert "cudaError" not in completed.stderr
