@@ -639,6 +639,3 @@ def child_main(job_path: str, events_path: str) -> int:
             return CONTEXT_LOST_EXIT
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(child_main(sys.argv[1], sys.argv[2]))
