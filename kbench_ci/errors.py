@@ -89,3 +89,15 @@ class GitHubError(EnvironmentProblem):
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.status = status
+
+
+class GitHubRateLimited(GitHubError):
+    """GitHub's primary or secondary rate limit, still in force after the time kbench-ci waits."""
+
+    def __init__(self, message: str, *, status: int, retry_after_s: float | None, hint: str | None = None) -> None:
+        super().__init__(message, status=status, hint=hint)
+        self.retry_after_s = retry_after_s
+
+
+class GitHubUnreachable(GitHubError):
+    """No HTTP answer at all (refused, reset, timed out): a request may or may not have arrived."""

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     # For annotations only; at run time GitPython is imported by _gitpython() (see there why).
     import git as gitpython
 
-__all__ = ["BaseMode", "GitRepo", "ResolvedRevisions", "ensure_commit", "rev_parse"]
+__all__ = [
+    "BaseMode", "GitRepo", "ResolvedRevisions", "deepen_to_merge_base", "ensure_commit", "merge_base", "rev_parse",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +46,20 @@ _BASE_MODES: tuple[str, ...] = get_args(BaseMode)
 _CI_HINT = "in GitHub Actions, check out with actions/checkout and fetch-depth: 0"
 
 _T = TypeVar("_T")
+
+#: temporary folders of compare's worktrees, and the lock reason that names their owner
+_WORKTREE_PREFIX = "kbench-worktree-"
+_LOCK_REASON = "kbench-ci pid "
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,13 +208,19 @@ class GitRepo:
             remotes, shallow = [], False
         candidates = remotes or ["origin"]
         remote, _, branch = rev.partition("/")
-        if remote in candidates and branch:
-            # "origin/main" is a remote-tracking branch: fetching "main" from "origin" creates it.
-            fetch = f"git fetch {remote} {branch}"
-        else:
+        if _HEX.match(rev):
             fetch = f"git fetch {candidates[0]} {rev}"
+            then = ""
+        else:
+            if not (remote in candidates and branch):
+                remote, branch = candidates[0], rev
+            # An explicit refspec: a single-branch clone (what actions/checkout and `clone
+            # --depth` make) fetches only its own branch into refs/remotes, so a plain
+            # `git fetch origin main` would leave origin/main missing.
+            fetch = f"git fetch {remote} +refs/heads/{branch}:refs/remotes/{remote}/{branch}"
+            then = "" if rev == f"{remote}/{branch}" else f", then use {remote}/{branch}"
         prefix = "this is a shallow clone; " if shallow else "check the spelling, or "
-        return f"{prefix}fetch it ({fetch}); {_CI_HINT}"
+        return f"{prefix}fetch it ({fetch}{then}); {_CI_HINT}"
 
     def resolve_revisions(
         self, base: str, head: str | None, base_mode: str = "merge-base"
@@ -224,15 +246,37 @@ class GitRepo:
         try:
             merge_base = self._git("merge-base", base_tip, head_point)
         except _GitCommandFailed as exc:
-            if exc.status == 1 and not exc.stderr:
-                # Exit 1 with nothing on stderr is git's way of saying "no common ancestor".
+            if not (exc.status == 1 and not exc.stderr):
+                raise
+            # Exit 1 with nothing on stderr is git's way of saying "no common ancestor". In a
+            # shallow clone that usually means the history was cut before it: fetch more.
+            if not self._is_shallow():
                 raise GitError(
                     f'"{base}" and "{head_label}" have no common ancestor',
-                    hint=f"a shallow clone cuts history short: {_CI_HINT}; "
-                    "or compare against the tip with base mode 'tip'",
+                    hint="they share no history; compare against the tip with --base-mode tip",
                 ) from None
-            raise
+            try:
+                found = deepen_to_merge_base(base_tip, head_point, self.root)
+            except GitError as fetch_failed:
+                raise GitError(
+                    f'"{base}" and "{head_label}" have no common ancestor in this shallow clone, and '
+                    f"fetching more history failed ({fetch_failed.message})",
+                    hint=f"fetch it yourself: git fetch --unshallow {_default_remote(self.root)}; {_CI_HINT}; "
+                    "or compare against the tip with --base-mode tip",
+                ) from None
+            if found is None:
+                raise GitError(
+                    f'"{base}" and "{head_label}" have no common ancestor, even in the full history',
+                    hint="compare against the tip with --base-mode tip",
+                ) from None
+            merge_base = found
         return ResolvedRevisions(base, merge_base, head, head_sha, "merge-base", base_tip)
+
+    def _is_shallow(self) -> bool:
+        try:
+            return self._git("rev-parse", "--is-shallow-repository") == "true"
+        except GitError:
+            return False
 
     # -- worktrees ----------------------------------------------------------------------------
 
@@ -245,7 +289,8 @@ class GitRepo:
         tree, index, HEAD and branches are never touched.
         """
         sha = self.resolve(rev)
-        parent = Path(tempfile.mkdtemp(prefix="kbench-worktree-"))
+        self._sweep_stale_worktrees()
+        parent = Path(tempfile.mkdtemp(prefix=_WORKTREE_PREFIX))
         # A fresh sub-directory: `git worktree add` refuses an existing non-empty path, and the
         # name (shown by `git worktree list` while it lives) says whose it is.
         path = parent / f"kbench-{sha[:12]}"
@@ -258,12 +303,34 @@ class GitRepo:
                 "worktree", "add", "--detach", "--quiet", str(path), sha,
             )  # fmt: skip
             added = True
+            # Locked with our pid as the reason: should this process be SIGKILLed before the
+            # `finally` below runs, the next compare sees a kbench-ci worktree whose owner is gone
+            # and removes it (_sweep_stale_worktrees); `git worktree prune` leaves locked ones be.
+            self._git("worktree", "lock", "--reason", f"{_LOCK_REASON}{os.getpid()}", str(path))
             yield path
         finally:
             # `path.exists()` covers an add interrupted half-way (Ctrl-C while checking out).
             if added or path.exists():
                 self._discard_worktree(path)
             shutil.rmtree(parent, ignore_errors=True)
+
+    def _sweep_stale_worktrees(self) -> None:
+        """Remove worktrees left by a kbench-ci process that no longer exists (it was killed)."""
+        try:
+            listing = self._git("worktree", "list", "--porcelain")
+        except GitError:
+            return
+        path: Path | None = None
+        for line in listing.splitlines():
+            if line.startswith("worktree "):
+                path = Path(line[len("worktree "):])
+            elif line.startswith(f"locked {_LOCK_REASON}") and path is not None:
+                pid_text = line[len(f"locked {_LOCK_REASON}"):].strip()
+                if pid_text.isdigit() and not _process_exists(int(pid_text)):
+                    _log.warning("removing the worktree %s left by kbench-ci process %s", path, pid_text)
+                    self._discard_worktree(path)
+                    if path.parent.name.startswith(_WORKTREE_PREFIX):
+                        shutil.rmtree(path.parent, ignore_errors=True)
 
     def _discard_worktree(self, path: Path) -> None:
         # Best effort, never raising: this runs while another exception may be propagating, and
@@ -315,6 +382,10 @@ class GitRepo:
 
 _CLI_TIMEOUT_S = 600
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}([0-9a-fA-F]{24})?$")
+_HEX = re.compile(r"^[0-9a-fA-F]{7,64}$")
+#: depths tried, one after the other, before the whole history is fetched: most pull requests
+#: branch off a few commits back, and a full fetch of a large repository is slow
+_DEEPEN_STEPS = (50, 400, 3000)
 # A ref we are willing to hand to git: no option-looking or otherwise surprising text.
 _SAFE_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./~^@{}+-]*$")
 
@@ -389,3 +460,38 @@ def ensure_commit(ref: str, cwd: Path, what: str) -> str:
             hint="check out with actions/checkout and fetch-depth: 0",
         )
     return sha
+
+
+def _default_remote(cwd: Path) -> str:
+    """``origin`` when there is one, else the first remote (``origin`` when there is none)."""
+    done = _run_git(["remote"], cwd, check=False)
+    remotes = done.stdout.split() if done.returncode == 0 else []
+    return "origin" if "origin" in remotes or not remotes else remotes[0]
+
+
+def merge_base(first: str, second: str, cwd: Path) -> str | None:
+    """The merge base of two commits of the clone at ``cwd``; None when it holds none."""
+    done = _run_git(["merge-base", first, second], cwd, check=False)
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def deepen_to_merge_base(base: str, head: str, cwd: Path) -> str | None:
+    """The merge base of ``base`` and ``head`` (full shas), deepening a shallow clone as far as
+    it needs: fetch both commits with growing depths, then the whole history.
+
+    None when even the whole history has no common ancestor; :class:`GitError` when a fetch
+    fails (no remote, no network, no credentials). A clone that is not shallow is not fetched.
+    """
+    found = merge_base(base, head, cwd)
+    if found is not None or _run_git(["rev-parse", "--is-shallow-repository"], cwd).stdout.strip() != "true":
+        return found
+    remote = _default_remote(cwd)
+    for depth in _DEEPEN_STEPS:
+        _run_git(["fetch", "--no-tags", f"--depth={depth}", remote, base, head], cwd)
+        found = merge_base(base, head, cwd)
+        if found is not None:
+            return found
+        if _run_git(["rev-parse", "--is-shallow-repository"], cwd).stdout.strip() != "true":
+            return None  # the whole history is here already
+    _run_git(["fetch", "--no-tags", "--unshallow", remote, base, head], cwd)
+    return merge_base(base, head, cwd)

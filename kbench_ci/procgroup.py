@@ -1,10 +1,38 @@
-"""Process-group handling shared by everything that starts a child in its own session."""
+"""What every child process that runs user code shares: killing its process group, and the
+environment it is started with."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+from collections.abc import Mapping
+
+__all__ = ["RUNNER_SECRETS", "kill_process_group", "user_code_environment"]
+
+#: Variables a GitHub Actions step holds that code from a pull request must not get: the files
+#: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
+#: that appends ``PYTHONPATH=...`` to ``$GITHUB_ENV`` would run its own Python in the later
+#: comment step, which holds a write token), and the job's tokens.
+RUNNER_SECRETS = frozenset({
+    "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
+    "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "INPUT_GITHUB-TOKEN",
+})
+#: every ``ACTIONS_*`` variable: the runtime, cache, results and OIDC token endpoints and tokens
+_RUNNER_PREFIXES = ("ACTIONS_",)
+
+
+def user_code_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default :data:`os.environ`) without the runner's secrets and step files.
+
+    For every process that runs code from the repository under test: benchmark workers and a
+    kernel's own ``build`` command.
+    """
+    source = os.environ if environ is None else environ
+    return {
+        name: value for name, value in source.items()
+        if name.upper() not in RUNNER_SECRETS and not name.upper().startswith(_RUNNER_PREFIXES)
+    }
 
 
 def kill_process_group(process: subprocess.Popen[bytes]) -> None:

@@ -15,6 +15,7 @@ from kbench_ci.cli.console import ProgressLine, err, error_boundary
 from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
 from kbench_ci.errors import ExitCode, UsageError
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.results.outdir import output_folder
 from kbench_ci.suite import settings
 
 __all__ = ["CONTEXT_SETTINGS", "HELP", "bench"]
@@ -86,7 +87,8 @@ def bench(
 
     progress = ProgressLine()
     with error_boundary(progress=progress):
-        dims = parse_dimension_args(list(ctx.args), _known_options(ctx))
+        known_options = _known_options(ctx)
+        dims = parse_dimension_args(list(ctx.args), known_options)
         kind = resolve_implementation(implementation, solution)
         chosen_baselines = parse_baselines(baselines)
         if timing_method not in ("cuda_event", "host_time"):
@@ -110,8 +112,12 @@ def bench(
             ),
             atol=atol, rtol=rtol, precision=precision, ptr_sizes=per_pointer,
             ptr_size=default_size, timeout_s=timeout, command_line=tuple(sys.argv),
+            known_options=tuple(known_options),
         )
-        outcome = run_bench(request, on_event=progress)
+        # Checked and held before the worker starts: a bad folder fails in a second, not after
+        # the run, and a second run into the same folder is refused.
+        with output_folder(output_dir):
+            outcome = run_bench(request, on_event=progress)
     solution_result = outcome.case.variants[0]
     for note in solution_result.notes:
         err(f"kbench-ci: {note}")

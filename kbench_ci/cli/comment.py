@@ -44,7 +44,8 @@ def comment(
             report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
             token=None, api_url=None, mode=mode, marker_id=marker_id,
         )
-    if outcome.action == "forbidden":
+    if outcome.action in ("forbidden", "rate-limited"):
+        # Exit 0: the comment is a courtesy; the job's verdict is the gate's.
         err(f"kbench-ci: warning: {outcome.reason}")
         return
     typer.echo(f"comment {outcome.action}: {outcome.url or outcome.reason}")

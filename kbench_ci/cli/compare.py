@@ -131,7 +131,8 @@ def compare(
         return run_compare(request, on_progress=on_progress)
 
     outcome = drive(
-        work, interrupted=f"worktrees removed; cases measured so far are in {output_dir / 'results.json'}"
+        work, interrupted=f"worktrees removed; cases measured so far are in {output_dir / 'results.json'}",
+        output_dir=output_dir, json_summary=json_summary,
     )
     gate = outcome.gate
     failing = ", ".join(gate.failing[:10]) + (" …" if len(gate.failing) > 10 else "")

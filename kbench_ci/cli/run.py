@@ -62,7 +62,10 @@ def run(
         )
         return run_suite(request, on_progress=on_progress)
 
-    outcome = drive(work, interrupted=f"cases measured so far are in {output_dir / 'results.json'}")
+    outcome = drive(
+        work, interrupted=f"cases measured so far are in {output_dir / 'results.json'}", output_dir=output_dir,
+        json_summary=json_summary,
+    )
     finish(
         passed=outcome.passed, no_fail=no_fail, failure=outcome.summary, json_summary=json_summary,
         summary_for=lambda code: {

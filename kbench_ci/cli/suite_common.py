@@ -17,6 +17,7 @@ from kbench_ci.cli.console import ProgressLine, err, error_boundary, suite_progr
 from kbench_ci.errors import ExitCode
 from kbench_ci.results.atomic import write_json_atomically
 from kbench_ci.results.outcome import CompareOutcome, RunOutcome
+from kbench_ci.results.outdir import check_output_file, output_folder
 
 if TYPE_CHECKING:
     from kbench_ci.gate.execute import ProgressFn
@@ -49,16 +50,23 @@ JsonSummaryOption = Annotated[
 Outcome = TypeVar("Outcome", RunOutcome, CompareOutcome)
 
 
-def drive(work: Callable[[ProgressFn], Outcome], *, interrupted: str) -> Outcome:
+def drive(
+    work: Callable[[ProgressFn], Outcome], *, interrupted: str, output_dir: Path, json_summary: Path | None
+) -> Outcome:
     """Run ``work(on_progress)`` under the progress line and the error boundary, then print the
     headline.
 
+    The output folder and the ``--json-summary`` file are checked first (and the folder held,
+    see :func:`~kbench_ci.results.outdir.output_folder`), so neither fails after the run.
     ``interrupted`` is said after Ctrl-C (what survives it); on success the CPU-mode note, the
     report's headline and the paths.
     """
     progress = ProgressLine()
     with error_boundary(progress=progress, interrupted=interrupted):
-        outcome = work(suite_progress(progress))
+        if json_summary is not None:
+            check_output_file(json_summary, "--json-summary")
+        with output_folder(output_dir):
+            outcome = work(suite_progress(progress))
     if outcome.settings.timing_method_changed:
         err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
     typer.echo(headline(outcome.report_path.read_text(encoding="utf-8")))
@@ -74,7 +82,8 @@ def finish(
     JSON summary (``summary_for(exit code)``) is written either way."""
     code = ExitCode.OK if passed or no_fail else ExitCode.GATE_FAILED
     if json_summary is not None:
-        write_json_atomically(json_summary, summary_for(int(code)))
+        with error_boundary():
+            write_json_atomically(json_summary, summary_for(int(code)))
     if not passed:
         err(f"kbench-ci: {failure}" + (" (--no-fail: exit 0)" if no_fail else ""))
     raise typer.Exit(int(code))

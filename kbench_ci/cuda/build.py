@@ -32,7 +32,7 @@ from kbench_ci.errors import (
     MissingExtraError,
     UserFileError,
 )
-from kbench_ci.procgroup import kill_process_group
+from kbench_ci.procgroup import kill_process_group, user_code_environment
 
 __all__ = [
     "BuildPlan",
@@ -409,6 +409,7 @@ def _run_compiler(command: Sequence[str], *, timeout_s: float, source: Path) -> 
             stdin=subprocess.DEVNULL,
             cwd=source.parent,
             start_new_session=True,
+            env=user_code_environment(),  # compiles code under test: no runner secrets
         )
     except FileNotFoundError:
         raise EnvironmentProblem(f"cannot run {command[0]!r}: not found", hint=_NVCC_HINT) from None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import difflib
+import math
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +44,8 @@ class BenchRequest:
     ptr_size: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     command_line: tuple[str, ...] = ()
+    #: the command's own flags, to tell a mistyped flag from a dimension
+    known_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,14 @@ def check_request(request: BenchRequest) -> None:
     for role, path in (("solution", request.solution), ("ref", request.ref)):
         if not path.is_file():
             raise UserFileError(f"{role} file not found: {path}", hint="check the path")
+    if not (math.isfinite(request.timeout_s) and request.timeout_s > 0):
+        raise UsageError(
+            f"--timeout must be a positive number of seconds, got {request.timeout_s:g}",
+            hint=f"e.g. --timeout {DEFAULT_TIMEOUT_S:g} (the default)",
+        )
+    for option, tolerance in (("--atol", request.atol), ("--rtol", request.rtol)):
+        if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+            raise UsageError(f"{option} must be a finite number >= 0, got {tolerance:g}", hint=f"e.g. {option} 1e-3")
     if request.implementation in COMPILED_KINDS:
         if not request.settings.device.startswith("cuda"):
             raise EnvironmentProblem(
@@ -95,6 +108,7 @@ def check_request(request: BenchRequest) -> None:
 
 def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] | None = None) -> BenchOutcome:
     check_request(request)
+    check_dimension_names(request)
     side = SideSpec(
         label="solution",
         solution=str(request.solution.resolve()),
@@ -121,7 +135,8 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] 
     if outcome.load_error is not None:
         error = outcome.load_error
         raise WorkerReportedError(error.message, error.hint, error.exit_code)
-    notes = case.variants[0].notes
+    # The solution's notes as they are; a baseline's (its reference changed torch settings) by name.
+    notes = (*case.variants[0].notes, *(f"{v.label}: {note}" for v in case.variants[1:] for note in v.notes))
     write_text_atomically(
         report_path,
         render_bench(
@@ -171,10 +186,17 @@ def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[
     }
 
 
-def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str, int | float]:
-    """``--NAME=VALUE`` / ``--NAME VALUE`` tokens the CLI did not know: dimensions."""
+_INTEGER = re.compile(r"^\+?[0-9]+$")
 
-    dims: dict[str, int | float] = {}
+
+def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str, int]:
+    """``--NAME=VALUE`` / ``--NAME VALUE`` tokens the CLI did not know: dimensions.
+
+    A dimension is a positive integer, as in kbench.toml's ``shapes``: ``--N=1e3``, ``--N=1024.5``,
+    ``--N=0`` and ``--N=-5`` are usage errors here, not a kernel that fails later.
+    """
+
+    dims: dict[str, int] = {}
     index = 0
     while index < len(args):
         token = args[index]
@@ -193,11 +215,61 @@ def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str,
             close = difflib.get_close_matches(token.split("=")[0], known_options, n=1)
             hint = f"did you mean {close[0]}?" if close else "dimensions must be identifiers, e.g. --M=1024"
             raise UsageError(f"unknown option '--{name}'", hint=hint)
-        try:
-            dims[name] = int(value)
-        except ValueError:
-            try:
-                dims[name] = float(value)
-            except ValueError:
-                raise UsageError(f"dimension --{name} must be a number, got '{value}'") from None
+        dims[name] = _dimension_value(name, value)
     return dims
+
+
+def _dimension_value(name: str, value: str) -> int:
+    text = value.strip()
+    if _INTEGER.match(text) and int(text) > 0:
+        return int(text)
+    hint = "dimensions are sizes: positive integers, as in kbench.toml's shapes"
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number) and number > 0 and number == int(number):
+        hint = f"write --{name}={int(number)}"
+    raise UsageError(f"dimension --{name} must be a positive integer, got '{value}'", hint=hint)
+
+
+def check_dimension_names(request: BenchRequest) -> None:
+    """A dimension that no function of the user's files names, and that is close to one of
+    bench's own flags, is a mistyped flag (``--trials=5`` for ``--num-trials``), not a dimension.
+
+    Read from the source (no user code runs in this process): the explicit parameters of
+    ``setup``, ``reference`` and the solution's ``setup`` / ``run_kernel`` / ``compile_kernel``,
+    or of a ``.cu``'s ``solve``. A file that does not parse is left to the worker to report.
+    """
+    parameters = _parameter_names(request)
+    if parameters is None:
+        return
+    for name in request.dims:
+        if name in parameters:
+            continue
+        close = difflib.get_close_matches(f"--{name}", list(request.known_options), n=1, cutoff=0.6)
+        if close:
+            raise UsageError(
+                f"unknown option '--{name}'",
+                hint=f"did you mean {close[0]}? No function of {request.solution.name} or {request.ref.name} "
+                f"takes a parameter '{name}', so it is no dimension either",
+            )
+
+
+def _parameter_names(request: BenchRequest) -> set[str] | None:
+    names: set[str] = set()
+    sources: list[tuple[Path, tuple[str, ...]]] = [(request.ref, ("setup", "reference"))]
+    if request.implementation in COMPILED_KINDS:
+        names |= {param.name for param in read_solve_signature(request.solution).params}
+    else:
+        sources.append((request.solution, ("setup", "run_kernel", "compile_kernel")))
+    for path, functions in sources:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            return None
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in functions:
+                arguments = node.args
+                names |= {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    return names

@@ -21,7 +21,7 @@ from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageErr
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
 from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
-from kbench_ci.procgroup import kill_process_group
+from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
 from kbench_ci.suite.model import Case, KernelSpec
@@ -130,10 +130,11 @@ def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd
 
 
 def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
-    """A user's build command in its own process group, so a timeout or Ctrl-C ends all of it."""
+    """A user's build command in its own process group, so a timeout or Ctrl-C ends all of it,
+    without the runner's step files and tokens (it is code from the repository under test)."""
     process = subprocess.Popen(
         command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        stdin=subprocess.DEVNULL, start_new_session=True, env=user_code_environment(),
     )
     try:
         out, _ = process.communicate(timeout=timeout_s)

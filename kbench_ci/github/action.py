@@ -8,41 +8,53 @@ the lines (workflow commands such as ``::warning::``) for :func:`main` to write 
 Steps:
 
 ``resolve``  which commits to compare and which pull request to comment on, from the event
-             payload and the ``base`` input; fetches a missing commit into a shallow clone.
+             payload and the ``base`` input; fetches a missing commit into a shallow clone, and
+             deepens it until it holds the two commits' merge base.
 ``compare``  runs ``kbench-ci compare ... --no-fail`` and records its exit code; never fails.
 ``summary``  appends benchmark.md to the job summary and sets the verdict outputs.
-``comment``  the sticky pull request comment; a 403 (fork) is a warning, not a failure.
+``comment``  the sticky pull request comment; a 403 (no permission, a fork) or a rate limit
+             that outlasts a minute's wait is a warning, not a failure.
+``comment-from-artifact``  the fork recipe's comment, from a downloaded artifact (not a step of
+             action.yml: examples/workflows/fork-pr-comment.yml runs it).
 ``gate``     the job's verdict: 1 on a failed gate (if fail-on-regression), the compare
              step's own code when it was a usage (2) or environment (3) problem.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Literal
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
-from kbench_ci.git import ensure_commit, rev_parse
+from kbench_ci.git import deepen_to_merge_base, ensure_commit, rev_parse
 from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     PR_NUMBER_FILE,
     REPORT_FILE,
     RESULTS_FILE,
+    CommentOutcome,
     Gate,
     fit_body,
     load_event_payload,
     load_gate,
     parse_mode,
+    read_report_file,
     run_comment,
     validate_marker_id,
 )
@@ -129,6 +141,15 @@ class _Sides:
 
 def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
     event = env.get("GITHUB_EVENT_NAME", "")
+    if event == "pull_request_target" and not _flag(env, "KBENCH_ALLOW_PULL_REQUEST_TARGET", False):
+        # That event runs in the base repository's context: a write token and the repository's
+        # secrets. Benchmarking runs the pull request's code, which would get both.
+        raise UsageError(
+            "refusing to benchmark on pull_request_target: that event runs with the base repository's "
+            "write token and secrets, and the benchmark runs the pull request's code",
+            hint="trigger the workflow on pull_request (for forks: examples/workflows/fork-pr-benchmark.yml); "
+            "if every pull request that can reach this job is trusted, set allow-pull-request-target: true",
+        )
     payload = load_event_payload(env)
     if event in ("pull_request", "pull_request_target"):
         pull = payload.get("pull_request")
@@ -182,6 +203,9 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
 
     head_sha = ensure_commit(sides.head, cwd, "head commit")
     base_sha = ensure_commit(base_ref, cwd, "base commit") if base_ref else ""
+    notes: list[str] = []
+    if base_sha:
+        notes.extend(_reach_merge_base(base_sha, head_sha, cwd))
     temp = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir())
     report_dir = temp / "kbench-ci" / marker_id / "report"
     artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or (
@@ -201,7 +225,27 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     )
     if not base_sha:
         return StepResult(0, (_command("notice", f"kbench-ci: no comparison: {reason}"),))
-    return StepResult(0, (f"kbench-ci: base {base_sha[:12]}, head {head_sha[:12]} ({reason})",))
+    return StepResult(0, (*notes, f"kbench-ci: base {base_sha[:12]}, head {head_sha[:12]} ({reason})"))
+
+
+def _reach_merge_base(base_sha: str, head_sha: str, cwd: Path) -> list[str]:
+    """Deepen a shallow checkout (actions/checkout fetches depth 1) until it holds the merge base
+    that compare's default base mode needs. Best effort: compare says what is wrong if not."""
+    try:
+        found = deepen_to_merge_base(base_sha, head_sha, cwd)
+    except KbenchError as exc:
+        return [_command(
+            "warning",
+            f"kbench-ci: could not fetch the history down to the merge base of {base_sha[:12]} and "
+            f"{head_sha[:12]}: {exc.one_line()}. Check out with actions/checkout and fetch-depth: 0",
+        )]
+    if found is None:
+        return [_command(
+            "warning",
+            f"kbench-ci: {base_sha[:12]} and {head_sha[:12]} have no common ancestor; pass "
+            "extra-args: --base-mode tip to compare against the base as it is",
+        )]
+    return [f"kbench-ci: merge base {found[:12]} is in the checkout"]
 
 
 # -- compare ------------------------------------------------------------------------------------
@@ -242,8 +286,10 @@ def _kbench_cli(env: Mapping[str, str]) -> str:
 def compare(
     env: Mapping[str, str], cwd: Path, *, runner: Callable[[list[str], Path], int] | None = None
 ) -> StepResult:
-    """Run the comparison; record its exit code as the ``exit-code`` output and never fail."""
+    """Run the comparison; record its exit code as the ``exit-code`` output and never fail,
+    unless the job is being cancelled (then the step ends with 128 + the signal's number)."""
     lines: list[str] = []
+    stopped_by: int | None = None
     try:
         argv = compare_argv(env, _kbench_cli(env))
         _runner_file(env, "KBENCH_REPORT_DIR").mkdir(parents=True, exist_ok=True)
@@ -251,17 +297,82 @@ def compare(
     except KbenchError as exc:
         lines.append(_command("error", f"kbench-ci compare did not start: {exc.one_line()}"))
         code = int(exc.exit_code)
+    except _Stopped as stop:
+        stopped_by, code = stop.signum, stop.child_code
+        lines.append(_command("warning", f"kbench-ci compare was stopped by {stop.describe()}"))
     write_outputs(_runner_file(env, "GITHUB_OUTPUT"), {"exit-code": str(code)})
-    return StepResult(0, tuple(lines))
+    return StepResult(128 + stopped_by if stopped_by is not None else 0, tuple(lines))
 
 
-def _run_inheriting(argv: list[str], cwd: Path) -> int:
-    """Run ``argv`` with this process's stdout/stderr (so its log streams into the job log)."""
+#: how long the compare process gets to clean up (kill its worker, remove its worktrees) after
+#: the first stop signal before it is killed. GitHub cancels with SIGINT, SIGTERM 7.5 s later and
+#: SIGKILL after that; this step forwards each signal and waits, and never kills first.
+COMPARE_GRACE_S = 10.0
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(Exception):
+    """The step was told to stop while compare ran; compare has ended (cleanly or killed)."""
+
+    def __init__(self, signum: int, child_code: int, killed_after_s: float | None) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.child_code = child_code
+        #: None when compare ended by itself; else the grace it was given before SIGKILL
+        self.killed_after_s = killed_after_s
+
+    def describe(self) -> str:
+        name = signal.Signals(self.signum).name
+        if self.killed_after_s is not None:
+            return f"{name}; it did not end within {self.killed_after_s:g} s and was killed"
+        return f"{name}; it cleaned up and exited {self.child_code}"
+
+
+def _run_inheriting(argv: list[str], cwd: Path, *, grace_s: float = COMPARE_GRACE_S) -> int:
+    """Run ``argv`` with this process's stdout/stderr (so its log streams into the job log).
+
+    A stop signal to this step is passed on to the child, which then gets ``grace_s`` seconds to
+    clean up; ``subprocess.run`` would SIGKILL it 0.25 s after a Ctrl-C, leaving its worktrees
+    behind. Raises :class:`_Stopped` when a signal came in.
+    """
     sys.stdout.flush()
     try:
-        return subprocess.run(argv, cwd=cwd, check=False).returncode
+        process = subprocess.Popen(argv, cwd=cwd)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    received: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        # The runner may signal the whole process group, and compare ignores a second signal
+        # while it cleans up, so passing each one on is harmless either way.
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED} if main_thread else {}
+    killed_after_s: float | None = None
+    try:
+        deadline: float | None = None
+        while True:
+            try:
+                code = process.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if received and deadline is None:
+                deadline = time.monotonic() + grace_s
+            if deadline is not None and time.monotonic() > deadline:
+                process.kill()
+                code = process.wait()
+                killed_after_s = grace_s
+                break
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if received:
+        raise _Stopped(received[0], code, killed_after_s)
+    return code
 
 
 # -- verdict (summary and gate) -----------------------------------------------------------------
@@ -312,19 +423,26 @@ def summary(env: Mapping[str, str]) -> StepResult:
     report_dir = _runner_file(env, "KBENCH_REPORT_DIR")
     report = report_dir / REPORT_FILE
     results = report_dir / RESULTS_FILE
-    has_report = report.is_file()
+    has_report = _plain_file(report)
     artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or DEFAULT_ARTIFACT
 
     pr_number = env.get("KBENCH_PR_NUMBER", "").strip()
     if pr_number and report_dir.is_dir():
         # For the fork recipe: the comment workflow reads the PR number from the artifact.
-        (report_dir / PR_NUMBER_FILE).write_text(pr_number + "\n", encoding="utf-8")
+        # A fresh file: a link planted there by a kernel must not redirect this write.
+        number_file = report_dir / PR_NUMBER_FILE
+        number_file.unlink(missing_ok=True)
+        with number_file.open("x", encoding="utf-8") as handle:
+            handle.write(pr_number + "\n")
 
     parts: list[str] = []
+    lines: list[str] = []
     if evaluation.verdict in ("error", "skipped"):
         parts.append(f"### kbench-ci: {evaluation.message}\n")
+    if os.path.lexists(report) and not has_report:
+        lines.append(_command("warning", f"kbench-ci: {report} is not a plain file (a link?); it is not shown"))
     if has_report:
-        text = report.read_text(encoding="utf-8", errors="replace")
+        text = read_report_file(report)
         note = (
             "_The job summary was shortened to fit GitHub's 1 MiB limit; the full report is "
             f"`benchmark.md` in the `{artifact}` artifact._"
@@ -344,12 +462,20 @@ def summary(env: Mapping[str, str]) -> StepResult:
             "regressions": str(regressions),
             "summary": evaluation.message,
             "report-path": str(report) if has_report else "",
-            "results-path": str(results) if results.is_file() else "",
+            "results-path": str(results) if _plain_file(results) else "",
             "has-report": "true" if has_report else "false",
         },
     )
     kind = {"passed": "notice", "skipped": "notice", "failed": "warning", "error": "error"}[evaluation.verdict]
-    return StepResult(0, (_command(kind, f"kbench-ci: {evaluation.message}"),))
+    return StepResult(0, (*lines, _command(kind, f"kbench-ci: {evaluation.message}")))
+
+
+def _plain_file(path: Path) -> bool:
+    """A regular file, not a link to one: the report folder sits where a kernel could write."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _bytes(text: str) -> int:
@@ -374,12 +500,38 @@ def comment(env: Mapping[str, str]) -> StepResult:
         marker_id=env.get("KBENCH_MARKER_ID", "").strip() or "default",
         env=env,
     )
-    write_outputs(
-        _runner_file(env, "GITHUB_OUTPUT"),
-        {"comment-url": outcome.url or "", "comment-action": outcome.action},
+    return _comment_result(env, outcome)
+
+
+def comment_from_artifact(env: Mapping[str, str]) -> StepResult:
+    """The fork recipe's comment job (examples/workflows/fork-pr-comment.yml): the downloaded
+    artifact at ``KBENCH_ARTIFACT_DIR`` is untrusted data (see :func:`run_comment`).
+
+    This module needs only the standard library, so that job runs kbench-ci from a checkout pinned
+    to a commit and installs nothing.
+    """
+    outcome = run_comment(
+        _runner_file(env, "KBENCH_ARTIFACT_DIR"),
+        from_artifact=_runner_file(env, "KBENCH_ARTIFACT_DIR"),
+        repository=None,
+        pr_number=None,
+        token=None,
+        api_url=None,
+        mode=env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change",
+        marker_id=env.get("KBENCH_MARKER_ID", "").strip() or "default",
+        env=env,
     )
+    return _comment_result(env, outcome)
+
+
+def _comment_result(env: Mapping[str, str], outcome: CommentOutcome) -> StepResult:
+    if env.get("GITHUB_OUTPUT"):
+        write_outputs(
+            _runner_file(env, "GITHUB_OUTPUT"),
+            {"comment-url": outcome.url or "", "comment-action": outcome.action},
+        )
     lines = [f"kbench-ci: {outcome.reason}"]
-    if outcome.action == "forbidden":
+    if outcome.action in ("forbidden", "rate-limited"):
         lines = [_command("warning", f"kbench-ci: {outcome.reason}")]
     if outcome.body_truncated:
         limit = f"{COMMENT_LIMIT:,}-character limit"
@@ -415,6 +567,7 @@ STEPS: dict[str, Callable[[Mapping[str, str], Path], StepResult]] = {
     "compare": lambda env, cwd: compare(env, cwd),
     "summary": lambda env, cwd: summary(env),
     "comment": lambda env, cwd: comment(env),
+    "comment-from-artifact": lambda env, cwd: comment_from_artifact(env),
     "gate": lambda env, cwd: gate(env),
 }
 

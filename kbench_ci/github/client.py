@@ -2,8 +2,12 @@
 
 Standard library only (:mod:`urllib.request`). Every request goes through
 :meth:`GitHubClient._request`, which adds the headers GitHub asks for, applies a timeout, retries
-idempotent requests on a 5xx answer, and turns every failure into a one-line
-:class:`~kbench_ci.errors.GitHubError`. The token travels only in an ``Authorization`` header
+idempotent requests on a 5xx answer, waits out a rate limit (``Retry-After``,
+``x-ratelimit-reset``) for at most :data:`RATE_LIMIT_WAIT_S` seconds per client, and turns every
+failure into a one-line :class:`~kbench_ci.errors.GitHubError`
+(:class:`~kbench_ci.errors.GitHubRateLimited` when the limit outlasts that wait). A POST is never
+repeated blindly: :meth:`GitHubClient.create_issue_comment_once` looks for the comment before
+trying again. The token travels only in an ``Authorization`` header
 that is never forwarded on a redirect, never appears in a message, a ``repr`` or a log line, and
 is scrubbed from any text the server sends back before that text is quoted in an error.
 
@@ -14,9 +18,12 @@ headers, and refuses to follow one to another host.
 
 from __future__ import annotations
 
+import dataclasses
+import email.utils
 import http.client
 import json
 import logging
+import math
 import re
 import time
 import urllib.error
@@ -27,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench_ci import __version__
-from kbench_ci.errors import GitHubError, UsageError
+from kbench_ci.errors import GitHubError, GitHubRateLimited, GitHubUnreachable, UsageError
 
 __all__ = [
     "DEFAULT_API_URL",
+    "RATE_LIMIT_WAIT_S",
     "GitHubClient",
     "IssueComment",
     "PullRequest",
@@ -50,6 +58,11 @@ _MAX_PAGES = 100
 #: Statuses worth one more try for a request that may safely be repeated.
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 _IDEMPOTENT = frozenset({"GET", "PATCH", "PUT", "DELETE"})
+#: the longest a client waits for rate limits, all requests together: a comment is not worth
+#: holding a GPU runner's job for longer (the caller skips it with a warning instead)
+RATE_LIMIT_WAIT_S = 60.0
+#: GitHub's advice for a secondary rate limit that names no time: wait at least a minute
+_SECONDARY_DEFAULT_WAIT_S = 60.0
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -67,7 +80,7 @@ class Repository:
         if not sep or not _REPO_NAME.match(owner) or not _REPO_NAME.match(name):
             raise UsageError(
                 f"'{full_name}' is not a repository name of the form owner/name",
-                hint="pass --repository owner/name or set GITHUB_REPOSITORY",
+                hint="set GITHUB_REPOSITORY (kbench-ci comment: or pass --repo owner/name)",
             )
         return cls(owner, name)
 
@@ -157,10 +170,13 @@ class GitHubClient:
         backoff_s: float = 1.0,
         opener: urllib.request.OpenerDirector | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        rate_limit_wait_s: float = RATE_LIMIT_WAIT_S,
     ) -> None:
         token = token.strip()
         if not token:
-            raise UsageError("the GitHub token is empty", hint="set GITHUB_TOKEN or pass --token")
+            # No token flag: a token on a command line is visible to every user of the machine (ps).
+            raise UsageError("the GitHub token is empty", hint="set GITHUB_TOKEN")
         api_url = (api_url or DEFAULT_API_URL).strip().rstrip("/")
         parts = urllib.parse.urlsplit(api_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -177,6 +193,8 @@ class GitHubClient:
         self._backoff_s = backoff_s
         self._opener = opener or urllib.request.build_opener()
         self._sleep = sleep
+        self._clock = clock
+        self._rate_limit_budget_s = rate_limit_wait_s
 
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient(api_url={self._api_url!r})"
@@ -198,7 +216,7 @@ class GitHubClient:
             if not isinstance(page, list):
                 raise GitHubError(f"the GitHub API did not answer a list of comments for {repo}#{number}")
             for item in page:
-                yield IssueComment.from_json(item)
+                yield self._scrubbed(IssueComment.from_json(item))
             url = self._next_page(response.headers)
 
     def find_issue_comment(
@@ -216,12 +234,37 @@ class GitHubClient:
         return (bots or matches)[0]
 
     def create_issue_comment(self, repo: Repository, number: int, body: str) -> IssueComment:
+        """POST one comment. Not retried on a 5xx: the comment may exist already (see
+        :meth:`create_issue_comment_once`)."""
         url = self._url(f"{repo.path}/issues/{int(number)}/comments")
-        return IssueComment.from_json(self._request("POST", url, {"body": body}).json())
+        return self._scrubbed(IssueComment.from_json(self._request("POST", url, {"body": body}).json()))
+
+    def create_issue_comment_once(
+        self, repo: Repository, number: int, body: str, is_ours: Callable[[IssueComment], bool]
+    ) -> IssueComment:
+        """POST a comment, retrying a failure that leaves it unknown whether GitHub created it
+        (a 5xx, a dropped connection) only after checking that it did not: the comment list is
+        read first, and a comment ``is_ours`` found there is the one created (edited to
+        ``body`` if it differs). So a retry never makes a second comment."""
+        attempt = 0
+        while True:
+            try:
+                return self.create_issue_comment(repo, number, body)
+            except GitHubError as exc:
+                unknown = exc.status in _RETRY_STATUSES or isinstance(exc, GitHubUnreachable)
+                if not unknown or attempt >= self._retries:
+                    raise
+                delay = self._backoff_s * (2**attempt)
+                _log.warning("%s (checking whether it was created, then retrying in %.1fs)", exc.one_line(), delay)
+                self._sleep(delay)
+                attempt += 1
+            existing = self.find_issue_comment(repo, number, is_ours)
+            if existing is not None:
+                return existing if existing.body == body else self.update_issue_comment(repo, existing.id, body)
 
     def update_issue_comment(self, repo: Repository, comment_id: int, body: str) -> IssueComment:
         url = self._url(f"{repo.path}/issues/comments/{int(comment_id)}")
-        return IssueComment.from_json(self._request("PATCH", url, {"body": body}).json())
+        return self._scrubbed(IssueComment.from_json(self._request("PATCH", url, {"body": body}).json()))
 
     def get_pull_request(self, repo: Repository, number: int) -> PullRequest:
         url = self._url(f"{repo.path}/pulls/{int(number)}")
@@ -253,6 +296,20 @@ class GitHubClient:
         while True:
             try:
                 return self._send(method, url, data)
+            except GitHubRateLimited as exc:
+                # A rate-limited request was not carried out, so even a POST may be sent again.
+                # At least a second: a server answering "Retry-After: 0" forever must not spin us.
+                wait = None if exc.retry_after_s is None else max(1.0, exc.retry_after_s)
+                if wait is None or wait > self._rate_limit_budget_s:
+                    budget = f"{self._rate_limit_budget_s:.0f} s" if self._rate_limit_budget_s > 0 else "no time"
+                    when = f"it lifts in {wait:.0f} s" if wait is not None else "GitHub names no time"
+                    raise GitHubRateLimited(
+                        f"{exc.message}; {when}, and kbench-ci waits {budget} for rate limits in all",
+                        status=exc.status or 429, retry_after_s=wait, hint=exc.hint,
+                    ) from None
+                _log.warning("%s (waiting %.0fs)", exc.one_line(), wait)
+                self._rate_limit_budget_s -= wait
+                self._sleep(wait)
             except GitHubError as exc:
                 retry = (
                     exc.status in _RETRY_STATUSES
@@ -283,7 +340,16 @@ class GitHubClient:
         except urllib.error.HTTPError as exc:
             status = exc.code
             detail = self._scrub(_error_detail(exc))
+            headers = {name.lower(): value for name, value in (exc.headers or {}).items()}
             exc.close()
+            limited = self._rate_limit(status, headers, detail)
+            if limited is not None:
+                raise GitHubRateLimited(
+                    f"GitHub API {where} answered HTTP {status}: rate limited" + (f" ({detail})" if detail else ""),
+                    status=status, retry_after_s=limited if math.isfinite(limited) else None,
+                    hint="the comment is skipped; the gate's verdict stands (GitHub allows a token a limited "
+                    "number of requests and of comments per minute)",
+                ) from None
             raise GitHubError(
                 f"GitHub API {where} answered HTTP {status}" + (f": {detail}" if detail else ""),
                 status=status,
@@ -292,7 +358,7 @@ class GitHubClient:
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             host = urllib.parse.urlsplit(url).netloc
-            raise GitHubError(
+            raise GitHubUnreachable(
                 f"cannot reach the GitHub API at {host}: {self._scrub(_first_line(str(reason)))}",
                 hint="check GITHUB_API_URL (https://HOST/api/v3 on GitHub Enterprise Server) and "
                 "the runner's network or proxy settings",
@@ -300,6 +366,47 @@ class GitHubClient:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._token, "***") if self._token else text
+
+    def _scrubbed(self, comment: IssueComment) -> IssueComment:
+        """The comment with the token masked in its URL: a server (or a proxy) that echoes the
+        credential into ``html_url`` must not get it printed in the job log."""
+        return dataclasses.replace(comment, html_url=self._scrub(comment.html_url))
+
+    def _rate_limit(self, status: int, headers: Mapping[str, str], detail: str) -> float | None:
+        """Seconds until a rate limit lifts (inf: limited, no time given); None: not a rate limit.
+
+        A 403 is a rate limit only with GitHub's signs of one (``Retry-After``, no requests left,
+        or its message says so); any other 403 is a permission problem.
+        """
+        if status not in (403, 429):
+            return None
+        retry_after = _retry_after_s(headers.get("retry-after"), self._clock())
+        if retry_after is not None:
+            return retry_after
+        if headers.get("x-ratelimit-remaining") == "0":
+            try:
+                return max(0.0, float(headers.get("x-ratelimit-reset", "")) - self._clock()) + 1.0
+            except ValueError:
+                return math.inf
+        if "secondary rate limit" in detail.lower():
+            return _SECONDARY_DEFAULT_WAIT_S
+        if status == 429 or "rate limit" in detail.lower():
+            return math.inf
+        return None
+
+
+def _retry_after_s(value: str | None, now: float) -> float | None:
+    """``Retry-After``: seconds, or an HTTP date; None when absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - now)
 
 
 def _quote(segment: str) -> str:
@@ -335,12 +442,11 @@ def _hint_for(status: int) -> str | None:
     if status == 401:
         return "the token is invalid or expired"
     if status == 403:
-        return (
-            "the token may not write here: give the job 'permissions: pull-requests: write'; a pull "
-            "request from a fork gets a read-only token (see docs/action.md)"
-        )
+        return "the token may not do this: give the job 'permissions: pull-requests: write'"
     if status == 404:
         return "check the repository name and pull request number, and that the token can see them"
     if status == 422:
         return "GitHub rejected the request body (a comment is limited to 65,536 characters)"
+    if status == 429:
+        return "too many requests: try again later"
     return None

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from kbench_ci.errors import GitHubError, UsageError
+from kbench_ci.errors import GitHubError, GitHubRateLimited, UsageError
 from kbench_ci.github.client import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "marker",
     "parse_mode",
     "read_pr_number_file",
+    "read_report_file",
+    "report_file_present",
     "run_comment",
     "validate_marker_id",
 ]
@@ -55,7 +58,9 @@ RESULTS_SCHEMA = "kbench-ci/compare"
 
 CommentMode = Literal["always", "on-change", "on-regression", "never"]
 COMMENT_MODES: tuple[CommentMode, ...] = get_args(CommentMode)
-CommentAction = Literal["created", "updated", "skipped", "forbidden"]
+#: ``forbidden``: the token may not write (403); ``rate-limited``: GitHub's rate limit outlasted
+#: the client's wait. Both are warnings, not failures: the gate's verdict stands.
+CommentAction = Literal["created", "updated", "skipped", "forbidden", "rate-limited"]
 
 #: Verdict counts that mean "something is different from the base".
 CHANGE_KINDS = (
@@ -70,12 +75,58 @@ _SUMMARY = re.compile(r"<summary\b[^>]*>(.*?)</summary\s*>", re.DOTALL | re.IGNO
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _TAG = re.compile(r"<[^>]+>")
 _PR_NUMBER = re.compile(r"^[1-9][0-9]{0,9}$")
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 DEFAULT_TRUNCATION_NOTE = (
     "_This report was shortened to fit GitHub's size limit; the full report is in the job "
     "summary and in the `kbench-ci-report` artifact (`benchmark.md`)._"
 )
 FORK_RECIPE = "examples/workflows/fork-pr-comment.yml (see docs/action.md, 'Pull requests from forks')"
+
+
+# -- reading a report folder --------------------------------------------------------------------
+
+#: more than any benchmark.md or results.json kbench-ci writes; a bigger file is not ours
+_MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+def read_report_file(path: Path) -> str:
+    """The text of the regular file ``path``, never following a symbolic link.
+
+    A report folder may hold files written by the code under test: a downloaded artifact in the
+    fork recipe, or a folder a kernel could reach on the benchmark runner. A link there
+    (``benchmark.md -> /etc/passwd``) must not carry a file from outside the folder into a public
+    comment, and a FIFO must not hang the job. FileNotFoundError when there is no such file;
+    :class:`UsageError` for a link, anything but a regular file, or an unreadable one.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UsageError(
+                f"{path.name} in {path.parent} is a symbolic link; refusing to follow it out of the folder",
+                hint="a report folder holds benchmark.md, results.json and pr-number.txt as plain files; "
+                "the artifact is untrusted, so regenerate it with kbench-ci",
+            ) from None
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise UsageError(f"{path} is not a regular file", hint="regenerate the report with kbench-ci")
+        data = handle.read(_MAX_FILE_BYTES + 1)
+    if len(data) > _MAX_FILE_BYTES:
+        raise UsageError(f"{path} is larger than {_MAX_FILE_BYTES // (1024 * 1024)} MiB; it is no kbench-ci report")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def report_file_present(path: Path) -> bool:
+    """Whether ``path`` exists as a name at all (a link included: reading it is then refused)."""
+    return os.path.lexists(path)
 
 
 # -- marker -------------------------------------------------------------------------------------
@@ -241,12 +292,12 @@ class Gate:
 def load_gate(results_path: Path) -> Gate:
     """Read the gate verdict from a results.json file; UsageError when missing or malformed."""
     try:
-        data = json.loads(results_path.read_text(encoding="utf-8"))
+        data = json.loads(read_report_file(results_path))
     except FileNotFoundError:
         raise UsageError(
             f"no results at {results_path}", hint="run 'kbench-ci compare --output-dir DIR' first"
         ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except json.JSONDecodeError as exc:
         raise UsageError(f"cannot read {results_path}: {exc}") from None
     return Gate.from_json(data, str(results_path))
 
@@ -306,14 +357,12 @@ class CommentOutcome:
 def read_pr_number_file(path: Path) -> int:
     """The PR number written by the benchmark workflow (untrusted input: parsed strictly)."""
     try:
-        text = path.read_text(encoding="utf-8").strip()
+        text = read_report_file(path).strip()
     except FileNotFoundError:
         raise UsageError(
             f"no {PR_NUMBER_FILE} in {path.parent}",
             hint="the benchmark workflow's artifact must hold pr-number.txt (the kbench-ci action writes it)",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
     if not _PR_NUMBER.match(text):
         raise UsageError(f"{path} does not hold a pull request number")
     return int(text)
@@ -350,7 +399,16 @@ def _resolve_pr(
     if from_artifact or isinstance(workflow_run, dict):
         number = read_pr_number_file(directory / PR_NUMBER_FILE)
         head_sha = workflow_run.get("head_sha") if isinstance(workflow_run, dict) else None
-        return _Target(number, str(head_sha) if head_sha else None)
+        if not isinstance(head_sha, str) or not _SHA.match(head_sha):
+            # pr-number.txt was written by the benchmark job, which ran the pull request's code:
+            # without the commit that job ran on there is nothing to check it against, and a
+            # forged number would put this report on another pull request. Fail closed.
+            raise UsageError(
+                f"{PR_NUMBER_FILE} in {directory} cannot be checked: the event has no workflow_run.head_sha",
+                hint="run it in an 'on: workflow_run' workflow (examples/workflows/fork-pr-comment.yml), "
+                "or name the pull request yourself with --pr N",
+            )
+        return _Target(number, head_sha)
     pull_request = payload.get("pull_request")
     if isinstance(pull_request, dict) and isinstance(pull_request.get("number"), int):
         return _Target(pull_request["number"], None)
@@ -389,17 +447,15 @@ def run_comment(
     directory = Path(from_artifact if from_artifact is not None else report_dir)
     report = directory / REPORT_FILE
     try:
-        markdown = report.read_text(encoding="utf-8")
+        markdown = read_report_file(report)
     except FileNotFoundError:
         raise UsageError(
             f"no report at {report}", hint="run 'kbench-ci compare --output-dir DIR' first"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {report}: {exc}") from None
     if not markdown.strip():
         raise UsageError(f"{report} is empty: there is nothing to post")
     results = directory / RESULTS_FILE
-    gate = load_gate(results) if results.exists() else None
+    gate = load_gate(results) if report_file_present(results) else None
 
     repo = Repository.parse(repository or env.get("GITHUB_REPOSITORY") or "")
     target = _resolve_pr(pr_number, directory, from_artifact is not None, env)
@@ -407,16 +463,22 @@ def run_comment(
         secret = token if token is not None else env.get("GITHUB_TOKEN", "")
         if not secret.strip():
             raise UsageError(
-                "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }}) or pass --token"
+                "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }})"
             )
         client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
     body, truncated = build_body(markdown, marker_id)
 
     try:
         return _post(client, repo, target, comment_mode, gate, body, truncated, marker_id)
+    except GitHubRateLimited as exc:
+        return CommentOutcome(
+            "rate-limited", None,
+            f"no comment on {repo}#{target.number}: {exc.message}; the gate's verdict stands", truncated,
+        )
     except GitHubError as exc:
         if exc.status == 403:
-            return CommentOutcome("forbidden", None, _forbidden_reason(exc, repo, target.number), truncated)
+            reason = _forbidden_reason(exc, repo, target.number, fork=_is_fork_pull_request(env))
+            return CommentOutcome("forbidden", None, reason, truncated)
         raise
 
 
@@ -454,17 +516,44 @@ def _post(
         updated = client.update_issue_comment(repo, existing.id, body)
         url = updated.html_url or existing.html_url
         return CommentOutcome("updated", url, f"updated the kbench-ci comment on {where}: {url}", truncated)
-    created = client.create_issue_comment(repo, target.number, body)
+    created = client.create_issue_comment_once(repo, target.number, body, lambda c: has_marker(c.body, marker_id))
     return CommentOutcome(
         "created", created.html_url, f"created a kbench-ci comment on {where}: {created.html_url}", truncated
     )
 
 
-def _forbidden_reason(exc: GitHubError, repo: Repository, number: int) -> str:
+def _is_fork_pull_request(env: Mapping[str, str]) -> bool | None:
+    """Whether the event is a pull request from a fork; None when the payload does not say."""
+    try:
+        payload = load_event_payload(env)
+    except UsageError:
+        return None
+    pull = payload.get("pull_request")
+    if not isinstance(pull, dict):
+        return None
+    head, base = pull.get("head"), pull.get("base")
+    head_repo = head.get("repo") if isinstance(head, dict) else None
+    base_repo = base.get("repo") if isinstance(base, dict) else None
+    if not isinstance(head_repo, dict):
+        return None
+    head_name = head_repo.get("full_name")
+    base_name = base_repo.get("full_name") if isinstance(base_repo, dict) else None
+    if isinstance(head_name, str) and isinstance(base_name, str):
+        return head_name != base_name
+    fork = head_repo.get("fork")
+    return fork if isinstance(fork, bool) else None
+
+
+def _forbidden_reason(exc: GitHubError, repo: Repository, number: int, *, fork: bool | None) -> str:
+    refused = f"GitHub refused to write the comment on {repo}#{number} ({exc.message})."
+    if fork:
+        return (
+            f"{refused} This pull request comes from a fork, and a fork's pull request runs with a "
+            "read-only GITHUB_TOKEN, so it cannot comment: benchmark it with 'comment: never' and post "
+            f"from a separate workflow_run workflow, as in {FORK_RECIPE}."
+        )
     return (
-        f"GitHub refused to write the comment on {repo}#{number} ({exc.message}). "
-        "A pull request from a fork runs with a read-only GITHUB_TOKEN, so it cannot comment: "
-        "benchmark it with 'comment: never' and post from a separate workflow_run workflow, as in "
-        f"{FORK_RECIPE}. For a pull request from this repository, give the job "
-        "'permissions: pull-requests: write'."
+        f"{refused} The token may not write pull request comments: give the job "
+        "'permissions: pull-requests: write' (or use a token that has it)."
+        + (" If this is a pull request from a fork, see " + FORK_RECIPE + "." if fork is None else "")
     )

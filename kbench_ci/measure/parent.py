@@ -1,10 +1,12 @@
 """One case in a subprocess: crash and timeout isolation, and the one place that spawns workers.
 
-The parent writes the job to a file and starts ``python -m kbench_ci.measure.child JOB EVENTS``. The
-child appends one JSON object per line to EVENTS as it goes (progress, each variant's final
-result), so everything measured before a segfault, a CUDA error or a hang survives it. When a
-worker dies, the variant it was working on is blamed and the case is run again in a fresh
-process without it, so one crashing kernel does not take its neighbours' results with it.
+The parent writes the job to a file and starts ``python -m kbench_ci.measure.worker LIFELINE JOB
+EVENTS`` (:mod:`~kbench_ci.measure.lifeline`: a pipe that ends the worker when the parent dies, then
+:func:`~kbench_ci.measure.child.child_main`). The child appends one JSON object per line to
+EVENTS as it goes (progress, each variant's final result), so everything measured before a
+segfault, a CUDA error or a hang survives it. When a worker dies, the variant it was working on
+is blamed and the case is run again in a fresh process without it, so one crashing kernel does
+not take its neighbours' results with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
     Begin,
@@ -32,7 +35,7 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import kill_process_group
+from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 
 _POLL_SECONDS = 0.1
@@ -107,6 +110,14 @@ def _failed(job: CaseJob, label: str, message: str) -> VariantResult:
     return VariantResult(label=label, kind=kind, role="solution" if is_side else "baseline", status="error", message=message)
 
 
+@dataclass(slots=True)
+class _Cursor:
+    """Where the worker is: the variant and phase of the last ``Begin`` not yet finished."""
+
+    variant: str | None = None
+    phase: str | None = None
+
+
 def _run_once(
     job: CaseJob,
     outcome: WorkerOutcome,
@@ -122,75 +133,131 @@ def _run_once(
         stderr_path = Path(scratch) / "stderr.txt"
         job_path.write_text(job.to_json(), encoding="utf-8")
         events_path.touch()
-        environment = dict(os.environ)
+        # The kernel is code from the repository under test: none of the runner's step files or
+        # tokens (see procgroup.RUNNER_SECRETS).
+        environment = user_code_environment()
         if job.settings.device == "cpu":
             # Triton kernels run on CPU tensors only under its interpreter, set before import.
             environment["TRITON_INTERPRET"] = "1"
         environment.setdefault("PYTHONUNBUFFERED", "1")
-        with open(stderr_path, "wb") as stderr:
-            process = subprocess.Popen(
-                [python or sys.executable, "-m", "kbench_ci.measure.child", str(job_path), str(events_path)],
-                stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
-                start_new_session=True,  # so a timeout kills the kernel's whole process group
-            )
-            deadline = time.monotonic() + timeout_s
-            offset = 0
-            in_progress: str | None = None
-            timed_out = False
-            try:
-                while True:
-                    offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
-                    if process.poll() is not None:
-                        break
-                    if time.monotonic() > deadline:
-                        timed_out = True
-                        kill_process_group(process)
-                        break
-                    time.sleep(_POLL_SECONDS)
-            except BaseException:
-                # Ctrl-C or an error here: the child is in its own session and would not see the
-                # terminal's signal, so it would keep the GPU busy forever. Take it down first.
-                kill_process_group(process)
-                raise
-            offset, in_progress = _drain(events_path, offset, outcome, in_progress, on_event)
+        # The lifeline: the worker dies when this write end closes, i.e. when this process ends,
+        # however it ends (see kbench_ci.measure.lifeline). Both ends are non-inheritable; only
+        # the read end is handed to this one worker.
+        lifeline_read, lifeline_write = os.pipe()
+        cursor = _Cursor()
+        try:
+            with open(stderr_path, "wb") as stderr:
+                try:
+                    process = subprocess.Popen(
+                        [python or sys.executable, "-m", "kbench_ci.measure.worker", str(lifeline_read),
+                         str(job_path), str(events_path)],
+                        stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
+                        pass_fds=(lifeline_read,),
+                        start_new_session=True,  # so a timeout kills the kernel's whole process group
+                    )
+                finally:
+                    os.close(lifeline_read)
+                deadline = time.monotonic() + timeout_s
+                offset = 0
+                timed_out = False
+                try:
+                    while True:
+                        offset = _drain(events_path, offset, outcome, cursor, on_event)
+                        if process.poll() is not None:
+                            break
+                        if time.monotonic() > deadline:
+                            timed_out = True
+                            kill_process_group(process)
+                            break
+                        time.sleep(_POLL_SECONDS)
+                except BaseException:
+                    # Ctrl-C, SIGTERM or an error here: the child is in its own session and would
+                    # not see the terminal's signal, so it would keep the GPU busy. Take it down first.
+                    kill_process_group(process)
+                    raise
+                offset = _drain(events_path, offset, outcome, cursor, on_event)
+        finally:
+            os.close(lifeline_write)
         code = process.returncode
+        in_progress = cursor.variant
+        who = in_progress or "worker"
         if timed_out:
-            return in_progress, f"{in_progress or 'worker'} timed out after {timeout_s:g} s (case timeout)"
-        if code == 0:
-            return None, None
+            return in_progress, f"{who} timed out after {timeout_s:g} s (case timeout)"
         tail = _last_line(stderr_path)
+        if code == USER_EXIT and tail.startswith(USER_EXIT_PREFIX):
+            call = tail[len(USER_EXIT_PREFIX):]
+            return in_progress, (
+                f"{who} called {call} {_where(job, cursor)}: user code must return (or raise), "
+                "not end the worker process"
+            )
+        if code == 0:
+            if in_progress is None or in_progress in outcome.variants:
+                return None, None
+            # Exit status 0 in the middle of a variant: no crash of kbench-ci's ends that way.
+            return in_progress, _ended_from_inside(job, cursor, code)
         if code == CONTEXT_LOST_EXIT:
-            return in_progress, f"{in_progress or 'worker'} broke the CUDA context: {tail}"
+            return in_progress, f"{who} broke the CUDA context: {tail}"
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return in_progress, f"{in_progress or 'worker'} crashed the worker ({name}){': ' + tail if tail else ''}"
-        return in_progress, f"{in_progress or 'worker'} failed the worker (exit {code}){': ' + tail if tail else ''}"
+            return in_progress, f"{who} crashed the worker ({name}){': ' + tail if tail else ''}"
+        if not _has_traceback(stderr_path):
+            # A failure of kbench-ci's (or an exception nobody caught) leaves a traceback; an exit
+            # status without one means the process was ended from inside (os._exit(), a C
+            # library's exit()). Warnings alone on stderr do not count.
+            return in_progress, _ended_from_inside(job, cursor, code)
+        return in_progress, f"{who} failed the worker (exit {code}): {tail}"
+
+
+def _ended_from_inside(job: CaseJob, cursor: _Cursor, code: int) -> str:
+    return (
+        f"{cursor.variant or 'worker'} ended the worker process (exit status {code}) {_where(job, cursor)} without "
+        "an error: does its code call os._exit() or exit()? User code must return (or raise)"
+    )
+
+
+def _where(job: CaseJob, cursor: _Cursor) -> str:
+    """``during correctness``, or for the load phase the files whose top-level code ran."""
+    if cursor.phase == "load":
+        side = next((side for side in job.sides if side.label == cursor.variant), job.sides[0])
+        return f"while loading {Path(side.solution).name} / {Path(side.ref).name} (their top-level code)"
+    if cursor.phase is None:
+        return "before it reported anything"
+    return _PHASE_WORDS.get(cursor.phase, f"during {cursor.phase}")
+
+
+#: the worker's phases, as a person reads them
+_PHASE_WORDS = {
+    "compile": "during its first (untimed) call",
+    "correctness": "during the correctness check",
+    "timing": "while being timed",
+    "audit": "during the CUPTI audit",
+}
 
 
 def _drain(
     events_path: Path,
     offset: int,
     outcome: WorkerOutcome,
-    in_progress: str | None,
+    cursor: _Cursor,
     on_event: ProgressCallback | None,
-) -> tuple[int, str | None]:
+) -> int:
     with open(events_path, "rb") as handle:
         handle.seek(offset)
         chunk = handle.read()
     # Only whole lines: the child may be mid-write.
     end = chunk.rfind(b"\n")
     if end < 0:
-        return offset, in_progress
+        return offset
     for line in chunk[: end + 1].splitlines():
         if not line.strip():
             continue
         event = decode_event(line)
         if isinstance(event, Begin):
-            in_progress = event.variant
+            cursor.variant, cursor.phase = event.variant, event.phase
         elif isinstance(event, VariantDone):
             outcome.variants[event.result.label] = event.result
-            if in_progress == event.result.label:
-                in_progress = None
+            if cursor.variant == event.result.label:
+                cursor.variant = cursor.phase = None
         elif isinstance(event, EnvironmentReport):
             outcome.environment = event.environment
         elif isinstance(event, GpuStateReport):
@@ -205,9 +272,14 @@ def _drain(
             outcome.load_error = event
         if on_event is not None:
             on_event(event)
-    return offset + end + 1, in_progress
+    return offset + end + 1
 
 
+def _has_traceback(path: Path) -> bool:
+    try:
+        return "Traceback (most recent call last):" in path.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _last_line(path: Path) -> str:

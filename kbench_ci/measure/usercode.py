@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,15 @@ def load_module(path: Path, *, role: str) -> ModuleType:
         raise UserFileError(
             f"{role} {path.name} raised {type(exc).__name__} while loading: {exc}"
         ) from exc
+    except SystemExit as exc:
+        # Not an Exception: uncaught, it would end the worker and be blamed on whatever variant
+        # was loading (the solution, even when ref.py exits). Name the file that did it.
+        del sys.modules[name]
+        call = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
+        raise UserFileError(
+            f"{role} {path.name} called {call} while loading: importing it must not end the process",
+            hint=f"remove the call, or put it under `if __name__ == \"__main__\":` in {path.name}",
+        ) from None
     finally:
         sys.path.remove(str(path.parent))
         _forget_sibling_modules(path.parent, modules_before)
@@ -166,8 +176,11 @@ def _tolerance(module: object, name: str, path: Path) -> float | None:
     value = getattr(module, name, None)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise UserFileError(f"{path.name}: {name} must be a non-negative number, got {value!r}")
+    # inf would pass every element (and NaN none): neither is a tolerance.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise UserFileError(
+            f"{path.name}: {name} must be a finite number >= 0, got {value!r}", hint=f"e.g. {name} = 1e-3"
+        )
     return float(value)
 
 

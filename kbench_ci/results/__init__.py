@@ -1,7 +1,7 @@
 """What was measured: frozen result and outcome types, their JSON form, atomic writes.
 
 The bottom of the data flow: every layer above reads these types, and this package imports
-nothing of kbench_ci but ``stats``.
+nothing of kbench_ci but ``stats`` and ``errors``.
 """
 
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -115,7 +116,16 @@ def load_suite(path: Path, *, root: Path | None = None, check_files: bool = True
     else:
         table = data
     suite_root = Path(root if root is not None else path.parent).absolute()
-    return _Loader(label, suite_root, check_files).suite(table, source=path.absolute())
+    return _Loader(label, suite_root, _repository_root(suite_root), check_files).suite(table, source=path.absolute())
+
+
+def _repository_root(directory: Path) -> Path:
+    """The nearest directory from ``directory`` upwards that holds ``.git`` (a worktree's is a
+    file); ``directory`` itself when none does."""
+    for candidate in (directory, *directory.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return directory
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -383,11 +393,13 @@ _KERNEL_KEYS = (*_KERNEL_ONLY, *_SHARED, *_ALIASES)
 class _Loader:
     """Walks the parsed TOML once; every error it raises carries the location prefix."""
 
-    __slots__ = ("label", "root", "check_files")
+    __slots__ = ("label", "root", "repository", "check_files")
 
-    def __init__(self, label: str, root: Path, check_files: bool) -> None:
+    def __init__(self, label: str, root: Path, repository: Path, check_files: bool) -> None:
         self.label = label
         self.root = root
+        #: kernel files must be inside it (see :meth:`path`)
+        self.repository = repository
         self.check_files = check_files
 
     def fail(self, where: str, message: str, hint: str | None = None) -> ConfigError:
@@ -552,6 +564,18 @@ class _Loader:
                 f'"{key}" must be relative to the config file\'s directory, got {value!r}',
             )
         full = self.root / relative
+        # Inside the repository, also after `..` and symbolic links: compare checks each side out
+        # of git, and a file outside (or a link to one) is the same file for both sides, or no
+        # file at all in the base's worktree: such a kernel would always be "added" and could
+        # never fail the gate.
+        hint = "compare reads each side's files from its own checkout: keep kernel files inside the repository"
+        if not Path(os.path.normpath(full)).is_relative_to(self.repository):
+            raise self.fail(where, f'"{key}" {value!r} is outside the repository {self.repository}', hint=hint)
+        target = full.resolve()
+        if not target.is_relative_to(self.repository.resolve()):
+            raise self.fail(
+                where, f'"{key}" {value!r} is a link to {target}, outside the repository {self.repository}', hint=hint
+            )
         if self.check_files:
             if not full.exists():
                 raise self.fail(

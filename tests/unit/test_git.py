@@ -125,7 +125,7 @@ def test_resolve_unknown_ref(history: History) -> None:
         repo.resolve("origin/mian")
     message = info.value.one_line()
     assert 'cannot resolve "origin/mian"' in message
-    assert "git fetch origin mian" in message
+    assert "git fetch origin +refs/heads/mian:refs/remotes/origin/mian" in message
     assert "fetch-depth: 0" in message
     assert "\n" not in message
 
@@ -143,7 +143,8 @@ def test_resolve_in_shallow_clone_says_so(history: History, tmp_path: Path) -> N
     with pytest.raises(GitError) as info:
         GitRepo(clone).resolve("origin/feature")
     assert "shallow clone" in info.value.hint
-    assert "git fetch origin feature" in info.value.hint
+    # An explicit refspec: `git fetch origin feature` would not create origin/feature here.
+    assert "git fetch origin +refs/heads/feature:refs/remotes/origin/feature" in info.value.hint
 
 
 def test_merge_base_vs_tip(history: History) -> None:
@@ -181,7 +182,8 @@ def test_merge_base_missing(history: History) -> None:
     with pytest.raises(GitError) as info:
         repo.resolve_revisions("main", "lonely")
     assert info.value.message == '"main" and "lonely" have no common ancestor'
-    assert "fetch-depth: 0" in info.value.hint
+    # Not a shallow clone: fetching cannot help, comparing with the tip can.
+    assert "--base-mode tip" in info.value.hint
     # tip mode does not need one
     assert repo.resolve_revisions("main", "lonely", base_mode="tip").base_sha == history.c2
 

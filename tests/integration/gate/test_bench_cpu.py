@@ -134,6 +134,30 @@ def test_raising_kernel_exits_1_and_names_the_error(tmp_path: Path) -> None:
     assert "raises.py:" in solution["message"]
 
 
+@pytest.mark.parametrize(("fixture", "expected"), [
+    ("exits_in_run_kernel", "solution called sys.exit(3) during its first (untimed) call: user code must return "
+                            "(or raise), not end the worker process"),
+    ("os_exit_in_run_kernel", "solution ended the worker process (exit status 0) during its first (untimed) call "
+                              "without an error: does its code call os._exit() or exit()?"),
+    ("os_exit_at_import", "solution ended the worker process (exit status 5) while loading os_exit_at_import.py / "
+                          "ref.py (their top-level code) without an error"),
+])
+def test_a_kernel_that_ends_the_process_is_named_for_what_it_did(fixture: str, expected: str, tmp_path: Path) -> None:
+    completed = kbench(
+        "bench", str(USERFILES / f"{fixture}.py"), "--implementation=pytorch", "--baselines=pytorch-eager",
+        f"--ref={CHEATS / 'ref.py'}", f"--output-dir={tmp_path}", "--device=cpu", "--N=64", "--num-warmup=0",
+        "--num-trials=2",
+    )
+    assert completed.returncode == 1, completed.stderr
+    variants = {v["label"]: v for v in results(tmp_path)["case"]["variants"]}
+    assert variants["solution"]["status"] == "error"
+    assert expected in variants["solution"]["message"]
+    assert "the worker stopped before reaching it" not in completed.stderr
+    if fixture != "os_exit_at_import":  # the baseline needs the solution's setup() for its inputs
+        assert variants["pytorch-eager"]["status"] == "ok"  # rerun in a fresh worker: its result survives
+    assert f"kbench-ci: solution ERROR: {expected}" in completed.stderr
+
+
 def test_segfaulting_kernel_is_blamed_and_the_baseline_result_survives(tmp_path: Path) -> None:
     completed = bench_cheat("segfault", tmp_path, "--baselines=pytorch-eager")
     assert completed.returncode == 1
@@ -170,7 +194,7 @@ BAD_INPUTS = [
     ([str(CHEATS / "honest.py"), "--ref=nope/ref.py", "--N=8"], 2, "ref file not found"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--implementation=fortran", "--N=8"], 2, "unknown implementation 'fortran'"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--baselines=pytorch-eager,tvm", "--N=8"], 2, "unknown baseline 'tvm'"),
-    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=abc"], 2, "dimension --N must be a number"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=abc"], 2, "dimension --N must be a positive integer, got 'abc'"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--timing-method=wallclock"], 2, "unknown --timing-method"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--num-trails=5"], 2, "did you mean --num-trials"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--device=tpu"], 2, "unknown --device"),
@@ -182,6 +206,18 @@ BAD_INPUTS = [
     ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_without_reference.py'}", "--N=8", "--implementation=pytorch"], 2, "does not define reference()"),
     ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_wrong_arity.py'}", "--N=8", "--implementation=pytorch"], 2, "returned 2 values but there are 1 outputs"),
     ([str(ROOT / "examples" / "softmax_cuda" / "softmax.cu"), f"--ref={ROOT / 'examples' / 'softmax_cuda' / 'ref.py'}", "--M=8", "--N=8"], 3, "needs a CUDA GPU"),
+    # issue 12, item 9: bad values are usage errors, never a kernel error
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=1024.5"], 2, "dimension --N must be a positive integer, got '1024.5'"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=1e3"], 2, "got '1e3' (write --N=1000)"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=-5"], 2, "dimension --N must be a positive integer, got '-5'"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=0"], 2, "dimension --N must be a positive integer, got '0'"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--timeout", "0"], 2, "--timeout must be a positive number of seconds, got 0"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--timeout=-1"], 2, "--timeout must be a positive number of seconds, got -1"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--trials=5"], 2, "unknown option '--trials' (did you mean --num-trials?"),
+    ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--atol", "inf"], 2, "--atol must be a finite number >= 0, got inf"),
+    ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_atol_inf.py'}", "--N=8", "--implementation=pytorch"], 2, "ref_atol_inf.py: atol must be a finite number >= 0, got inf"),
+    ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_exits_at_import.py'}", "--N=8", "--implementation=pytorch"], 2, "ref ref_exits_at_import.py called sys.exit('done') while loading"),
+    ([str(USERFILES / "exits_at_import.py"), f"--ref={CHEATS / 'ref.py'}", "--N=8", "--implementation=pytorch"], 2, "solution exits_at_import.py called sys.exit(0) while loading"),
 ]
 
 
@@ -212,7 +248,7 @@ def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
             time.sleep(0.5)
             # Only this parent's own worker: other kbench-ci runs on the machine are not ours.
             listing = subprocess.run(
-                ["pgrep", "-P", str(process.pid), "-f", "kbench_ci.measure.child"], capture_output=True, text=True,
+                ["pgrep", "-P", str(process.pid), "-f", "kbench_ci.measure.worker"], capture_output=True, text=True,
             ).stdout
             workers = listing.split()
         assert workers, "the worker never started"

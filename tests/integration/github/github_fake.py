@@ -43,6 +43,19 @@ class FakeGitHub:
     evil_next_link: bool = False
     #: head sha of each pull request, for GET /pulls/N
     pull_heads: dict[int, str] = field(default_factory=dict)
+    #: answer the next N requests with a rate limit: ``rate_limit_status`` (403 or 429) with
+    #: ``rate_limit_headers`` (Retry-After, x-ratelimit-*) and ``rate_limit_message``
+    rate_limited_times: int = 0
+    rate_limit_status: int = 403
+    rate_limit_headers: dict[str, str] = field(default_factory=dict)
+    rate_limit_message: str = "You have exceeded a secondary rate limit."
+    #: create the comment of the next N POSTs, then answer 502 as if it had failed
+    create_then_fail_times: int = 0
+    #: answer POST with this status the next N times without creating anything
+    post_fail_status: int | None = None
+    post_fail_times: int = 0
+    #: put the caller's token into the html_url of comments it returns (a careless proxy)
+    echo_token_in_url: bool = False
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     _next_id: int = 1000
@@ -129,6 +142,13 @@ class FakeGitHub:
         )
         token = (handler.headers.get("Authorization") or "").removeprefix("Bearer ")
 
+        if self.rate_limited_times > 0:
+            self.rate_limited_times -= 1
+            return self._send(handler, self.rate_limit_status, {"message": self.rate_limit_message},
+                              self.rate_limit_headers)
+        if method == "POST" and self.post_fail_status is not None and self.post_fail_times > 0:
+            self.post_fail_times -= 1
+            return self._send(handler, self.post_fail_status, {"message": "Server Error"})
         if self.fail_status is not None and (self.fail_times is None or self.fail_times > 0):
             if self.fail_times is not None:
                 self.fail_times -= 1
@@ -147,6 +167,11 @@ class FakeGitHub:
         if (m := _LIST.match(path)) and method == "POST":
             number = int(m.group(3))
             comment_id = self.add_comment(number, body["body"], login="github-actions[bot]", bot=True)
+            if self.create_then_fail_times > 0:
+                self.create_then_fail_times -= 1
+                return self._send(handler, 502, {"message": "Server Error"})
+            if self.echo_token_in_url:
+                self.comments[comment_id]["html_url"] += f"?token={token}"
             return self._send(handler, 201, self._public(self.comments[comment_id]))
         if (m := _ONE.match(path)) and method == "PATCH":
             comment = self.comments.get(int(m.group(3)))

@@ -764,3 +764,25 @@ def test_forbidden_comment_is_a_warning_and_the_gate_still_decides(forbidden: Fo
         assert (job.report_dir / name).is_file(), name
     assert job.steps["summary"].summary == job.report()
     assert "incorrect" in job.summary
+
+
+def test_pull_request_target_is_refused_unless_allowed(action: dict, origin: Origin, jobs_root: Path) -> None:
+    """pull_request_target gives the job the base repository's write token and secrets, and the
+    benchmark runs the pull request's code: the action refuses it unless an input allows it."""
+    home = jobs_root / "target"
+    home.mkdir()
+    workspace = home / "workspace"
+    git(home, "clone", "-q", str(origin.root), str(workspace))
+    payload = {"pull_request": {"number": 12, "base": {"ref": "main", "sha": origin.base},
+                                "head": {"ref": "slow", "sha": origin.slow}}}
+    runner = ActionRunner(action, home=home / "runner", workspace=workspace, event_name="pull_request_target",
+                          payload=payload, api_url="http://127.0.0.1:9", inputs={"comment": "never"})
+    job = runner.run()
+    resolve = job.steps["resolve"]
+    assert (resolve.outcome, resolve.exit_code) == ("failure", 2), explain(job)
+    assert "::error::kbench-ci resolve: refusing to benchmark on pull_request_target" in resolve.log
+    assert [s.id for s in job.steps.values() if s.ran] == ["setup", "resolve"], explain(job)
+
+    allowed = runner.rerun(job, "resolve", **{"allow-pull-request-target": "true"})
+    assert allowed.outcome == "success", allowed.log
+    assert allowed.outputs["head-sha"] == origin.slow

@@ -1,0 +1,158 @@
+"""Stopping a run from outside (issue 12, item 1): SIGTERM and SIGHUP clean up like Ctrl-C, a
+second signal does not cut the clean-up short, and a worker never outlives its parent, even one
+killed with SIGKILL (the worker watches a pipe whose other end dies with the parent)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.suite_repo import make_suite_repo, suite_files
+
+ROOT = Path(__file__).resolve().parents[3]
+CHEATS = ROOT / "tests" / "fixtures" / "cheats_py"
+_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"
+
+
+def _environment(tmpdir: Path | None = None) -> dict[str, str]:
+    environment = dict(os.environ)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
+    if tmpdir is not None:
+        environment["TMPDIR"] = str(tmpdir)
+    return environment
+
+
+def _start(args: list[str], cwd: Path, tmpdir: Path | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _SHIM, *args], cwd=cwd, env=_environment(tmpdir),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan killed in a container may wait long to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_for_worker(parent: subprocess.Popen[str], *, settle_s: float = 3.0) -> list[int]:
+    """The parent's worker pids, once the worker has had time to reach the hanging kernel."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        listing = subprocess.run(
+            ["pgrep", "-P", str(parent.pid), "-f", "kbench_ci.measure.worker"], capture_output=True, text=True,
+        ).stdout.split()
+        if listing:
+            time.sleep(settle_s)
+            return [int(pid) for pid in listing]
+        assert parent.poll() is None, parent.communicate()
+        time.sleep(0.3)
+    raise AssertionError("the worker never started")
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [pid for pid in pids if _running(pid)]
+        if not alive:
+            return []
+        time.sleep(0.2)
+    return [pid for pid in pids if _running(pid)]
+
+
+def _bench_hanging(tmp_path: Path) -> subprocess.Popen[str]:
+    return _start(
+        ["bench", str(CHEATS / "hangs.py"), "--implementation=pytorch", f"--ref={CHEATS / 'ref.py'}",
+         f"--output-dir={tmp_path / 'out'}", "--device=cpu", "--N=64"],
+        ROOT,
+    )
+
+
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGHUP, 129, "SIGHUP")])
+def test_sigterm_and_sighup_stop_bench_and_its_worker(sig: signal.Signals, code: int, name: str, tmp_path: Path) -> None:
+    process = _bench_hanging(tmp_path)
+    try:
+        workers = _wait_for_worker(process)
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == code, stderr
+        assert f"kbench-ci: terminated ({name})" in stderr
+        assert "Traceback" not in stderr
+        assert _gone_within(workers, 5) == [], "the worker outlived its terminated parent"
+    finally:
+        process.kill()
+
+
+def test_a_worker_dies_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up in the parent: only the worker's lifeline can end it."""
+    process = _bench_hanging(tmp_path)
+    workers: list[int] = []
+    try:
+        workers = _wait_for_worker(process)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        assert _gone_within(workers, 10) == [], "the worker of a SIGKILLed parent kept running its kernel"
+    finally:
+        process.kill()
+        for pid in workers:  # only when the assertion failed: do not leave it spinning
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_then_sigint_on_compare_removes_its_worktrees(tmp_path: Path) -> None:
+    """The follow-up signal (GitHub: SIGINT, then SIGTERM 7.5 s later) must not cut the
+    clean-up short: worktrees and temporary folders are gone, and results so far are kept."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
+    repo.write({"kernels/scale.py": suite_files([{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}],
+                                                   "variant": "hangs"}])["kernels/scale.py"]})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "out"
+    process = _start(["compare", "--base", "main", "--device", "cpu", "--output-dir", str(out)], repo.root, scratch)
+    try:
+        workers = _wait_for_worker(process)
+        assert len(repo.worktrees()) == 2  # the base's worktree exists while the case runs
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 143, stderr
+        assert "kbench-ci: terminated (SIGTERM); worktrees removed" in stderr
+        assert "Traceback" not in stderr
+        assert repo.worktrees() == [str(repo.root)]
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("kbench-")] == []
+        assert _gone_within(workers, 5) == []
+        assert (out / "results.json").is_file()  # the empty, incomplete report written at the start
+    finally:
+        process.kill()
+
+
+def test_a_signal_ignored_on_purpose_stays_ignored(tmp_path: Path) -> None:
+    """`nohup kbench-ci ...` must survive the terminal closing (SIGHUP)."""
+    process = subprocess.Popen(
+        ["nohup", sys.executable, "-c", _SHIM, "bench", str(CHEATS / "hangs.py"), "--implementation=pytorch",
+         f"--ref={CHEATS / 'ref.py'}", f"--output-dir={tmp_path / 'out'}", "--device=cpu", "--N=64"],
+        cwd=tmp_path, env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        workers = _wait_for_worker(process)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        assert process.poll() is None, process.communicate()
+        assert all(_running(pid) for pid in workers)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+        assert process.returncode == 143, stderr
+        assert _gone_within(workers, 5) == []
+    finally:
+        process.kill()
