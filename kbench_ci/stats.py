@@ -32,10 +32,12 @@ from numpy.random import PCG64, Generator
 
 __all__ = [
     "RatioEstimate",
+    "Step",
     "Summary",
     "Verdict",
     "classify",
     "compare_rounds",
+    "detect_steps",
     "geometric_mean",
     "median_ci",
     "needs_remeasure",
@@ -559,6 +561,105 @@ def _two_stage_medians(table: _RoundTable, picks: np.ndarray, rng: Generator) ->
     upper = np.take_along_axis(pool, (pool_sizes // 2)[:, None], axis=1)[:, 0]
     medians: np.ndarray = (table.sorted_values[lower] + table.sorted_values[upper]) / 2.0
     return medians
+
+
+# --------------------------------------------------------------------------------------------
+# Steps in a history of per-commit latencies
+# --------------------------------------------------------------------------------------------
+
+#: a new level must hold for at least this many commits to count as a lasting change
+MIN_STEP_COMMITS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A lasting change in a series of per-commit latencies: ``values[index - 1]`` is the last
+    point at the old level, ``values[index]`` the first at the new one. ``before`` and ``after``
+    are the two levels (medians of their segments)."""
+
+    index: int
+    before: float
+    after: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before
+
+
+def detect_steps(values: Sequence[float], threshold: float, *, min_commits: int = MIN_STEP_COMMITS) -> list[Step]:
+    """Lasting changes larger than ``threshold`` in a series of per-commit latencies (as asv does).
+
+    In log space the series is fitted with piecewise-constant levels, segments at least
+    ``min_commits`` long, by optimal partitioning (dynamic programming over all split points)
+    minimising the squared residuals plus a penalty per segment of ``3 * sigma**2 * log(n)``
+    (BIC-like), where sigma is the noise estimated robustly from successive differences (their
+    MAD). Each segment's level is its median, so a one-commit blip is no lasting change.
+    Adjacent levels closer than ``threshold`` are then merged, so every step reported is
+    larger than the case's threshold. Noise never reads as a step more often than the penalty
+    allows: see tests/unit/test_steps.py for the planted-step and flat-history rates.
+
+    Raises ValueError on a value that is not finite and > 0, a threshold <= 0, or min_commits < 1.
+    """
+    if not (math.isfinite(threshold) and threshold > 0):
+        raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    if min_commits < 1:
+        raise ValueError(f"min_commits must be >= 1, got {min_commits!r}")
+    raw = _as_samples(values, "values") if len(values) else np.ones(0)
+    if np.any(raw <= 0):
+        raise ValueError("values must all be > 0 (latencies)")
+    x = np.log(raw)
+    n = x.size
+    if n < 2 * min_commits:
+        return []
+    diffs = np.diff(x)
+    sigma = float(np.median(np.abs(diffs - np.median(diffs)))) * 1.4826 / math.sqrt(2)
+    # A perfectly flat series has no noise to scale by: a tiny floor keeps the penalty positive.
+    sigma = max(sigma, 1e-9)
+    penalty = 3.0 * sigma**2 * math.log(n)
+    bounds = _optimal_partition(x, penalty, min_commits)
+    # Levels are segment medians: a segment the fit made around a one-commit blip has the level
+    # of its neighbours, and merges into them below.
+    levels = [float(np.median(x[a:b])) for a, b in bounds]
+    # Merge neighbours whose levels differ by less than the threshold, smallest gap first.
+    log_band = math.log1p(threshold)
+    while len(bounds) > 1:
+        gaps = [abs(levels[k + 1] - levels[k]) for k in range(len(levels) - 1)]
+        k = int(np.argmin(gaps))
+        if gaps[k] >= log_band:
+            break
+        bounds[k : k + 2] = [(bounds[k][0], bounds[k + 1][1])]
+        levels[k : k + 2] = [float(np.median(x[bounds[k][0] : bounds[k][1]]))]
+    return [
+        Step(index=bounds[k + 1][0], before=math.exp(levels[k]), after=math.exp(levels[k + 1]))
+        for k in range(len(bounds) - 1)
+    ]
+
+
+def _optimal_partition(x: np.ndarray, penalty: float, min_length: int) -> list[tuple[int, int]]:
+    """Segments [a, b) minimising sum of squared deviations from each segment's mean plus
+    ``penalty`` per segment, every segment at least ``min_length`` long (O(n^2), vectorised)."""
+    n = x.size
+    s1 = np.concatenate([[0.0], np.cumsum(x)])
+    s2 = np.concatenate([[0.0], np.cumsum(x * x)])
+    best = np.full(n + 1, np.inf)
+    best[0] = -penalty  # the first segment pays no split
+    last_start = np.zeros(n + 1, dtype=np.int64)
+    for end in range(min_length, n + 1):
+        starts = np.arange(0, end - min_length + 1)
+        lengths = end - starts
+        sums = s1[end] - s1[starts]
+        cost = (s2[end] - s2[starts]) - sums * sums / lengths
+        total = best[starts] + cost + penalty
+        pick = int(np.argmin(total))
+        best[end] = total[pick]
+        last_start[end] = starts[pick]
+    segments = []
+    end = n
+    while end > 0:
+        start = int(last_start[end])
+        segments.append((start, end))
+        end = start
+    return segments[::-1]
 
 
 # --------------------------------------------------------------------------------------------
