@@ -495,3 +495,100 @@ def deepen_to_merge_base(base: str, head: str, cwd: Path) -> str | None:
             return None  # the whole history is here already
     _run_git(["fetch", "--no-tags", "--unshallow", remote, base, head], cwd)
     return merge_base(base, head, cwd)
+
+
+# --------------------------------------------------------------------------------------------
+# A data branch written without a work tree (kbench-ci history)
+# --------------------------------------------------------------------------------------------
+
+
+class RefMoved(GitError):
+    """A ref was not where a compare-and-swap update expected it (another writer got there first)."""
+
+
+#: who the history branch's commits are by: a data branch written by a bot, also on a runner
+#: with no git identity configured
+_DATA_AUTHOR = {
+    "GIT_AUTHOR_NAME": "kbench-ci", "GIT_AUTHOR_EMAIL": "kbench-ci@users.noreply.github.com",
+    "GIT_COMMITTER_NAME": "kbench-ci", "GIT_COMMITTER_EMAIL": "kbench-ci@users.noreply.github.com",
+}
+
+
+def _plumbing(args: Sequence[str], cwd: Path, *, index_file: Path | None = None, stdin: str | None = None) -> str:
+    """git with its own index file (never the user's), output stripped; GitError on failure."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **_DATA_AUTHOR}
+    if index_file is not None:
+        env["GIT_INDEX_FILE"] = str(index_file)
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                              timeout=_CLI_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"'git {' '.join(args)}' took more than {_CLI_TIMEOUT_S}s") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
+    return done.stdout.strip()
+
+
+def branch_tip(branch: str, cwd: Path) -> str | None:
+    """The commit ``refs/heads/BRANCH`` points at, or None where it does not exist."""
+    return rev_parse(f"refs/heads/{_check_ref(branch, 'branch')}", cwd)
+
+
+def commit_files_to_branch(
+    branch: str, files: dict[str, str], message: str, cwd: Path, *, parent: str | None, expected: str | None
+) -> str:
+    """Commit ``files`` (path in the tree -> text) on top of ``parent``'s tree (None: a new root)
+    and move ``refs/heads/BRANCH`` from ``expected`` (None: the branch must not exist yet) to that
+    commit, atomically: RefMoved when the branch is elsewhere by then. The work tree, the index
+    and HEAD are never touched."""
+    old_value = expected
+    ref = f"refs/heads/{_check_ref(branch, 'branch')}"
+    with tempfile.TemporaryDirectory(prefix="kbench-ci-index-") as folder:
+        index = Path(folder) / "index"
+        if parent is not None:
+            _plumbing(["read-tree", parent], cwd, index_file=index)
+        for path, text in files.items():
+            blob = _plumbing(["hash-object", "-w", "--stdin"], cwd, stdin=text)
+            _plumbing(["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], cwd, index_file=index)
+        tree = _plumbing(["write-tree"], cwd, index_file=index)
+    commit = _plumbing(["commit-tree", tree, *(["-p", parent] if parent else []), "-m", message], cwd)
+    try:
+        # The old value makes this a compare-and-swap: "" means "must not exist yet".
+        _plumbing(["update-ref", ref, commit, old_value or ""], cwd)
+    except GitError as exc:
+        raise RefMoved(f"{ref} moved while recording: {exc.message}") from None
+    return commit
+
+
+def read_branch_files(branch_or_commit: str, folder: str, cwd: Path) -> dict[str, str]:
+    """Every file under ``folder`` in the tree of ``branch_or_commit``: path -> text."""
+    listing = _plumbing(["ls-tree", "-r", "--name-only", branch_or_commit, "--", folder], cwd)
+    return {path: _plumbing(["show", f"{branch_or_commit}:{path}"], cwd) for path in listing.splitlines() if path}
+
+
+def push_branch(branch: str, remote: str, cwd: Path) -> bool:
+    """Push ``branch`` to ``remote`` without force; False when the remote rejected it (it moved)."""
+    ref = f"refs/heads/{_check_ref(branch, 'branch')}"
+    done = _run_git(["push", "--porcelain", _check_ref(remote, "remote"), f"{ref}:{ref}"], cwd, check=False)
+    if done.returncode == 0:
+        return True
+    if "rejected" in done.stdout + done.stderr or "non-fast-forward" in done.stdout + done.stderr:
+        return False
+    lines = done.stderr.strip().splitlines()
+    raise GitError(f"'git push {remote} {branch}' failed: {lines[-1] if lines else done.returncode}")
+
+
+def fetch_branch(branch: str, remote: str, cwd: Path) -> str | None:
+    """Fetch ``remote``'s ``branch``; its commit, or None where the remote has no such branch."""
+    name = _check_ref(branch, "branch")
+    target = f"refs/remotes/{_check_ref(remote, 'remote')}/{name}"
+    done = _run_git(["fetch", "--no-tags", remote, f"+refs/heads/{name}:{target}"], cwd, check=False)
+    if done.returncode != 0:
+        if "couldn't find remote ref" in done.stderr:
+            return None
+        lines = done.stderr.strip().splitlines()
+        raise GitError(f"'git fetch {remote} {name}' failed: {lines[-1] if lines else done.returncode}")
+    return rev_parse(target, cwd)

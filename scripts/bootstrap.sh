@@ -20,6 +20,6 @@ if ! python -c "import triton" 2>/dev/null; then
 fi
 # numpy<2.4: Triton 3.6's interpreter (CPU mode) breaks on tl.dot loops with numpy 2.4.
 # The cutlass and cute extras let the CPU tests compile the CUTLASS and CuTe DSL examples.
-python -m pip install -q -e '.[test,lint,cutlass,cute]' 'numpy<2.4'
+python -m pip install -q -e '.[test,lint,cutlass,cute,history]' 'numpy<2.4'
 kbench-ci bench examples/layernorm_triton/layernorm.py --implementation=triton --baselines=pytorch-eager \
   --ref=examples/layernorm_triton/ref.py --output-dir=bench_out --M=256 --N=1024

@@ -1,0 +1,120 @@
+"""The trend of every case over the recorded commits: history.md, one chart per case, and a
+static index.html that GitHub Pages can serve. Steps (lasting changes larger than the threshold)
+are found by :func:`kbench_ci.stats.detect_steps` and named by the commit range they happened in.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbench_ci.errors import MissingExtraError
+from kbench_ci.history.store import HistoryEntry
+from kbench_ci.stats import Step, detect_steps
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """One case on one GPU model: its median per recorded commit, oldest first, and its steps."""
+
+    gpu: str
+    case_id: str
+    commits: tuple[str, ...]
+    medians_ms: tuple[float, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def chart_name(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.gpu}__{self.case_id}").strip("_") + ".png"
+
+    def step_range(self, step: Step) -> str:
+        """The commits between which the step happened: last at the old level .. first at the new."""
+        return f"{self.commits[step.index - 1][:12]}..{self.commits[step.index][:12]}"
+
+
+def trends(history: Sequence[HistoryEntry], *, threshold: float, kernel: str | None = None) -> list[Trend]:
+    """Per (GPU model, case), in the order the entries were recorded (oldest first)."""
+    series: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for entry in history:
+        for point in entry.points:
+            if kernel is None or point.case_id == kernel or point.case_id.startswith(f"{kernel}["):
+                series.setdefault((entry.gpu, point.case_id), []).append((entry.commit, point.median_ms))
+    found = []
+    for (gpu, case_id), points in sorted(series.items()):
+        medians = tuple(m for _, m in points)
+        found.append(Trend(gpu, case_id, tuple(c for c, _ in points), medians, tuple(detect_steps(medians, threshold))))
+    return found
+
+
+def render_markdown(found: Sequence[Trend], *, threshold: float) -> str:
+    lines = ["# kbench-ci history", "",
+             f"Median latency per recorded commit; a step is a lasting change larger than {threshold:.0%}.", ""]
+    if not found:
+        return "\n".join([*lines, "Nothing recorded yet.", ""])
+    lines += ["| GPU | case | commits | first | last | change | steps |", "|---|---|---|---|---|---|---|"]
+    for trend in found:
+        steps = "; ".join(f"{(s.ratio - 1):+.1%} at {trend.step_range(s)}" for s in trend.steps) or "none"
+        change = trend.medians_ms[-1] / trend.medians_ms[0] - 1
+        lines.append(
+            f"| {trend.gpu} | `{trend.case_id}` | {len(trend.commits)} | {_ms(trend.medians_ms[0])} | "
+            f"{_ms(trend.medians_ms[-1])} | {change:+.1%} | {steps} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def render_index_html(found: Sequence[Trend], *, threshold: float) -> str:
+    parts = ["<!doctype html><meta charset='utf-8'><title>kbench-ci history</title>",
+             "<h1>kbench-ci history</h1>",
+             f"<p>Median latency per recorded commit; steps larger than {threshold:.0%} are marked.</p>"]
+    for trend in found:
+        steps = "; ".join(f"{(s.ratio - 1):+.1%} at {trend.step_range(s)}" for s in trend.steps) or "no step"
+        parts += [f"<h2 id='{html.escape(trend.chart_name)}'>{html.escape(trend.case_id)} on {html.escape(trend.gpu)}</h2>",
+                  f"<p>{html.escape(steps)}</p>",
+                  f"<img src='{html.escape(trend.chart_name)}' alt='{html.escape(trend.case_id)}'>"]
+    return "\n".join(parts) + "\n"
+
+
+def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> list[Path]:
+    """history.md, index.html and one PNG per trend in ``folder``; the paths written."""
+    pyplot = _pyplot()
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for trend in found:
+        figure, axes = pyplot.subplots(figsize=(8, 3))
+        xs = range(len(trend.commits))
+        axes.plot(xs, [m * 1e3 for m in trend.medians_ms], marker="o", markersize=3)
+        for step in trend.steps:
+            axes.axvline(step.index - 0.5, color="red", linestyle="--", linewidth=1)
+            axes.annotate(f"{step.ratio - 1:+.1%}", (step.index - 0.5, max(trend.medians_ms) * 1e3), color="red", fontsize=8)
+        axes.set_xticks(list(xs), [c[:7] for c in trend.commits], rotation=90, fontsize=6)
+        axes.set_ylabel("median (us)")
+        axes.set_title(f"{trend.case_id} on {trend.gpu}", fontsize=9)
+        figure.tight_layout()
+        path = folder / trend.chart_name
+        figure.savefig(path, dpi=100)
+        pyplot.close(figure)
+        written.append(path)
+    for name, text in (("history.md", render_markdown(found, threshold=threshold)),
+                       ("index.html", render_index_html(found, threshold=threshold))):
+        (folder / name).write_text(text, encoding="utf-8")
+        written.append(folder / name)
+    return written
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display on a runner); an extra."""
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+    except ModuleNotFoundError:
+        raise MissingExtraError("matplotlib", "history", "drawing history charts") from None
+    matplotlib.use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.2f} us" if value < 1 else f"{value:.3f} ms"

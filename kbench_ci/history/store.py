@@ -1,0 +1,133 @@
+"""The history branch: one JSON file per (GPU model, commit), committed without a work tree.
+
+``entries/<gpu>/<commit>.json`` on the branch (default ``kbench-history``): recording the same
+commit again rewrites the same file, so a commit has one entry per GPU model; results from
+different GPU models never mix. Commits are made with git plumbing and a private index
+(:func:`kbench_ci.git.commit_files_to_branch`), so the user's work tree, index and HEAD are
+never touched, and the branch moves by compare-and-swap: two jobs recording at once both land,
+the later one rebuilt on top of the earlier (locally and, with a remote, after a rejected push).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbench_ci.errors import UsageError
+from kbench_ci.git import RefMoved, branch_tip, commit_files_to_branch, fetch_branch, push_branch, read_branch_files
+
+#: the branch the history lives on unless the user names another
+DEFAULT_BRANCH = "kbench-history"
+#: how often a record is rebuilt on a branch that another writer moved meanwhile
+MAX_ATTEMPTS = 8
+ENTRIES = "entries"
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True, slots=True)
+class CasePoint:
+    """One case of one run: the head's median latency and how many samples it rests on."""
+
+    case_id: str
+    median_ms: float
+    n_samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    commit: str
+    recorded_at: str  # ISO 8601, UTC: the order of the points of a trend
+    gpu: str
+    points: tuple[CasePoint, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"commit": self.commit, "recorded_at": self.recorded_at, "gpu": self.gpu,
+                "points": [{"case_id": p.case_id, "median_ms": p.median_ms, "n_samples": p.n_samples} for p in self.points]}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> HistoryEntry:
+        return HistoryEntry(
+            commit=str(data["commit"]), recorded_at=str(data["recorded_at"]), gpu=str(data["gpu"]),
+            points=tuple(CasePoint(str(p["case_id"]), float(p["median_ms"]), int(p["n_samples"])) for p in data["points"]),
+        )
+
+    @property
+    def path(self) -> str:
+        return f"{ENTRIES}/{_slug(self.gpu)}/{self.commit}.json"
+
+
+def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None) -> HistoryEntry:
+    """The entry of a ``run`` or ``compare`` results.json: each timed case's median (the head's,
+    for a compare). ``commit``: the commit measured; a compare's head sha when not given."""
+    schema = payload.get("schema")
+    if schema == "kbench-ci/compare":
+        commit = commit or (payload.get("head") or {}).get("sha")
+        points = tuple(
+            CasePoint(case["case_id"], *_median_of(case.get("head"))) for case in payload.get("cases", ())
+            if _median_of(case.get("head"))[1] > 0
+        )
+    elif schema == "kbench-ci/run":
+        points = tuple(
+            CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"]))
+            for case in payload.get("cases", ()) if case.get("median_ms") is not None and case.get("n_samples")
+        )
+    else:
+        raise UsageError(f"results.json has schema {schema!r}, not a run's or a compare's",
+                         hint="record the report folder of `kbench-ci run` or `kbench-ci compare`")
+    if not commit or not _SHA.match(commit):
+        raise UsageError(f"no full commit sha to record these results under (got {commit!r})",
+                         hint="pass --commit $(git rev-parse HEAD)")
+    gpu = (payload.get("environment") or {}).get("gpu_name") or "cpu"
+    when = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
+    return HistoryEntry(commit=commit, recorded_at=when, gpu=str(gpu), points=points)
+
+
+def _median_of(variant: Mapping[str, Any] | None) -> tuple[float, int]:
+    """Median (ms) and count of a variant's samples in results.json; (0, 0) when it has none."""
+    samples = sorted(s for rounds in (variant or {}).get("rounds_ms", ()) for s in rounds)
+    if not samples or (variant or {}).get("status") != "ok":
+        return 0.0, 0
+    middle = len(samples) // 2
+    median = samples[middle] if len(samples) % 2 else (samples[middle - 1] + samples[middle]) / 2
+    return float(median), len(samples)
+
+
+def record(entry: HistoryEntry, repo: Path, *, branch: str = DEFAULT_BRANCH, remote: str | None = None) -> str:
+    """Add ``entry`` to the branch (and push it to ``remote``); the branch's new commit.
+
+    A writer that lost the race (the local ref moved, or the push was rejected) records again on
+    top of the new tip: nothing another job recorded meanwhile is lost."""
+    text = json.dumps(entry.as_json(), indent=1, sort_keys=True) + "\n"
+    message = f"kbench-ci history: {entry.commit[:12]} on {entry.gpu}"
+    for _ in range(MAX_ATTEMPTS):
+        local = branch_tip(branch, repo)
+        parent = local
+        if remote is not None:
+            # The remote is the truth: its tip holds every entry any job pushed.
+            parent = fetch_branch(branch, remote, repo) or local
+        try:
+            commit = commit_files_to_branch(branch, {entry.path: text}, message, repo, parent=parent, expected=local)
+        except RefMoved:
+            continue  # another writer in this clone: record again on its tip
+        if remote is None or push_branch(branch, remote, repo):
+            return commit
+    raise UsageError(f"could not record on branch {branch}: it moved {MAX_ATTEMPTS} times while recording",
+                     hint="retry; another job records on it at the same time")
+
+
+def entries(repo: Path, *, branch: str = DEFAULT_BRANCH) -> list[HistoryEntry]:
+    """Every entry on the branch, oldest recording first; [] where the branch does not exist."""
+    tip = branch_tip(branch, repo)
+    if tip is None:
+        return []
+    found = [HistoryEntry.from_json(json.loads(text)) for text in read_branch_files(tip, ENTRIES, repo).values()]
+    return sorted(found, key=lambda e: (e.recorded_at, e.commit))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
