@@ -7,19 +7,38 @@ them imports this one. Start-up imports no torch, so ``kbench-ci --help`` is ins
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from kbench_ci.cli import bench, build, comment, compare, run
+from kbench_ci import __version__
+from kbench_ci.cli import bench, build, comment, compare, history, run
 
 __all__ = ["app", "main"]
 
 _HELP = "A CI regression gate for GPU kernels: correct first, timed truthfully, judged with statistics."
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=_HELP, pretty_exceptions_enable=False)
+# -h as well as --help, on every command (Click hands the names down to each command's context);
+# --install-completion / --show-completion from Typer for bash, zsh, fish and PowerShell.
+app = typer.Typer(
+    add_completion=True, no_args_is_help=True, help=_HELP, pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"kbench-ci {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="print the version and exit"),
+    ] = False,
+) -> None:
     """A CI regression gate for GPU kernels: correct first, timed truthfully, judged with statistics."""
 
 
@@ -28,6 +47,7 @@ app.command("build", help=build.HELP)(build.build)
 app.command("comment", help=comment.HELP)(comment.comment)
 app.command("run", help=run.HELP)(run.run)
 app.command("compare", help=compare.HELP)(compare.compare)
+app.add_typer(history.app, name="history", help=history.HELP)
 
 
 def main() -> None:

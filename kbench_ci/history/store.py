@@ -131,3 +131,15 @@ def entries(repo: Path, *, branch: str = DEFAULT_BRANCH) -> list[HistoryEntry]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
+
+
+def entry_from_report(folder: Path, *, commit: str | None = None) -> HistoryEntry:
+    """The entry of the results.json in a ``run`` or ``compare`` report folder."""
+    path = folder / "results.json"
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path} not found", hint="pass the --output-dir of a `kbench-ci run` or `compare`") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    return entry_from_results(payload, commit=commit)

@@ -33,7 +33,7 @@ class Shard:
 def parse_shard(text: str) -> Shard:
     match = _SPEC.match(text)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise UsageError(f"--shard must be K/N with 1 <= K <= N, got {text!r}", hint="e.g. --shard 2/3")
+        raise UsageError(f"a shard must be K/N with 1 <= K <= N, got {text!r}", hint="e.g. 2/3: the second of three")
     return Shard(int(match.group(1)), int(match.group(2)))
 
 

@@ -22,8 +22,11 @@ def _kbench_flags() -> dict[str, set[str]]:
     root = typer.main.get_command(app)
     flags: dict[str, set[str]] = {}
     for name, command in root.commands.items():  # type: ignore[attr-defined]
-        flags[name] = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
-        flags[name] |= {"--help"}
+        # A group (``history``) has its flags on its subcommands: ``history record --commit``.
+        commands = {name: command, **{f"{name} {sub}": c for sub, c in getattr(command, "commands", {}).items()}}
+        for full_name, each in commands.items():
+            flags[full_name] = {opt for param in each.params for opt in (*param.opts, *param.secondary_opts)}
+            flags[full_name] |= {"--help"}
     return flags
 
 

@@ -38,7 +38,7 @@ def test_timings_balance_the_time_not_the_count() -> None:
 def test_shard_specs() -> None:
     assert parse_shard("2/3") == Shard(2, 3) and str(parse_shard(" 1 / 1 ")) == "1/1"
     for bad in ("0/3", "4/3", "3", "a/b", "-1/2"):
-        with pytest.raises(UsageError, match="--shard must be K/N"):
+        with pytest.raises(UsageError, match="a shard must be K/N"):
             parse_shard(bad)
 
 

@@ -1,0 +1,60 @@
+"""``kbench-ci history record`` and ``history show``: the trend of every case on the main branch.
+
+Printing and exit codes only; the work is in :mod:`kbench_ci.history`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbench_ci.cli.console import error_boundary
+from kbench_ci.errors import UsageError
+from kbench_ci.history.show import trends, write_site
+from kbench_ci.history.store import DEFAULT_BRANCH, entries, entry_from_report, record
+from kbench_ci.suite.settings import DEFAULT_THRESHOLD
+
+__all__ = ["HELP", "app"]
+
+HELP = "Keep each main-branch run's results by commit on a data branch, and show their trend and steps."
+
+app = typer.Typer(no_args_is_help=True, help=HELP)
+
+_BRANCH = typer.Option("--branch", help="the data branch the history lives on")
+
+
+@app.command("record", help="Append a run's or compare's results (DIR/results.json), keyed by commit, to the data branch.")
+def record_command(
+    report: Annotated[Path, typer.Option("--report", help="the --output-dir of `kbench-ci run` or `compare`")],
+    commit: Annotated[str | None, typer.Option("--commit", help="the commit measured (default: a compare's head)")] = None,
+    branch: Annotated[str, _BRANCH] = DEFAULT_BRANCH,
+    push: Annotated[
+        str | None, typer.Option("--push", help="also push the branch to this remote, retrying when another job got there first")
+    ] = None,
+) -> None:
+    with error_boundary():
+        entry = entry_from_report(report, commit=commit)
+        tip = record(entry, Path.cwd(), branch=branch, remote=push)
+    typer.echo(f"recorded {len(entry.points)} cases of {entry.commit[:12]} ({entry.gpu}) on {branch} at {tip[:12]}"
+               + (f", pushed to {push}" if push else ""))
+
+
+@app.command("show", help="Render history.md, index.html and a chart per case from the data branch.")
+def show_command(
+    output_dir: Annotated[Path, typer.Option("--output-dir", help="where the site goes")],
+    kernel: Annotated[str | None, typer.Option("--kernel", help="only this kernel's cases")] = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest lasting change reported as a step")] = DEFAULT_THRESHOLD,
+    branch: Annotated[str, _BRANCH] = DEFAULT_BRANCH,
+) -> None:
+    with error_boundary():
+        if not threshold > 0:
+            raise UsageError(f"--threshold must be > 0, got {threshold:g}", hint="e.g. --threshold 0.02")
+        found = trends(entries(Path.cwd(), branch=branch), threshold=threshold, kernel=kernel)
+        write_site(found, output_dir, threshold=threshold)
+    steps = sum(len(t.steps) for t in found)
+    typer.echo(f"wrote {output_dir / 'history.md'}, index.html and {len(found)} charts; {steps} steps")
+    for trend in found:
+        for step in trend.steps:
+            typer.echo(f"step: {trend.case_id} on {trend.gpu}: {step.ratio - 1:+.1%} at {trend.step_range(step)}")

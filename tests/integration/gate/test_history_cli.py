@@ -1,0 +1,48 @@
+"""`kbench-ci history record` / `history show` end to end in a real repository (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def kbench(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "kbench_ci", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_record_eight_commits_then_show_the_step(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "s"],
+                   cwd=tmp_path, check=True)
+    report = tmp_path / "report"
+    report.mkdir()
+    shas = [f"{n:012x}".ljust(40, "b") for n in range(8)]
+    for n, sha in enumerate(shas):
+        median = 0.100 if n < 4 else 0.115  # 15% slower from the fifth commit on
+        (report / "results.json").write_text(json.dumps({
+            "schema": "kbench-ci/run", "environment": {"gpu_name": "NVIDIA H200"},
+            "cases": [{"case_id": "vadd[N=1024]", "median_ms": median, "n_samples": 100}],
+        }))
+        done = kbench(tmp_path, "history", "record", "--report", str(report), "--commit", sha)
+        assert done.returncode == 0, done.stderr
+    again = kbench(tmp_path, "history", "record", "--report", str(report), "--commit", shas[-1])
+    assert again.returncode == 0, again.stderr
+    shown = kbench(tmp_path, "history", "show", "--output-dir", str(tmp_path / "site"), "--kernel", "vadd")
+    assert shown.returncode == 0, shown.stderr
+    assert f"step: vadd[N=1024] on NVIDIA H200: +15.0% at {shas[3][:12]}..{shas[4][:12]}" in shown.stdout
+    assert "| 8 |" in (tmp_path / "site" / "history.md").read_text()  # 8 commits, not 9 entries
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True).stdout.split() == [
+        "??", "report/", "??", "site/"]
+
+
+def test_record_without_results_is_bad_usage(tmp_path: Path) -> None:
+    done = kbench(tmp_path, "history", "record", "--report", str(tmp_path / "missing"))
+    assert done.returncode == 2
+    assert "results.json not found" in done.stderr
