@@ -47,6 +47,17 @@ class ConfigError(UsageError):
     """kbench.toml / [tool.kbench] is malformed or names something that does not exist."""
 
 
+class ConfigProblems(ConfigError):
+    """Several problems of one config file, reported at once: one line each, so a user fixes
+    them all in one go instead of one per run."""
+
+    def __init__(self, label: str, problems: tuple[ConfigError, ...]) -> None:
+        super().__init__(
+            f"{label}: {len(problems)} problems:" + "".join(f"\n  - {problem.one_line()}" for problem in problems)
+        )
+        self.problems = problems
+
+
 class UserFileError(UsageError):
     """A solution or ref.py file is missing, unreadable or breaks the contract."""
 

@@ -354,16 +354,53 @@ class GitRepo:
 
     # -- working tree state -------------------------------------------------------------------
 
-    def is_dirty(self) -> bool:
-        """Whether the working tree differs from HEAD, untracked (not ignored) files included."""
+    def is_dirty(self, own_outputs: Sequence[Path] = ()) -> bool:
+        """Whether the working tree differs from HEAD, untracked (not ignored) files included.
+
+        kbench-ci's own output never counts as a change: the folders in ``own_outputs`` (this
+        run's ``--output-dir``) and any untracked folder that holds only a kbench-ci report (an
+        earlier run's, into another folder), so a first ``compare`` without a .gitignore entry
+        does not make the next one read "dirty".
+        """
+        root = self.root.resolve()
+        excluded = []
+        for path in own_outputs:
+            try:
+                excluded.append(Path(path).resolve().relative_to(root))
+            except ValueError:
+                continue  # outside the repository: git does not see it
+        return self._changed(excluded, root, "normal", ())
+
+    def _changed(self, excluded: Sequence[Path], root: Path, untracked: str, pathspec: tuple[str, ...]) -> bool:
         # --no-optional-locks: plain `git status` may rewrite the index to refresh its stat
         # cache; this keeps even that from happening to the user's index.
         out = self._git(
-            "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal"
+            "--no-optional-locks", "status", "--porcelain", "-z", f"--untracked-files={untracked}", "--", *pathspec
         )
-        return bool(out.strip())
+        entries = out.split("\0")
+        index = 0
+        while index < len(entries):
+            entry = entries[index]
+            index += 1
+            if not entry:
+                continue
+            status, name = entry[:2], entry[3:]
+            if status[0] in "RC":
+                index += 1  # a rename or copy: the next field is the old path
+            relative = Path(name.rstrip("/"))
+            if any(relative == folder or folder in relative.parents for folder in excluded):
+                continue
+            if status == "??" and name.endswith("/"):
+                if _only_a_kbench_report(root / relative):
+                    continue
+                if any(relative in folder.parents for folder in excluded):
+                    # git shows only the topmost untracked folder: look inside it, file by file.
+                    if not self._changed(excluded, root, "all", (f":(literal){relative.as_posix()}",)):
+                        continue
+            return True
+        return False
 
-    def head_description(self) -> str:
+    def head_description(self, own_outputs: Sequence[Path] = ()) -> str:
         """``abc1234`` for a clean checkout, ``working tree (dirty) at abc1234`` otherwise."""
         try:
             short = self._git("rev-parse", "--short", "--verify", "--quiet", "HEAD^{commit}")
@@ -371,7 +408,24 @@ class GitRepo:
             raise GitError(
                 f"{self.root} has no commits yet", hint="commit the kernels before comparing"
             ) from None
-        return f"working tree (dirty) at {short}" if self.is_dirty() else short
+        return f"working tree (dirty) at {short}" if self.is_dirty(own_outputs) else short
+
+
+#: what a kbench-ci output folder holds (results first; the pair of a run, a --json-summary)
+_REPORT_FILES = frozenset({"results.json", "benchmark.md", "summary.json", "pr-number.txt"})
+
+
+def _only_a_kbench_report(folder: Path) -> bool:
+    """An untracked folder whose files are all a kbench-ci report, with a results.json that says so."""
+    try:
+        names = {entry.name for entry in folder.iterdir()}
+        if "results.json" not in names or not names <= _REPORT_FILES:
+            return False
+        with (folder / "results.json").open("rb") as handle:
+            start = handle.read(200)
+    except OSError:
+        return False
+    return b'"schema": "kbench-ci/' in start
 
 
 # -- a CI clone, through the git CLI ------------------------------------------------------------

@@ -30,6 +30,21 @@ def _known_options(ctx: typer.Context) -> list[str]:
     return [opt for param in ctx.command.params for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")]
 
 
+def _one_implementation(implementation: list[str] | None, backend: list[str] | None) -> str:
+    """``--implementation`` and its alias ``--backend``: any number of times, but one value.
+
+    Click would keep the last one silently; two different values are a mistake to name."""
+    given = [("--implementation", v) for v in implementation or ()] + [("--backend", v) for v in backend or ()]
+    values = list(dict.fromkeys(value for _, value in given))
+    if len(values) > 1:
+        named = " and ".join(f"{flag} {value}" for flag, value in given)
+        raise UsageError(
+            f"{named} name different implementations",
+            hint=f"give one of {', '.join(values)} (--backend is another name for --implementation)",
+        )
+    return values[0] if values else "auto"
+
+
 def bench(
     ctx: typer.Context,
     solution: Annotated[
@@ -37,11 +52,14 @@ def bench(
     ],
     ref: Annotated[Path, typer.Option("--ref", help="ref.py defining reference(**kwargs)")],
     implementation: Annotated[
-        str,
+        list[str] | None,
         typer.Option(
-            "--implementation", "--backend", help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch"
+            "--implementation", help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch (default: auto)"
         ),
-    ] = "auto",
+    ] = None,
+    backend: Annotated[
+        list[str] | None, typer.Option("--backend", help="another name for --implementation")
+    ] = None,
     baselines: Annotated[
         str,
         typer.Option(
@@ -89,7 +107,7 @@ def bench(
     with error_boundary(progress=progress):
         known_options = _known_options(ctx)
         dims = parse_dimension_args(list(ctx.args), known_options)
-        kind = resolve_implementation(implementation, solution)
+        kind = resolve_implementation(_one_implementation(implementation, backend), solution)
         chosen_baselines = parse_baselines(baselines)
         if timing_method not in ("cuda_event", "host_time"):
             raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")

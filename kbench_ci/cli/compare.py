@@ -105,6 +105,22 @@ def compare(
         bool,
         typer.Option("--no-fail", help="report regressions but exit 0 (usage and environment errors still exit 2 / 3)"),
     ] = False,
+    accept: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept", metavar="KERNEL|CASE",
+            help="accept a known regression: a kernel name or an exact case id ('softmax[N=2048]'), repeatable; "
+            "'*' accepts every case. 'slower' becomes 'slower (accepted)' and does not fail the gate; "
+            "'incorrect' never can be accepted",
+        ),
+    ] = None,
+    accept_reason: Annotated[
+        str | None, typer.Option("--accept-reason", hidden=True, help="why --accept was given (the action: its label)")
+    ] = None,
+    job_note: Annotated[
+        str | None,
+        typer.Option("--job-note", hidden=True, help="what a failed gate does to the job (the action sets it)"),
+    ] = None,
     device: DeviceOption = "auto",
     gpu: GpuOption = 0,
     kernel: KernelOption = None,
@@ -126,7 +142,8 @@ def compare(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
-            command_line=tuple(sys.argv),
+            command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
+            job_note=job_note,
         )
         return run_compare(request, on_progress=on_progress)
 

@@ -23,12 +23,13 @@ by :func:`assess`, a pure function of the two sides' results (unit-tested withou
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from kbench_ci.report.compare import render_compare
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
+    ACCEPT_ALL,
     ALPHA,
     BASE,
     CONFIDENCE,
@@ -70,7 +72,7 @@ from kbench_ci.results.outcome import (
     RevisionInfo,
 )
 from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION
-from kbench_ci.stats import RatioEstimate
+from kbench_ci.stats import RatioEstimate, Verdict
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
 from kbench_ci.suite.settings import (
@@ -196,7 +198,10 @@ def run_compare(
             head_tree = repo.root
             head_config = _find_in_tree(head_tree, start_rel, explicit_rel)
             head_suite = load_suite(head_config)
-            described = repo.head_description()  # "abc1234" or "working tree (dirty) at abc1234"
+            # "abc1234" or "working tree (dirty) at abc1234"; this run's own output folder (and
+            # an earlier run's report folder) is no change of the tree.
+            own_output = request.output_dir if request.output_dir.is_absolute() else Path(request.start) / request.output_dir
+            described = repo.head_description(own_outputs=(own_output,))
             if not described.startswith("working tree"):
                 described = f"working tree (clean) at {described}"
             head_info = RevisionInfo(
@@ -248,6 +253,7 @@ def run_compare(
                 case = Case(kernel, dims)
                 plans.append(_Plan(case, base_by_key.pop(_case_key(case), None)))
         plans.extend(_Plan(None, case) for case in base_by_key.values())
+        check_accept(request.accept, plans)
 
         results_path = request.output_dir / "results.json"
         report_path = request.output_dir / "benchmark.md"
@@ -280,6 +286,8 @@ def run_compare(
                 head_suite=head_suite, base_suite=base_suite, head_kinds=head_kinds,
                 on_progress=on_progress, worker=worker,
             )
+            if comparison.verdict is Verdict.SLOWER and accepts(request.accept, comparison.kernel, comparison.case_id):
+                comparison = replace(comparison, accepted=True)
             done.append(comparison)
             if "value" not in environment:
                 for measurement in (comparison.first, comparison.measurement):
@@ -289,12 +297,35 @@ def run_compare(
             write()
             if on_progress is not None:
                 on_progress(SuiteProgress(
-                    index, len(plans), comparison.case_id, "done", outcome=comparison.verdict.value,
+                    index, len(plans), comparison.case_id, "done", outcome=comparison.verdict_text,
                     detail=_progress_detail(comparison),
                 ))
             if problem is not None:
                 raise problem
         return write()
+
+
+def accepts(accept: tuple[str, ...], kernel: str, case_id: str) -> bool:
+    """Does ``--accept`` (kernel names, exact case ids, ``*``) cover this case?"""
+    return any(entry in (ACCEPT_ALL, kernel, case_id) for entry in accept)
+
+
+def check_accept(accept: tuple[str, ...], plans: list[_Plan]) -> None:
+    """Every ``--accept`` entry names a kernel or an exact case id of this comparison: a typo
+    would otherwise accept nothing, and the gate would fail for a reason the user thinks gone."""
+    kernels = {plan.case.kernel.name for plan in plans}
+    case_ids = [plan.case.case_id for plan in plans]
+    for entry in accept:
+        if entry == ACCEPT_ALL or entry in kernels or entry in case_ids:
+            continue
+        close = difflib.get_close_matches(entry, sorted(kernels) + case_ids, n=1)
+        raise UsageError(
+            f"--accept {entry}: no kernel or case of that name in this comparison",
+            hint=f"did you mean {close[0]}?" if close else (
+                "name a kernel (--accept softmax) or an exact case id (--accept 'softmax[N=2048]'), "
+                f"e.g. {case_ids[0] if case_ids else 'KERNEL[N=...]'}"
+            ),
+        )
 
 
 def _compare_one(
@@ -466,6 +497,7 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
         "kernel": case.kernel,
         "dims": dict(case.dims),
         "verdict": case.verdict.value,
+        "accepted": case.accepted,
         "threshold": case.threshold,
         "ratio": estimate.ratio if estimate else None,
         "ci_low": estimate.ci_low if estimate else None,
@@ -478,6 +510,10 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
         "throttle_reasons": list(case.throttle_reasons),
         "base": case.base,
         "head": case.head,
+        # the suite's baselines, timed with the head: the head's speedup over each, raw samples
+        "baselines": [
+            {**b.as_json(), "result": result.variant(b.name) if result is not None else None} for b in case.baselines
+        ],
         "message": case.message,
         "implementation": {"base": case.base_kind, "head": case.head_kind},
         "timing_method": result.timing_method if result else None,

@@ -38,12 +38,13 @@ def make_job(
     rounds: int | None = None,
     stopping: StoppingRule | None = None,
 ) -> CaseJob:
-    """One worker job: the same seed and dimensions for every side, no baselines."""
+    """One worker job: the same seed and dimensions for every side, and the kernel's baselines,
+    which the worker times against the last side (the head of a compare)."""
     return CaseJob(
         case_id=case.case_id,
         dims=dict(case.dims),
         sides=tuple(sides),
-        baselines=(),
+        baselines=tuple(case.kernel.baselines),
         settings=settings if rounds is None else replace(settings, rounds=rounds),
         stopping=stopping,
     )

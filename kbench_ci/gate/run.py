@@ -46,7 +46,7 @@ from kbench_ci.gate.execute import (
 from kbench_ci.measure.parent import run_case_in_worker
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
-from kbench_ci.results.model import CaseResult, throttle_reasons
+from kbench_ci.results.model import BaselineSpeedup, CaseResult, throttle_reasons
 from kbench_ci.results.outcome import (
     BuildOutcome,
     PhaseTimes,
@@ -173,6 +173,10 @@ def run_suite(
     return write()
 
 
+def _baseline_json(speedup: BaselineSpeedup, result: CaseResult | None) -> dict[str, Any]:
+    return {**speedup.as_json(), "result": result.variant(speedup.name) if result is not None else None}
+
+
 def run_payload(outcome: RunOutcome, suite: Suite, request: RunRequest) -> dict[str, Any]:
     """results.json of ``run``: schema ``kbench-ci/run`` version 1."""
 
@@ -199,6 +203,8 @@ def run_payload(outcome: RunOutcome, suite: Suite, request: RunRequest) -> dict[
             "build": case.build.as_json() if case.build else None,
             "seconds": case.phases.as_json(),
             "result": case.variant,
+            # the suite's baselines, each with its raw samples, and the solution's speedup over it
+            "baselines": [_baseline_json(b, case.result) for b in case.baselines],
         })
     return {
         "schema": RUN_SCHEMA,

@@ -134,12 +134,16 @@ def evaluate_gate(
     """
     total = len(cases) if total is None else total
     counts = {verdict.value: 0 for verdict in Verdict}
+    accepted = tuple(case.case_id for case in cases if case.accepted)
     for case in cases:
-        counts[case.verdict.value] += 1
-    failing = tuple(case.case_id for case in cases if case.verdict.fails_gate)
+        if not case.accepted:  # counted apart: "regressions" (the action's output) leaves them out
+            counts[case.verdict.value] += 1
+    failing = tuple(case.case_id for case in cases if case.fails_gate)
+    # An accepted regression is left out of the geometric mean too, or accepting it would not
+    # let the gate pass when a geometric-mean limit is set.
     ratios = [
         case.estimate.ratio for case in cases
-        if case.estimate is not None and case.verdict in TIMED_VERDICTS
+        if case.estimate is not None and case.verdict in TIMED_VERDICTS and not case.accepted
         and math.isfinite(case.estimate.ratio) and case.estimate.ratio > 0
     ]
     geomean = geometric_mean(ratios) if ratios else None
@@ -151,6 +155,9 @@ def evaluate_gate(
 
     order = sorted(Verdict, key=lambda v: -v.severity)
     words = [f"{counts[v.value]} {v.value}" for v in order if counts[v.value]]
+    if accepted:
+        words.insert(sum(1 for v in order if counts[v.value] and v.severity >= Verdict.SLOWER.severity),
+                     f"{len(accepted)} slower (accepted)")
     text = ", ".join(words) if words else "no cases"
     if not complete:
         text += f" — incomplete ({len(cases)} of {total} cases)"
@@ -164,6 +171,7 @@ def evaluate_gate(
     return Gate(
         passed=passed, complete=complete, counts=counts, summary=text, geomean_ratio=geomean,
         max_geomean_slowdown=max_geomean_slowdown, geomean_failed=geomean_failed, failing=failing,
+        accepted=accepted,
     )
 
 

@@ -56,6 +56,7 @@ from kbench_ci.github.comment import (
     parse_mode,
     read_report_file,
     run_comment,
+    run_url,
     validate_marker_id,
 )
 
@@ -137,6 +138,19 @@ class _Sides:
     head: str
     pr_number: int | None
     reason: str
+    labels: tuple[str, ...] = ()
+
+
+DEFAULT_ACCEPT_LABEL = "kbench-ci: accept"
+
+
+def _labels(pull: Mapping[str, object]) -> tuple[str, ...]:
+    """The pull request's label names as the event payload lists them (on ``labeled`` and
+    ``unlabeled`` too, after the change)."""
+    labels = pull.get("labels")
+    if not isinstance(labels, list):
+        return ()
+    return tuple(str(label["name"]) for label in labels if isinstance(label, dict) and "name" in label)
 
 
 def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
@@ -160,6 +174,7 @@ def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
                     head=str(pull["head"]["sha"]),
                     pr_number=int(pull["number"]),
                     reason=f"pull request #{pull['number']}: its base branch tip against its head",
+                    labels=_labels(pull),
                 )
             except (KeyError, TypeError, ValueError):
                 pass
@@ -198,6 +213,10 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     parse_mode(env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change")
     _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
     sides = _sides_from_event(env, cwd)
+    accept_label = env.get("KBENCH_ACCEPT_LABEL", "").strip()
+    if "KBENCH_ACCEPT_LABEL" not in env:
+        accept_label = DEFAULT_ACCEPT_LABEL
+    accepted_by = accept_label if accept_label and accept_label in sides.labels else ""
     explicit = env.get("INPUT_BASE", "").strip()
     base_ref, reason = (explicit, f"the 'base' input ({explicit})") if explicit else (sides.base, sides.reason)
 
@@ -221,8 +240,11 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
             "artifact-name": artifact,
             "comparable": "true" if base_sha else "false",
             "reason": reason,
+            "accept-label": accepted_by,
         },
     )
+    if accepted_by:
+        notes.append(f"kbench-ci: the pull request has the label '{accepted_by}': slower cases are accepted")
     if not base_sha:
         return StepResult(0, (_command("notice", f"kbench-ci: no comparison: {reason}"),))
     return StepResult(0, (*notes, f"kbench-ci: base {base_sha[:12]}, head {head_sha[:12]} ({reason})"))
@@ -263,7 +285,21 @@ def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
     argv += ["--threshold", env.get("KBENCH_THRESHOLD", "").strip() or "2%"]
     if config := env.get("KBENCH_CONFIG", "").strip():
         argv += ["--config", config]
+    # The job's fate is decided by the gate step, after the comment: --no-fail keeps this step
+    # from failing first, and --job-note tells the report what really happens to the job.
     argv.append("--no-fail")
+    fail = _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
+    label = env.get("KBENCH_ACCEPT_LABEL", "").strip()
+    accepted_by = env.get("KBENCH_ACCEPTED_BY", "").strip()
+    note = (
+        "The job fails: the action's Gate step fails it (fail-on-regression: true)." if fail
+        else "The job does not fail: fail-on-regression is false, so this report is the only signal."
+    )
+    if label and not accepted_by:
+        note += f" A known regression can be accepted with the pull request label '{label}' (never an incorrect case)."
+    argv += ["--job-note", note]
+    if accepted_by:
+        argv += ["--accept", "*", "--accept-reason", f"the pull request has the label '{accepted_by}'"]
     try:
         argv += shlex.split(env.get("KBENCH_EXTRA_ARGS", ""))
     except ValueError as exc:
@@ -464,6 +500,7 @@ def summary(env: Mapping[str, str]) -> StepResult:
             "report-path": str(report) if has_report else "",
             "results-path": str(results) if _plain_file(results) else "",
             "has-report": "true" if has_report else "false",
+            "run-url": run_url(env) or "",
         },
     )
     kind = {"passed": "notice", "skipped": "notice", "failed": "warning", "error": "error"}[evaluation.verdict]

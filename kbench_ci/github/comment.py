@@ -262,10 +262,12 @@ class Gate:
     passed: bool
     summary: str
     counts: Mapping[str, int] = field(default_factory=dict)
+    #: slower cases accepted (``--accept``, the PR label): not regressions, but still changes
+    accepted: int = 0
 
     @property
     def changed(self) -> bool:
-        return any(self.counts.get(kind, 0) > 0 for kind in CHANGE_KINDS)
+        return self.accepted > 0 or any(self.counts.get(kind, 0) > 0 for kind in CHANGE_KINDS)
 
     @property
     def regressions(self) -> int:
@@ -286,7 +288,10 @@ class Gate:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"{source}: gate.counts.{key} is not a non-negative integer")
             counts[str(key)] = value
-        return cls(passed=gate["passed"], summary=str(gate.get("summary") or ""), counts=counts)
+        accepted = gate.get("accepted_cases") or []
+        if not isinstance(accepted, list):
+            raise UsageError(f"{source}: gate.accepted_cases is not a list")
+        return cls(passed=gate["passed"], summary=str(gate.get("summary") or ""), counts=counts, accepted=len(accepted))
 
 
 def load_gate(results_path: Path) -> Gate:
@@ -380,6 +385,42 @@ def load_event_payload(env: Mapping[str, str]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+_SAFE_URL = re.compile(r"^https://[A-Za-z0-9.:-]+(/[A-Za-z0-9._~%/#-]*)?$")
+
+
+def run_url(env: Mapping[str, str]) -> str | None:
+    """The workflow run's page: GITHUB_SERVER_URL/GITHUB_REPOSITORY/actions/runs/GITHUB_RUN_ID,
+    or, in the fork recipe's comment job (a ``workflow_run`` event), the benchmark run's page."""
+    if env.get("GITHUB_EVENT_NAME") == "workflow_run":
+        try:
+            run = load_event_payload(env).get("workflow_run")
+        except UsageError:
+            run = None
+        url = run.get("html_url") if isinstance(run, dict) else None
+        return str(url) if isinstance(url, str) and _SAFE_URL.match(url) else None
+    server = env.get("GITHUB_SERVER_URL", "").strip().rstrip("/") or "https://github.com"
+    repository, run_id = env.get("GITHUB_REPOSITORY", "").strip(), env.get("GITHUB_RUN_ID", "").strip()
+    if not run_id.isdigit() or not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository):
+        return None
+    url = f"{server}/{repository}/actions/runs/{run_id}"
+    return url if _SAFE_URL.match(url) else None
+
+
+def links_line(env: Mapping[str, str]) -> str | None:
+    """``[workflow run](…) · [report artifact `name`](…)`` for the top of the comment, or None
+    outside a workflow. The artifact's own link comes from upload-artifact's ``artifact-url``
+    output (KBENCH_ARTIFACT_URL); without one, the run page's artifacts list."""
+    run = run_url(env)
+    if run is None:
+        return None
+    name = env.get("KBENCH_ARTIFACT_NAME", "").strip() or "kbench-ci-report"
+    artifact = env.get("KBENCH_ARTIFACT_URL", "").strip()
+    if not _SAFE_URL.match(artifact):
+        artifact = f"{run}#artifacts"
+    safe_name = name.replace("`", "").replace("]", "").replace("[", "")
+    return f"[Workflow run]({run}) · [Report artifact `{safe_name}`]({artifact})"
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     number: int
@@ -466,6 +507,9 @@ def run_comment(
                 "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }})"
             )
         client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+    links = links_line(env)
+    if links is not None:
+        markdown = f"{links}\n\n{markdown}"
     body, truncated = build_body(markdown, marker_id)
 
     try:

@@ -128,10 +128,13 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
     variants: list[_Variant] = []
     torch_globals = TorchGlobals.capture()
     base_tolerance_for: Callable[[torch.dtype], Tolerance] | None = None
+    # Baselines are timed against the last side: the solution of bench and run, the head of a
+    # compare (sides are (base, head)); the head is the version a reviewer is asked to accept.
+    host = len(job.sides) - 1
     for index, side in enumerate(job.sides):
         # A skipped side (it crashed an earlier worker) is still loaded when baselines need its
         # inputs; only its own kernel is left out.
-        if side.label in job.skip and (index != 0 or not job.baselines):
+        if side.label in job.skip and (index != host or not job.baselines):
             continue
         if side.label not in job.skip:
             emit(Begin(side.label, "load"))
@@ -162,7 +165,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
                 torch_globals, own_tolerance_for if tolerance_for is not own_tolerance_for else None,
             ))
             _note_changes(variants[-1], changed_at_import)
-        if index != 0:
+        if index != host:
             continue
         for name in job.baselines:
             if name in job.skip:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import html
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 
 from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
     audit_rows,
+    baselines_cell,
     cell,
     code,
     compiler_output,
@@ -65,8 +67,17 @@ def render_compare(outcome: CompareOutcome) -> str:
     gate = outcome.gate
     settings = outcome.settings
     parts = ["# kbench-ci compare", "", f"**{gate.summary}**", ""]
-    if outcome.request.no_fail and not gate.passed and gate.complete:
-        parts += ["_`--no-fail`: reported without failing the job._", ""]
+    if not gate.passed and gate.complete:
+        parts += [f"_{job_effect(outcome)}_", ""]
+    if gate.accepted:
+        reason = outcome.request.accept_reason or "accepted with " + ", ".join(
+            f"`--accept {entry}`" for entry in outcome.request.accept
+        )
+        parts += [
+            f"_Accepted regression(s): {', '.join(code(c) for c in gate.accepted)} ({reason}). They are shown, "
+            "but neither fail the gate nor enter the geometric mean; an incorrect case can never be accepted._",
+            "",
+        ]
     thresholds = sorted({c.threshold for c in outcome.cases})
     threshold_text = (
         f"{outcome.request.threshold * 100:g}% (--threshold)" if outcome.request.threshold is not None
@@ -91,12 +102,14 @@ def render_compare(outcome: CompareOutcome) -> str:
     parts += throttle_notice(outcome.cases)
 
     ordered = sort_worst_first(outcome.cases)
+    # A column for the suite's baselines only where a case has some: the head's speedup over each.
+    with_baselines = any(case.baselines for case in ordered)
     if ordered:
         rows = []
         for case in ordered:
             estimate = case.estimate
             base_median, head_median = median_ms(case.base), median_ms(case.head)
-            verdict = f"{MARKERS[case.verdict]} **{case.verdict.value}**"
+            verdict = f"{MARKERS[case.verdict]} **{case.verdict_text}**"
             if case.remeasured:
                 verdict += " (remeasured)"
             if case.throttled:
@@ -112,16 +125,18 @@ def render_compare(outcome: CompareOutcome) -> str:
                 with_unit(head_median),
                 pct(estimate.ratio) if estimate else "—",
                 f"[{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
+                *([baselines_cell(case.baselines)] if with_baselines else []),
                 verdict,
                 correctness,
                 cell(case.message, 120),
             ])
         parts += [
             table(
-                ["kernel", "shape", "base median", "head median", "change", "95% CI", "verdict",
-                 "correct (base / head)", "note"],
+                ["kernel", "shape", "base median", "head median", "change", "95% CI",
+                 *(["head vs baselines"] if with_baselines else []), "verdict", "correct (base / head)", "note"],
                 rows,
-                align=["left", "left", "right", "right", "right", "right", "left", "center", "left"],
+                align=["left", "left", "right", "right", "right", "right", *(["left"] if with_baselines else []),
+                       "left", "center", "left"],
             ),
             "",
         ]
@@ -129,6 +144,12 @@ def render_compare(outcome: CompareOutcome) -> str:
         parts += ["No case has been measured yet.", ""]
     if not gate.complete:
         parts += [f"_{outcome.total_cases - len(outcome.cases)} case(s) not measured yet._", ""]
+
+    repro = _reproduce_lines(outcome)
+    if repro:
+        parts += ["## Reproduce locally", "",
+                  "From a checkout of the head (the command compares the working tree with the base):", "",
+                  *repro, ""]
 
     chart = _compare_chart(ordered)
     if chart:
@@ -146,6 +167,34 @@ def render_compare(outcome: CompareOutcome) -> str:
     ]), ""]
     parts += ["## How it was measured", "", *_how_compare(outcome), ""]
     return "\n".join(parts)
+
+
+def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
+    """The local command that compares one kernel of the head with the same base commit."""
+    words = ["kbench-ci", "compare", "--base", outcome.base.sha or outcome.base.ref or "BASE", "--kernel", kernel]
+    if outcome.request.base_mode != "merge-base":
+        words += ["--base-mode", outcome.request.base_mode]
+    if outcome.head.config and outcome.head.config != "kbench.toml":
+        words += ["--config", outcome.head.config]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _reproduce_lines(outcome: CompareOutcome) -> list[str]:
+    """One line per failing case: its id and the command that measures its kernel again."""
+    return [
+        f"- {code(case.case_id)} ({case.verdict.value}): `{reproduce_command(outcome, case.kernel)}`"
+        for case in sort_worst_first(outcome.cases) if case.fails_gate
+    ]
+
+
+def job_effect(outcome: CompareOutcome) -> str:
+    """What a failed gate does to the job, as the caller said (the action fails the job in its
+    own step, after the comment) or as this command's exit code does."""
+    if outcome.request.job_note:
+        return outcome.request.job_note
+    if outcome.request.no_fail:
+        return "`--no-fail`: kbench-ci compare exits 0 although the gate failed"
+    return "kbench-ci compare exits 1: the job running it fails"
 
 
 def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
@@ -170,7 +219,7 @@ def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
 
 def _case_details(case: CaseComparison) -> list[str]:
     estimate = case.estimate
-    headline = f"{MARKERS[case.verdict]} {case.case_id} — {case.verdict.value}"
+    headline = f"{MARKERS[case.verdict]} {case.case_id} — {case.verdict_text}"
     if estimate is not None:
         headline += f" {pct(estimate.ratio)}"
     lines = ["<details>", f"<summary>{html.escape(headline)}</summary>", ""]
@@ -214,7 +263,12 @@ def _case_details(case: CaseComparison) -> list[str]:
     ))
     lines += [table(["", ""], facts), ""]
     variants = [("base", case.base), ("head", case.head)]
-    samples = summary_rows(variants)
+    if case.baselines:
+        facts_b = [(f"baseline `{b.name}`", baselines_cell((b,)) + (f" ({cell(b.message, 300)})" if b.message else ""))
+                   for b in case.baselines]
+        lines += [table(["", ""], facts_b), ""]
+    timed_variants = variants + [(b.name, case.result.variant(b.name)) for b in case.baselines if case.result is not None]
+    samples = summary_rows(timed_variants)
     if samples:
         lines += [samples, ""]
     lines += notes_lines(variants)
@@ -255,7 +309,13 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         f"- A suspected regression (slower, or inconclusive with ratio > 1 + threshold) is measured again with "
         f"{s.rounds * factor} rounds, and that measurement alone decides.",
         f"- {AUDIT_EXPLAINED}",
-        "- The gate fails on any slower, incorrect or failed case"
+        *(
+            ["- The suite's `baselines` are timed in the same rounds, with the head's inputs; "
+             "\"head vs baselines\" is median(baseline) / median(head) (> 1: the head is faster). "
+             "They never decide the gate."]
+            if any(case.baselines for case in outcome.cases) else []
+        ),
+        "- The gate fails on any slower (unless accepted: `--accept` or the PR label), incorrect or failed case"
         + (f", or when the geometric mean of head/base exceeds +{outcome.max_geomean_slowdown * 100:g}%"
            if outcome.max_geomean_slowdown is not None else "")
         + ". See docs/compare.md.",

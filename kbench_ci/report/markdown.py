@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.results.model import BaselineSpeedup, CaseResult, VariantResult
 from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
 from kbench_ci.stats import Summary, summarize
 
@@ -119,6 +119,22 @@ def with_unit(value_ms: float | None) -> str:
         return "—"
     unit, scale = time_unit([value_ms])
     return f"{fmt(value_ms, scale)} {unit}"
+
+
+def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head") -> str:
+    """``1.84× vs `pytorch-eager` · torch-compile: unavailable``: the solution's (the head's)
+    speedup over each suite baseline, baseline median / solution median (> 1: faster)."""
+    if not speedups:
+        return "—"
+    parts = []
+    for b in speedups:
+        if b.speedup is not None:
+            parts.append(f"{b.speedup:.2f}× vs `{b.name}`")
+        elif b.status == "ok":
+            parts.append(f"`{b.name}`: {solution} not timed")
+        else:
+            parts.append(f"`{b.name}`: {b.status}")
+    return " · ".join(parts)
 
 
 def side_correctness(variant: VariantResult | None) -> str:

@@ -8,6 +8,7 @@ from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
     RUN_MARKERS,
     audit_rows,
+    baselines_cell,
     cell,
     code,
     compiler_output,
@@ -34,6 +35,7 @@ def render_run(outcome: RunOutcome) -> str:
     parts += throttle_notice(outcome.cases)
     order = {"failed": 0, "incorrect": 1, "ok": 2}
     ordered = sorted(outcome.cases, key=lambda c: order[c.status])
+    with_baselines = any(case.baselines for case in ordered)
     if ordered:
         rows = []
         for case in ordered:
@@ -50,13 +52,15 @@ def render_run(outcome: RunOutcome) -> str:
                 median,
                 ci,
                 str(summary.n) if summary else "0",
+                *([baselines_cell(case.baselines, "solution")] if with_baselines else []),
                 correctness_cell(case.variant) if case.variant is not None else "—",
                 f"{RUN_MARKERS[case.status]} **{case.status}**" + (" ⚠️ throttled" if case.throttled else ""),
                 cell(case.message, 120),
             ])
         parts += [table(
-            ["kernel", "shape", "median", "95% CI of median", "samples", "correctness", "status", "note"], rows,
-            align=["left", "left", "right", "right", "right", "left", "left", "left"],
+            ["kernel", "shape", "median", "95% CI of median", "samples", *(["vs baselines"] if with_baselines else []),
+             "correctness", "status", "note"], rows,
+            align=["left", "left", "right", "right", "right", *(["left"] if with_baselines else []), "left", "left", "left"],
         ), ""]
     else:
         parts += ["No case has been measured yet.", ""]
@@ -73,6 +77,8 @@ def render_run(outcome: RunOutcome) -> str:
               f"{settings.rounds} rounds of {settings.trials_per_round} trials (after {settings.discard_first} "
               f"discarded per round, {settings.num_warmup} warm-up launches), timer `{settings.timing_method}`.",
               "- The median's 95% CI is the distribution-free order-statistic interval.",
+              *(["- The suite's `baselines` are timed in the same rounds; \"vs baselines\" is median(baseline) / "
+                 "median(solution) (> 1: the solution is faster)."] if with_baselines else []),
               f"- {AUDIT_EXPLAINED}",
               "- The run fails (exit 1) when any case is incorrect or failed.", ""]
     return "\n".join(parts)
@@ -89,7 +95,8 @@ def _run_details(case: RunCase) -> list[str]:
         facts.append(("build", ("ok" if case.build.ok else f"FAILED: {cell(case.build.message, 300)}")
                       + (f" — `{cell(case.build.command, 400)}`" if case.build.command else "")))
     lines += [table(["", ""], facts), ""]
-    samples = summary_rows([("solution", case.variant)])
+    baselines = [(b.name, case.result.variant(b.name)) for b in case.baselines if case.result is not None]
+    samples = summary_rows([("solution", case.variant), *baselines])
     if samples:
         lines += [samples, ""]
     lines += notes_lines([("solution", case.variant)])

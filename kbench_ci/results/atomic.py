@@ -19,6 +19,13 @@ def write_json_atomically(path: Path, payload: Mapping[str, Any]) -> None:
     write_text_atomically(path, json.dumps(to_jsonable(payload), indent=1, allow_nan=False) + "\n")
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put straight back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomically(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path``, then rename it over ``path``.
 
@@ -31,7 +38,10 @@ def write_text_atomically(path: Path, text: str) -> None:
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
+        # mkstemp makes the file 0600; results.json and benchmark.md are ordinary files that
+        # follow the umask, as `open()` would make them (a CI artifact, a shared report folder).
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             handle.write(text)
         os.replace(temporary, path)
     except OSError as exc:

@@ -241,3 +241,38 @@ class MeasureSettings:
             "time_budget_s": self.time_budget_s,
             "cache_mode": "cold" if self.flush_l2 else "warm",
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineSpeedup:
+    """A suite baseline timed in the same rounds as the solution (the head of a compare):
+    ``speedup`` is baseline median / solution median (> 1: the solution is faster), None when
+    either was not timed (``status``/``message`` say why for the baseline)."""
+
+    name: str
+    status: VariantStatus
+    speedup: float | None
+    baseline_median_ms: float | None
+    message: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "status": self.status, "speedup": self.speedup,
+            "baseline_median_ms": self.baseline_median_ms, "message": self.message,
+        }
+
+
+def baseline_speedups(result: CaseResult | None, solution_label: str) -> tuple[BaselineSpeedup, ...]:
+    """Per baseline of ``result``, in job order, the solution's speedup over it."""
+    if result is None:
+        return ()
+    solution = result.variant(solution_label)
+    solution_ms = median(solution.samples_ms) if solution is not None and solution.timed else None
+    speedups = []
+    for variant in result.variants:
+        if variant.role != "baseline":
+            continue
+        baseline_ms = median(variant.samples_ms) if variant.timed else None
+        speedup = baseline_ms / solution_ms if baseline_ms is not None and solution_ms else None
+        speedups.append(BaselineSpeedup(variant.label, variant.status, speedup, baseline_ms, variant.message))
+    return tuple(speedups)

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kbench_ci.results.model import CaseResult, MeasureSettings, VariantResult, throttle_reasons
+from kbench_ci.results.model import (
+    BaselineSpeedup,
+    CaseResult,
+    MeasureSettings,
+    VariantResult,
+    baseline_speedups,
+    throttle_reasons,
+)
 from kbench_ci.stats import RatioEstimate, Verdict
 
 #: the fewest timed trials a round may have (see :func:`trials_per_round`)
@@ -109,6 +116,11 @@ class RunCase:
     def throttled(self) -> bool:
         return bool(self.throttle_reasons)
 
+    @property
+    def baselines(self) -> tuple[BaselineSpeedup, ...]:
+        """The suite's baselines, timed in the same rounds as the solution."""
+        return baseline_speedups(self.result, "solution")
+
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
@@ -190,6 +202,18 @@ class CompareRequest:
     remeasure_factor: int = REMEASURE_FACTOR
     no_fail: bool = False
     command_line: tuple[str, ...] = ()
+    #: ``--accept``: kernel names or exact case ids whose ``slower`` verdict is accepted
+    #: (``*``: every case; the action passes it for its PR label)
+    accept: tuple[str, ...] = ()
+    #: why the regressions in ``accept`` are accepted, for the report (the action: its label)
+    accept_reason: str | None = None
+    #: what happens to the job when the gate fails, as the caller knows it (the action runs
+    #: ``--no-fail`` and fails the job in a later step); None: this command's own exit code
+    job_note: str | None = None
+
+
+#: ``--accept *``: every slower case
+ACCEPT_ALL = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +264,18 @@ class CaseComparison:
     base_kind: str | None = None
     head_kind: str | None = None
     phases: PhaseTimes = field(default_factory=PhaseTimes)
+    #: a ``slower`` verdict accepted by ``--accept`` or the PR label: shown, but it neither fails
+    #: the gate nor enters the geometric mean. Never set on any other verdict.
+    accepted: bool = False
+
+    @property
+    def fails_gate(self) -> bool:
+        return self.verdict.fails_gate and not self.accepted
+
+    @property
+    def verdict_text(self) -> str:
+        """``slower (accepted)`` for an accepted regression, else the verdict's name."""
+        return f"{self.verdict.value} (accepted)" if self.accepted else self.verdict.value
 
     @property
     def remeasured(self) -> bool:
@@ -256,6 +292,11 @@ class CaseComparison:
     @property
     def head(self) -> VariantResult | None:
         return self.result.variant(HEAD) if self.result is not None else None
+
+    @property
+    def baselines(self) -> tuple[BaselineSpeedup, ...]:
+        """The suite's baselines, timed in the same rounds as the head: the head's speedup over each."""
+        return baseline_speedups(self.result, HEAD)
 
     @property
     def throttle_reasons(self) -> tuple[str, ...]:
@@ -283,6 +324,8 @@ class Gate:
     max_geomean_slowdown: float | None
     geomean_failed: bool
     failing: tuple[str, ...]
+    #: slower cases accepted (``--accept``, the PR label); not in ``counts["slower"]``
+    accepted: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -291,6 +334,7 @@ class Gate:
             "summary": self.summary,
             "counts": dict(self.counts),
             "failing_cases": list(self.failing),
+            "accepted_cases": list(self.accepted),
             "geomean_ratio": self.geomean_ratio,
             "max_geomean_slowdown": self.max_geomean_slowdown,
             "geomean_failed": self.geomean_failed,
@@ -354,4 +398,6 @@ class CompareOutcome:
             "case_timeout_s": self.request.case_timeout_s,
             "kernels": list(self.request.kernels),
             "no_fail": self.request.no_fail,
+            "accept": list(self.request.accept),
+            "accept_reason": self.request.accept_reason,
         }

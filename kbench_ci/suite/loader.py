@@ -12,11 +12,12 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kbench_ci.errors import ConfigError, EnvironmentProblem, UsageError
+from kbench_ci.errors import ConfigError, ConfigProblems, EnvironmentProblem, UsageError
 from kbench_ci.suite.model import (
     BASELINES,
     CONFIG_FILENAME,
@@ -391,9 +392,15 @@ _KERNEL_KEYS = (*_KERNEL_ONLY, *_SHARED, *_ALIASES)
 
 
 class _Loader:
-    """Walks the parsed TOML once; every error it raises carries the location prefix."""
+    """Walks the parsed TOML once; every error it raises carries the location prefix.
 
-    __slots__ = ("label", "root", "repository", "check_files")
+    Problems are collected, not raised one by one (:meth:`problem`): a file with three mistakes
+    is reported once with all three, not fixed and re-run three times. A problem that leaves
+    nothing sensible to check after it (a kernel entry that is not a table) ends only the part
+    it is in.
+    """
+
+    __slots__ = ("label", "root", "repository", "check_files", "problems")
 
     def __init__(self, label: str, root: Path, repository: Path, check_files: bool) -> None:
         self.label = label
@@ -401,25 +408,49 @@ class _Loader:
         #: kernel files must be inside it (see :meth:`path`)
         self.repository = repository
         self.check_files = check_files
+        self.problems: list[ConfigError] = []
 
     def fail(self, where: str, message: str, hint: str | None = None) -> ConfigError:
         return ConfigError(f"{self.label}: {where}{message}", hint=hint)
 
+    @contextmanager
+    def problem(self) -> Iterator[None]:
+        """Record a ConfigError raised in the block and go on after it."""
+        try:
+            yield
+        except ConfigError as exc:
+            self.problems.append(exc)
+
     def suite(self, table: Mapping[str, Any], *, source: Path) -> Suite:
+        suite = None
+        with self.problem():
+            suite = self._suite(table, source=source)
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            raise ConfigProblems(self.label, tuple(self.problems))
+        assert suite is not None  # no problem recorded means _suite returned
+        return suite
+
+    def _suite(self, table: Mapping[str, Any], *, source: Path) -> Suite:
         for key in table:
             if key not in _TOP_LEVEL:
-                if key in _DEFAULTS_KEYS:
-                    raise self.fail("", f'key "{key}" must be inside [defaults]')
-                if key in _KERNEL_ONLY:
-                    raise self.fail("", f'key "{key}" must be inside a [[kernels]] entry')
-                raise self.fail("", f'unknown top-level key "{key}"{_suggest(key, _TOP_LEVEL)}')
+                with self.problem():
+                    if key in _DEFAULTS_KEYS:
+                        raise self.fail("", f'key "{key}" must be inside [defaults]')
+                    if key in _KERNEL_ONLY:
+                        raise self.fail("", f'key "{key}" must be inside a [[kernels]] entry')
+                    raise self.fail("", f'unknown top-level key "{key}"{_suggest(key, _TOP_LEVEL)}')
 
         defaults_table = table.get("defaults", {})
+        shared: dict[str, Any] = {}
+        settings = SuiteSettings()
         if not isinstance(defaults_table, Mapping):
-            raise self.fail(
+            self.problems.append(self.fail(
                 "", f'"defaults" must be a table ([defaults]), got {_kind(defaults_table)}'
-            )
-        shared, settings = self.defaults(defaults_table)
+            ))
+        else:
+            shared, settings = self.defaults(defaults_table)
 
         if "kernels" not in table:
             raise self.fail(
@@ -442,15 +473,21 @@ class _Loader:
         kernels: list[KernelSpec] = []
         first_index: dict[str, int] = {}
         for index, entry in enumerate(entries):
-            spec = self.kernel(index, entry, shared)
-            if spec.name in first_index:
-                first = first_index[spec.name]
-                raise self.fail(
-                    f'kernels[{index}] ("{spec.name}"): ',
-                    f'duplicate name "{spec.name}" (already used by kernels[{first}])',
-                )
-            first_index[spec.name] = index
-            kernels.append(spec)
+            before = len(self.problems)
+            with self.problem():
+                spec = self.kernel(index, entry, shared)
+                if len(self.problems) > before:
+                    continue  # reported; the entry is not usable
+                if spec.name in first_index:
+                    first = first_index[spec.name]
+                    raise self.fail(
+                        f'kernels[{index}] ("{spec.name}"): ',
+                        f'duplicate name "{spec.name}" (already used by kernels[{first}])',
+                    )
+                first_index[spec.name] = index
+                kernels.append(spec)
+        if self.problems:
+            raise self.problems.pop()  # re-recorded by suite(): the problems end the load here
 
         return Suite(root=self.root, source=source, settings=settings, kernels=tuple(kernels))
 
@@ -460,28 +497,30 @@ class _Loader:
         where = "[defaults]: "
         shared: dict[str, Any] = {}
         settings: dict[str, Any] = {}
-        self.check_alias_clash(table, where)
+        with self.problem():
+            self.check_alias_clash(table, where)
         for key, value in table.items():
             canonical = _ALIASES.get(key, key)
-            if canonical in _SHARED:
-                attr, parse = _SHARED[canonical]
-                shared[attr] = self.parse(where, key, value, parse)
-            elif key in _SETTINGS:
-                attr, parse = _SETTINGS[key]
-                settings[attr] = self.parse(where, key, value, parse)
-            elif key in _KERNEL_ONLY:
-                raise self.fail(
-                    where, f'key "{key}" is only allowed in a [[kernels]] entry, not in [defaults]'
-                )
-            else:
-                raise self.fail(where, f'unknown key "{key}"{_suggest(key, _DEFAULTS_KEYS)}')
+            with self.problem():
+                if canonical in _SHARED:
+                    attr, parse = _SHARED[canonical]
+                    shared[attr] = self.parse(where, key, value, parse)
+                elif key in _SETTINGS:
+                    attr, parse = _SETTINGS[key]
+                    settings[attr] = self.parse(where, key, value, parse)
+                elif key in _KERNEL_ONLY:
+                    raise self.fail(
+                        where, f'key "{key}" is only allowed in a [[kernels]] entry, not in [defaults]'
+                    )
+                else:
+                    raise self.fail(where, f'unknown key "{key}"{_suggest(key, _DEFAULTS_KEYS)}')
         result = SuiteSettings(**settings)
         if result.discard_first >= result.num_trials:
-            raise self.fail(
+            self.problems.append(self.fail(
                 where,
                 f'"discard_first" ({result.discard_first}) must be smaller than '
                 f'"num_trials" ({result.num_trials})',
-            )
+            ))
         return shared, result
 
     # -- [[kernels]] --------------------------------------------------------------------------
@@ -504,7 +543,8 @@ class _Loader:
         name = raw_name
         where = f'kernels[{index}] ("{name}"): '
 
-        self.check_alias_clash(entry, where)
+        with self.problem():
+            self.check_alias_clash(entry, where)
         values: dict[str, Any] = {
             "implementation": "auto",
             "threshold": DEFAULT_THRESHOLD,
@@ -515,29 +555,31 @@ class _Loader:
             canonical = _ALIASES.get(key, key)
             if key in _KERNEL_ONLY:
                 continue
-            if canonical in _SHARED:
-                attr, parse = _SHARED[canonical]
-                parsed = self.parse(where, key, value, parse)
-                if attr == "ptr_sizes":
-                    # Merged per pointer: [defaults] can size a common output for all kernels
-                    # while one kernel adds or overrides a single entry.
-                    parsed = FrozenMapping({**values.get("ptr_sizes", {}), **parsed})
-                values[attr] = parsed
-            elif key in _SETTINGS:
-                raise self.fail(
-                    where, f'key "{key}" is only allowed in [defaults], not in a kernel'
-                )
-            else:
-                raise self.fail(where, f'unknown key "{key}"{_suggest(key, _KERNEL_KEYS)}')
+            with self.problem():
+                if canonical in _SHARED:
+                    attr, parse = _SHARED[canonical]
+                    parsed = self.parse(where, key, value, parse)
+                    if attr == "ptr_sizes":
+                        # Merged per pointer: [defaults] can size a common output for all kernels
+                        # while one kernel adds or overrides a single entry.
+                        parsed = FrozenMapping({**values.get("ptr_sizes", {}), **parsed})
+                    values[attr] = parsed
+                elif key in _SETTINGS:
+                    raise self.fail(
+                        where, f'key "{key}" is only allowed in [defaults], not in a kernel'
+                    )
+                else:
+                    raise self.fail(where, f'unknown key "{key}"{_suggest(key, _KERNEL_KEYS)}')
 
-        for key in ("solution", "ref", "shapes"):
-            if key not in entry:
-                raise self.fail(where, f'missing required key "{key}"')
-        solution = self.path(where, "solution", entry["solution"])
-        ref = self.path(where, "ref", entry["ref"])
-        shapes = self.shapes(where, entry["shapes"])
-
-        return KernelSpec(name=name, solution=solution, ref=ref, shapes=shapes, **values)
+        found: dict[str, Any] = {}
+        for key, check in (("solution", self.path), ("ref", self.path), ("shapes", None)):
+            with self.problem():
+                if key not in entry:
+                    raise self.fail(where, f'missing required key "{key}"')
+                found[key] = self.shapes(where, entry[key]) if check is None else check(where, key, entry[key])
+        if len(found) < 3:
+            raise self.problems.pop()  # this entry's last problem, re-recorded by the caller
+        return KernelSpec(name=name, solution=found["solution"], ref=found["ref"], shapes=found["shapes"], **values)
 
     def check_alias_clash(self, table: Mapping[str, Any], where: str) -> None:
         for alias, canonical in _ALIASES.items():

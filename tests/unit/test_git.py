@@ -332,3 +332,35 @@ def test_head_description_without_commits(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
     with pytest.raises(GitError, match="has no commits yet"):
         GitRepo(tmp_path).head_description()
+
+
+def test_kbench_outputs_never_make_the_tree_dirty(history: History) -> None:
+    """Issue 13, item 8: a first compare's report folder, without a .gitignore entry, does not
+    make the next compare's head "working tree (dirty)"."""
+    repo = GitRepo(history.root)
+    out = history.root / "bench_out"
+    out.mkdir()
+    (out / "results.json").write_text('{\n "schema": "kbench-ci/compare",\n "schema_version": 1\n}\n')
+    (out / "benchmark.md").write_text("# kbench-ci compare\n")
+    assert repo.is_dirty() is False  # a folder holding only a kbench-ci report
+    assert repo.is_dirty(own_outputs=(out,)) is False
+    # This run's own output folder, whatever it holds (a half-written run, a lock probe).
+    mine = history.root / "reports" / "pr"
+    mine.mkdir(parents=True)
+    (mine / ".results.json.abc.tmp").write_text("partial")
+    assert repo.is_dirty(own_outputs=(mine,)) is False
+    assert repo.is_dirty() is True  # not a finished kbench-ci report: a change like any other
+    (mine / ".results.json.abc.tmp").unlink()
+    # A user's file beside a report, or a folder whose results.json is someone else's, counts.
+    (out / "notes.txt").write_text("mine\n")
+    assert repo.is_dirty() is True
+    (out / "notes.txt").unlink()
+    other = history.root / "data"
+    other.mkdir()
+    (other / "results.json").write_text('{"schema": "my-own"}\n')
+    assert repo.is_dirty() is True
+    (other / "results.json").unlink()
+    other.rmdir()
+    # A real change still counts with the outputs excluded.
+    (history.root / "kernels/saxpy.py").write_text("edited\n")
+    assert repo.is_dirty(own_outputs=(out, mine)) is True

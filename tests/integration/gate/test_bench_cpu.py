@@ -284,3 +284,21 @@ def test_an_honest_kernel_passes_the_replay_audit_and_the_report_says_so(tmp_pat
     assert solution["status"] == "ok"
     assert solution["replay_audit"] == "1 timed calls given other inputs: all matched"
     assert "replay audit: 1 timed calls given other inputs: all matched" in (tmp_path / "benchmark.md").read_text()
+
+
+def test_backend_and_implementation_with_different_values_is_an_error(tmp_path: Path) -> None:
+    """Issue 13, item 6: Click would keep the last one silently."""
+    completed = kbench("bench", str(CHEATS / "honest.py"), "--ref", str(CHEATS / "ref.py"), "--backend", "triton",
+                       "--implementation", "pytorch", "--device", "cpu", "--output-dir", str(tmp_path / "out"), "--N=64")
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip() == (
+        "kbench-ci: error: --implementation pytorch and --backend triton name different implementations "
+        "(give one of pytorch, triton (--backend is another name for --implementation))"
+    )
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+    # The same value twice, or the alias alone, is fine.
+    same = kbench("bench", str(CHEATS / "honest.py"), "--ref", str(CHEATS / "ref.py"), "--backend", "pytorch",
+                  "--implementation", "pytorch", "--device", "cpu", "--output-dir", str(tmp_path / "same"), "--N=64",
+                  "--num-trials", "5", "--num-warmup", "1", "--correctness-trials", "1")
+    assert same.returncode == 0, same.stderr
+    assert json.loads((tmp_path / "same" / "results.json").read_text())["implementation"] == "pytorch"

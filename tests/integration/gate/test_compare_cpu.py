@@ -209,3 +209,51 @@ def test_acceptance_script_smoke(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     for needle in ("A/A", "slower", "regression", "build", "correctness", "timing"):
         assert needle in completed.stdout, needle
+
+
+def test_every_config_problem_is_reported_at_once_by_the_cli(history: TempRepo, tmp_path: Path) -> None:
+    history.write({"kbench.toml": (
+        '[defaults]\nrounsd = 4\n[[kernels]]\nname = "x"\nshape = [{N = 1}]\nsolution = "k/x.py"\n'
+    )})
+    completed = kbench(history.root, "run", "--device", "cpu", "--output-dir", str(tmp_path / "out"))
+    assert completed.returncode == 2, completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert lines == [
+        "kbench-ci: error: kbench.toml: 5 problems:",
+        '  - kbench.toml: [defaults]: unknown key "rounsd" (did you mean "rounds"?)',
+        '  - kbench.toml: kernels[0] ("x"): unknown key "shape" (did you mean "shapes"?)',
+        f"  - kbench.toml: kernels[0] (\"x\"): \"solution\" file 'k/x.py' does not exist (looked in {history.root})",
+        '  - kbench.toml: kernels[0] ("x"): missing required key "ref"',
+        '  - kbench.toml: kernels[0] ("x"): missing required key "shapes"',
+    ], completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_accept_that_names_nothing_exits_2(history: TempRepo, tmp_path: Path) -> None:
+    completed = kbench(history.root, "compare", "--base", "main", "--device", "cpu", "--accept", "vaddd",
+                       "--output-dir", str(tmp_path / "out"))
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith(
+        "kbench-ci: error: --accept vaddd: no kernel or case of that name in this comparison (did you mean vadd?)")
+    assert history.worktrees() == [str(history.root)]
+
+
+def test_suite_baselines_are_timed_with_the_head(tmp_path: Path) -> None:
+    """Issue 13, item 2, through the command line and real workers."""
+    repo = make_suite_repo(tmp_path / "repo", [
+        {"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}], "baselines": ["pytorch-eager"]},
+    ])
+    out = tmp_path / "out"
+    completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out))
+    assert completed.returncode == 0, completed.stderr
+    (case,) = results(out)["cases"]
+    (baseline,) = case["baselines"]
+    assert baseline["name"] == "pytorch-eager" and baseline["status"] == "ok"
+    assert len(baseline["result"]["rounds_ms"]) == len(case["head"]["rounds_ms"]) == 2
+    assert baseline["speedup"] > 0
+    report = (out / "benchmark.md").read_text()
+    assert "head vs baselines" in report and "× vs `pytorch-eager`" in report
+    completed = kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(tmp_path / "run"))
+    assert completed.returncode == 0, completed.stderr
+    (case,) = results(tmp_path / "run")["cases"]
+    assert case["baselines"][0]["name"] == "pytorch-eager" and case["baselines"][0]["result"]["rounds_ms"]

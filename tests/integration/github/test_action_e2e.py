@@ -52,6 +52,10 @@ ROOT = Path(__file__).resolve().parents[3]
 ACTION_YML = ROOT / "action.yml"
 FAKE_TOKEN = "ghs_kbenchE2EfakeToken0123456789abcdef"
 REPOSITORY = "octo/kernels"
+SERVER_URL = "https://github.com"
+RUN_ID = "4242"
+RUN_URL = f"{SERVER_URL}/{REPOSITORY}/actions/runs/{RUN_ID}"
+ARTIFACT_URL = f"{RUN_URL}/artifacts/77"
 STEP_TIMEOUT_S = 300
 _PROXY_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
@@ -271,6 +275,7 @@ class ActionRunner:
             **base, "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
             "GITHUB_EVENT_PATH": str(event_path), "GITHUB_REPOSITORY": REPOSITORY,
             "GITHUB_WORKSPACE": str(workspace), "GITHUB_API_URL": api_url,
+            "GITHUB_SERVER_URL": SERVER_URL, "GITHUB_RUN_ID": RUN_ID,
             "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(self.runner_temp), "RUNNER_OS": "Linux",
             "TMPDIR": str(home / "tmp"),
         }
@@ -301,8 +306,9 @@ class ActionRunner:
     def _step(self, step: Mapping[str, Any], step_id: str, context: Context, *, force: bool = False) -> StepRun:
         if not force and not context.condition(step.get("if", "success()")):
             return StepRun(step_id, ran=False, outcome="skipped")
-        if "uses" in step:  # actions/upload-artifact: recorded, not run
+        if "uses" in step:  # actions/upload-artifact: recorded, not run; its outputs as v4 sets them
             return StepRun(step_id, ran=True, outcome="success",
+                           outputs={"artifact-id": "77", "artifact-url": ARTIFACT_URL},
                            with_={k: context.render(v) for k, v in step.get("with", {}).items()})
         if step_id == "setup":
             assert '-m venv' in step["run"] and 'python=' in step["run"], "the install step changed"
@@ -426,7 +432,7 @@ def git(cwd: Path, *args: str) -> str:
 
 def run_job(
     action: Mapping[str, Any], origin: Origin, root: Path, name: str, *, head: str, pr: int,
-    github: FakeGitHub, inputs: Mapping[str, str] | None = None,
+    github: FakeGitHub, inputs: Mapping[str, str] | None = None, labels: tuple[str, ...] = (),
 ) -> tuple[ActionRunner, JobRun]:
     """One pull_request job: check out the PR head (full history) and run the action."""
     home = root / name
@@ -437,7 +443,8 @@ def run_job(
     payload = {
         "action": "synchronize", "number": pr,
         "pull_request": {"number": pr, "base": {"ref": "main", "sha": origin.base},
-                         "head": {"ref": f"feature-{pr}", "sha": head}},
+                         "head": {"ref": f"feature-{pr}", "sha": head},
+                         "labels": [{"id": n, "name": label} for n, label in enumerate(labels)]},
         "repository": {"full_name": REPOSITORY, "default_branch": "main"},
     }
     runner = ActionRunner(
@@ -563,6 +570,18 @@ def assert_ran_cleanly_up_to_gate(job: JobRun) -> None:
     assert list((job.home / "tmp").iterdir()) == []  # the compare's temporary worktrees are gone
 
 
+JOB_FAILS_NOTE = (
+    "The job fails: the action's Gate step fails it (fail-on-regression: true). A known regression can be "
+    "accepted with the pull request label 'kbench-ci: accept' (never an incorrect case)."
+)
+
+
+def comment_body(job: JobRun) -> str:
+    """The marker, the links to the run and the artifact, then benchmark.md as written."""
+    links = f"[Workflow run]({RUN_URL}) · [Report artifact `kbench-ci-report`]({ARTIFACT_URL})"
+    return f"{marker()}\n{links}\n\n{job.report()}"
+
+
 def comment_calls(server: FakeGitHub, start: int, end: int | None = None) -> list[tuple[str, str]]:
     return [(r.method, r.path + ("?page=" + r.query["page"][0] if "page" in r.query else ""))
             for r in server.requests[start:end]]
@@ -573,7 +592,7 @@ def comment_calls(server: FakeGitHub, start: int, end: int | None = None) -> lis
 
 def test_action_yml_is_read_as_the_steps_this_test_runs(action: dict) -> None:
     steps = action["runs"]["steps"]
-    assert [s.get("id") for s in steps] == ["setup", "resolve", "compare", "summary", None, "comment", None]
+    assert [s.get("id") for s in steps] == ["setup", "resolve", "compare", "summary", "upload", "comment", None]
     assert [step_key(s, n) for n, s in enumerate(steps)] == [
         "setup", "resolve", "compare", "summary", "upload", "comment", "gate"]
     for n, step in enumerate(steps[1:], start=1):
@@ -613,7 +632,7 @@ def test_pass_resolves_the_pull_request(sticky: Sticky, origin: Origin) -> None:
     assert Path(data["command_line"][0]).name == "kbench-ci"
     assert data["command_line"][1:] == [
         "compare", "--base", origin.base, "--head", origin.pass1, "--output-dir", str(job.report_dir),
-        "--threshold", "10%", "--no-fail", "--device", "cpu"]
+        "--threshold", "10%", "--no-fail", "--job-note", JOB_FAILS_NOTE, "--device", "cpu"]
     assert [case["threshold"] for case in data["cases"]] == [0.1]
 
 
@@ -644,7 +663,7 @@ def test_pass_writes_the_report_to_the_job_summary(sticky: Sticky) -> None:
 def test_pass_creates_one_comment(sticky: Sticky, server: FakeGitHub) -> None:
     job = sticky.first
     (comment,) = sticky.after_first
-    assert comment["body"] == marker() + "\n" + job.report()
+    assert comment["body"] == comment_body(job)
     assert comment["user"]["type"] == "Bot"
     assert job.steps["comment"].outputs == {"comment-url": comment["html_url"], "comment-action": "created"}
     assert job.outputs["comment-url"] == comment["html_url"]
@@ -663,7 +682,7 @@ def test_second_push_updates_the_comment(sticky: Sticky, server: FakeGitHub, ori
     assert job.steps["resolve"].outputs["head-sha"] == origin.pass2
     assert job.steps["gate"].exit_code == 0 and job.outputs["verdict"] == "passed", explain(job)
     (comment,) = server.comments_on(7)  # still exactly one
-    assert comment["body"] == marker() + "\n" + job.report()
+    assert comment["body"] == comment_body(job)
     assert origin.pass2[:12] in comment["body"] and origin.pass1[:12] not in comment["body"]
     assert comment_calls(server, sticky.calls_after_first, sticky.calls_after_first + 2) == [
         ("GET", "/repos/octo/kernels/issues/7/comments"),
@@ -682,7 +701,7 @@ def test_comment_on_page_two_is_found_and_updated(busy: Busy, server: FakeGitHub
         ("PATCH", f"/repos/octo/kernels/issues/comments/{busy.bot_id}"),
     ]
     assert len(server.comments_on(8)) == 122  # nothing added
-    assert server.comments[busy.bot_id]["body"] == marker() + "\n" + job.report()
+    assert server.comments[busy.bot_id]["body"] == comment_body(job)
     assert server.comments[busy.human_id]["body"] == marker() + "\nquoting the bot"  # a person's copy is left alone
     assert job.steps["comment"].outputs["comment-action"] == "updated"
     assert job.steps["comment"].outputs["comment-url"].endswith(f"#issuecomment-{busy.bot_id}")
@@ -786,3 +805,72 @@ def test_pull_request_target_is_refused_unless_allowed(action: dict, origin: Ori
     allowed = runner.rerun(job, "resolve", **{"allow-pull-request-target": "true"})
     assert allowed.outcome == "success", allowed.log
     assert allowed.outputs["head-sha"] == origin.slow
+
+
+# -- 6. what a failed gate's comment says (issue 13, items 3 and 14) --------------------------------
+
+
+def test_a_failed_comment_says_the_job_fails_links_the_run_and_reproduces(slower: Failing, origin: Origin,
+                                                                          server: FakeGitHub) -> None:
+    job = slower.job
+    (comment,) = server.comments_on(9)
+    body = comment["body"]
+    # What really happens to the job, not the --no-fail the action runs compare with.
+    assert "--no-fail" not in body
+    assert "The job fails: the action's Gate step fails it (fail-on-regression: true)." in body
+    # Links to the run and to the uploaded artifact, from GITHUB_SERVER_URL/REPOSITORY/RUN_ID.
+    assert f"[Workflow run]({RUN_URL})" in body and f"({ARTIFACT_URL})" in body
+    # The local command for the failing case: the base the gate used, the failing kernel.
+    assert "## Reproduce locally" in body
+    assert f"`kbench-ci compare --base {origin.base} --kernel scale`" in body
+    assert job.outputs["run-url"] == RUN_URL and job.outputs["artifact-url"] == ARTIFACT_URL
+
+
+def test_every_output_a_step_writes_is_declared(action: dict, slower: Failing, sticky: Sticky) -> None:
+    declared = {spec["value"] for spec in action["outputs"].values()}
+    for job in (slower.job, sticky.first):
+        for step in job.steps.values():
+            if step.id in ("setup", "upload"):  # the venv's python (internal); upload-artifact's own
+                continue
+            for name in step.outputs:
+                assert f"${{{{ steps.{step.id}.outputs.{name} }}}}" in declared, f"{step.id}.{name} is not declared"
+
+
+# -- 7. an accepted regression (issue 13, item 13) ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def accepted(action: dict, origin: Origin, jobs_root: Path, server: FakeGitHub) -> Failing:
+    """PR #13: the slow head again, with the label that accepts known regressions."""
+    runner, job = run_job(action, origin, jobs_root, "accepted", head=origin.slow, pr=13, github=server,
+                          labels=("needs review", "kbench-ci: accept"))
+    return Failing(runner, job)
+
+
+def test_the_accept_label_lets_a_slower_head_pass(accepted: Failing, server: FakeGitHub) -> None:
+    job = accepted.job
+    assert_ran_cleanly_up_to_gate(job)
+    assert job.steps["resolve"].outputs["accept-label"] == "kbench-ci: accept"
+    (case,) = job.results()["cases"]
+    assert case["verdict"] == "slower" and case["accepted"] is True, job.report()
+    gate = job.results()["gate"]
+    assert gate["passed"] is True and gate["accepted_cases"] == ["scale[N=256]"] and gate["counts"]["slower"] == 0
+    assert gate["summary"] == "1 slower (accepted) — gate passed"
+    assert job.outputs["verdict"] == "passed" and job.outputs["regressions"] == "0"
+    assert job.steps["gate"].exit_code == 0 and job.conclusion == "success", explain(job)
+    (comment,) = server.comments_on(13)
+    assert "slower (accepted)" in comment["body"]
+    assert "the pull request has the label 'kbench-ci: accept'" in comment["body"]
+
+
+def test_an_accept_label_of_another_name_accepts_nothing(action: dict, accepted: Failing) -> None:
+    resolve = accepted.runner.rerun(accepted.job, "resolve", **{"accept-label": "perf-ok"})
+    assert resolve.outcome == "success" and resolve.outputs["accept-label"] == ""
+
+
+def test_the_example_workflow_reruns_when_the_accept_label_changes(action: dict) -> None:
+    workflow = YAML(typ="base").load((ROOT / ".github" / "workflows" / "gpu-example.yml").read_text(encoding="utf-8"))
+    types = workflow["on"]["pull_request"]["types"]
+    assert {"labeled", "unlabeled", "synchronize", "opened"} <= set(types)
+    label = action["inputs"]["accept-label"]["default"]
+    assert f"github.event.label.name == '{label}'" in workflow["jobs"]["benchmark"]["if"]

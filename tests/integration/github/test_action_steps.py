@@ -244,8 +244,35 @@ def test_compare_argv_splits_extra_args_without_a_shell(runner: dict) -> None:
            "KBENCH_EXTRA_ARGS": "--kernel 'my gemm' $(rm -rf ~)"}
     assert compare_argv(env, "kbench-ci") == [
         "kbench-ci", "compare", "--base", "abc", "--head", "def", "--output-dir", "/r", "--threshold", "5%",
-        "--config", "bench/kbench.toml", "--no-fail", "--kernel", "my gemm", "$(rm", "-rf", "~)",
+        "--config", "bench/kbench.toml", "--no-fail",
+        "--job-note", "The job fails: the action's Gate step fails it (fail-on-regression: true).",
+        "--kernel", "my gemm", "$(rm", "-rf", "~)",
     ]
+
+
+def test_compare_argv_says_what_happens_to_the_job_and_passes_the_accept_label(runner: dict) -> None:
+    env = {**runner, "KBENCH_BASE": "abc", "KBENCH_REPORT_DIR": "/r", "KBENCH_FAIL_ON_REGRESSION": "false",
+           "KBENCH_ACCEPT_LABEL": "perf-ok", "KBENCH_ACCEPTED_BY": "perf-ok"}
+    argv = compare_argv(env, "kbench-ci")
+    note = argv[argv.index("--job-note") + 1]
+    assert note == "The job does not fail: fail-on-regression is false, so this report is the only signal."
+    assert argv[argv.index("--accept") + 1] == "*"
+    assert argv[argv.index("--accept-reason") + 1] == "the pull request has the label 'perf-ok'"
+    # Without the label on the pull request, the note says how to accept; nothing is accepted.
+    argv = compare_argv({**env, "KBENCH_ACCEPTED_BY": ""}, "kbench-ci")
+    assert "--accept" not in argv and "with the pull request label 'perf-ok'" in argv[argv.index("--job-note") + 1]
+
+
+def test_resolve_reads_the_accept_label_from_the_payload(tmp_path: Path, repos: Repos, runner: dict) -> None:
+    work = repos.shallow()
+    pull = {"number": 7, "base": {"sha": repos.c1}, "head": {"sha": repos.c2},
+            "labels": [{"name": "bug"}, {"name": "kbench-ci: accept"}]}
+    env = {**runner, **event(tmp_path, "pull_request", {"pull_request": pull})}
+    assert run_step("resolve", env, work).exit_code == 0
+    assert outputs(env)["accept-label"] == "kbench-ci: accept"  # the input's default
+    Path(runner["GITHUB_OUTPUT"]).write_text("")
+    assert run_step("resolve", {**env, "KBENCH_ACCEPT_LABEL": ""}, work).exit_code == 0
+    assert outputs(env)["accept-label"] == ""  # an empty input: no label accepts
 
 
 @pytest.mark.parametrize("code", [0, 1, 3])
@@ -259,8 +286,8 @@ def test_compare_records_exit_code_and_never_fails(tmp_path: Path, runner: dict,
     assert result.exit_code == 0
     assert outputs(env)["exit-code"] == str(code)
     assert report.is_dir()
-    assert (tmp_path / "argv").read_text().split() == [
-        "compare", "--base", "abc", "--output-dir", str(report), "--threshold", "2%", "--no-fail"]
+    assert (tmp_path / "argv").read_text().split()[:9] == [
+        "compare", "--base", "abc", "--output-dir", str(report), "--threshold", "2%", "--no-fail", "--job-note"]
 
 
 def test_compare_that_cannot_start_records_environment_code(tmp_path: Path, runner: dict) -> None:

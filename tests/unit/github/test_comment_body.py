@@ -194,6 +194,7 @@ def test_missing_or_broken_results(tmp_path: Path) -> None:
         ("on-change", gate(fixed=1), False, True),
         ("on-change", gate(removed=1), False, True),
         ("on-change", gate(inconclusive=1), False, True),
+        ("on-change", Gate(passed=True, summary="1 slower (accepted) — gate passed", counts={}, accepted=1), False, True),
         ("on-change", None, False, False),
         ("on-regression", gate(faster=2), False, False),
         ("on-regression", gate(passed=False, slower=1), False, True),
@@ -211,3 +212,30 @@ def test_parse_mode() -> None:
     assert parse_mode(" On-Change ") == "on-change"
     with pytest.raises(UsageError, match="always, on-change, on-regression, never"):
         parse_mode("sometimes")
+
+
+# -- links (issue 13, item 14) ------------------------------------------------------------------
+
+
+def test_links_to_the_run_and_the_artifact(tmp_path: Path) -> None:
+    from kbench_ci.github.comment import links_line, run_url
+
+    env = {"GITHUB_SERVER_URL": "https://ghe.example.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "12",
+           "KBENCH_ARTIFACT_NAME": "kbench-ci-report-gemm"}
+    assert run_url(env) == "https://ghe.example.com/o/r/actions/runs/12"
+    # Without upload-artifact's URL, the run page's artifact list.
+    assert links_line(env) == ("[Workflow run](https://ghe.example.com/o/r/actions/runs/12) · "
+                               "[Report artifact `kbench-ci-report-gemm`](https://ghe.example.com/o/r/actions/runs/12#artifacts)")
+    with_url = {**env, "KBENCH_ARTIFACT_URL": "https://ghe.example.com/o/r/actions/runs/12/artifacts/9"}
+    assert links_line(with_url).endswith("(https://ghe.example.com/o/r/actions/runs/12/artifacts/9)")  # type: ignore[union-attr]
+    # The fork recipe's comment job links the benchmark run from its workflow_run payload.
+    payload = tmp_path / "event.json"
+    payload.write_text(json.dumps({"workflow_run": {"html_url": "https://github.com/o/r/actions/runs/77"}}))
+    fork = {"GITHUB_EVENT_NAME": "workflow_run", "GITHUB_EVENT_PATH": str(payload), "GITHUB_RUN_ID": "78",
+            "GITHUB_REPOSITORY": "o/r"}
+    assert run_url(fork) == "https://github.com/o/r/actions/runs/77"
+    # Outside a workflow, or with values that are no URL, there are no links.
+    assert links_line({}) is None
+    assert run_url({"GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "1)](javascript:x"}) is None
+    payload.write_text(json.dumps({"workflow_run": {"html_url": "javascript:alert(1)"}}))
+    assert run_url(fork) is None

@@ -546,3 +546,42 @@ def test_docs_complete_example_loads(tmp_path: Path) -> None:
     assert suite.kernels[1].implementation == "triton"
     assert dict(suite.kernels[1].ptr_sizes) == {"y": "N", "c": "M * N"}
     assert len(suite.cases()) == 5
+
+
+def test_every_problem_of_the_file_is_reported_at_once(tmp_path: Path) -> None:
+    """Issue 13, item 9: three mistakes in three places, one error listing all three."""
+    text = (
+        "[defaults]\nrounsd = 4\nthreshold = 2\n"
+        + MINIMAL.replace('shapes = [{N = 2048}, {N = 4096}]', 'shapes = [{N = 0}]\nbaseline = ["pytorch-eager"]')
+        + SECOND.replace('ref = "kernels/gemm_ref.py"\n', "")
+    )
+    path = write_suite(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    message = info.value.one_line()
+    lines = message.splitlines()
+    assert lines[0] == "kbench.toml: 5 problems:"
+    assert lines[1].startswith('  - kbench.toml: [defaults]: unknown key "rounsd"') and "did you mean" in lines[1]
+    assert lines[2].startswith('  - kbench.toml: [defaults]: "threshold" must be')
+    assert any('kernels[0] ("saxpy"): unknown key "baseline"' in line for line in lines)
+    assert any('kernels[0] ("saxpy"): shapes[0]: "N" must be a positive integer' in line for line in lines)
+    assert any('kernels[1] ("gemm"): missing required key "ref"' in line for line in lines)
+    assert info.value.exit_code == 2
+    # One problem is still the single line it always was.
+    assert load_error(tmp_path, MINIMAL.replace("2048", "0")).count("\n") == 0
+
+
+def test_num_trials_has_one_meaning_in_code_and_docs() -> None:
+    """Issue 13, item 7: docs/config.md states what trials_per_round computes, and no doc calls
+    num_trials "timed launches per round" any more."""
+    from kbench_ci.suite.settings import job_settings, trials_per_round
+
+    docs = Path(__file__).parents[3] / "docs"
+    config_md = (docs / "config.md").read_text(encoding="utf-8")
+    row = next(line for line in config_md.splitlines() if line.startswith("| `num_trials`"))
+    rule = job_settings(SuiteSettings(), device="cpu").trials_per_round_rule
+    assert rule == "max(10, num_trials // rounds)" and f"`{rule}`" in row
+    assert "across all of `rounds`" in row and "not per round" in row
+    assert trials_per_round(100, 10) == 10 and trials_per_round(100, 20) == 10 and trials_per_round(400, 10) == 40
+    for name in ("config.md", "compare.md"):
+        assert "timed launches per round" not in (docs / name).read_text(encoding="utf-8"), name
