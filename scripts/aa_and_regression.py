@@ -287,6 +287,25 @@ def compare(repo: Path, out: Path, *args: str, device: str) -> tuple[int, dict[s
     return completed.returncode, data, wall, completed.stderr
 
 
+def dump_case(case: dict[str, Any]) -> dict[str, Any]:
+    """What a later look at one case-run needs: its verdicts and both sides' raw rounds (ms)."""
+    first = case.get("first_measurement") or {}
+    return {
+        **{key: case.get(key) for key in ("case_id", "verdict", "ratio", "ci_low", "ci_high", "p_value", "n_rounds", "remeasured")},
+        "first_verdict": first.get("verdict"),
+        "first_rounds": (first.get("estimate") or {}).get("n_rounds"),
+        "base_rounds_ms": (case.get("base") or {}).get("rounds_ms"),
+        "head_rounds_ms": (case.get("head") or {}).get("rounds_ms"),
+        "seconds": case.get("seconds"),
+    }
+
+
+def write_dump(path: Path | None, dumped: list[dict[str, Any]]) -> None:
+    if path is not None:  # rewritten after every compare, so a run cut short keeps what it measured
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dumped))
+
+
 def audit_share(case: dict[str, Any]) -> list[float]:
     """The CUPTI audit's share of one case's wall time (issue 10: at most 10%); none when untimed."""
     seconds = case["seconds"]
@@ -318,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="passed to compare (default: auto; cpu with --smoke)")
     parser.add_argument("--workdir", type=Path, default=None, help="where the repository and outputs go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write every compare's cases (verdict, estimate, raw rounds of both sides) to this JSON file")
     parser.add_argument("--parts", default="aa,regression",
                         help="which parts to run: aa, regression or both (default); one part fits a 10-minute slot")
     args = parser.parse_args(argv)
@@ -347,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     # The CUPTI audit's share of each case's wall time (issue 10: at most 10%).
     audit_shares: list[float] = []
     aa_started = time.perf_counter()
+    dumped: list[dict[str, Any]] = []
     for run in range(runs if "aa" in parts else 0):
         code, data, wall, _ = compare(repo, workdir / f"aa-{run}", "--base", "main", "--head", "main",
                                      "--threshold", args.aa_threshold, device=device)
@@ -360,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             audit_shares.extend(audit_share(case))
             if case["verdict"] in ("failed", "incorrect"):
                 aa_errors.append(f"{case['case_id']}: {case['verdict']} — {case['message']}")
+        dumped.append({"part": "aa", "run": run, "wall_s": wall, "cases": [dump_case(c) for c in data["cases"]]})
+        write_dump(args.dump, dumped)
         print(f"A/A run {run + 1}/{runs}: {data['gate']['summary']}  ({wall:.1f} s)", flush=True)
     aa_wall = time.perf_counter() - aa_started
     aa_slower = sum(v.count("slower") for v in aa_verdicts.values())
@@ -387,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                 reg_ratios.setdefault(case["case_id"], []).append(case["ratio"])
             reg_remeasured += bool(case["remeasured"])
             audit_shares.extend(audit_share(case))
+        dumped.append({"part": "regression", "run": run, "wall_s": wall, "cases": [dump_case(c) for c in data["cases"]]})
+        write_dump(args.dump, dumped)
         print(f"regression run {run + 1}/{runs}: {data['gate']['summary']}  (exit {code}, {wall:.1f} s)", flush=True)
     reg_wall = time.perf_counter() - reg_started
 

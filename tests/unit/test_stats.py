@@ -8,13 +8,17 @@ fraction of samples may be hit by a 3-10x outlier (a preemption, a context switc
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from kbench_ci import stats
 from kbench_ci.stats import (
     RatioEstimate,
     Summary,
@@ -400,13 +404,71 @@ def test_rank_tests_agree_with_scipy_when_available():
 
 
 def test_compare_rounds_point_estimates():
+    # Off any grid (gaps of no common step), so the medians are the plain ones.
+    base = [[1.0, 2.0, 3.3137], [4.7071, 5.9162]]
+    head = [[2.1213, 4.3589], [6.2449, 8.9443, 10.7238]]
+    e = compare_rounds(base, head)
+    assert stats.timer_step([*base[0], *base[1], *head[0], *head[1]]) == 0.0
+    assert e.ratio == np.median([*head[0], *head[1]]) / np.median([*base[0], *base[1]])
+    assert e.round_ratios == (np.median(head[0]) / 2.0, 8.9443 / np.median(base[1]))
+    assert e.n_rounds == 2
+    assert e.confidence == 0.95
+
+
+def test_compare_rounds_on_a_grid_uses_interpolated_medians():
+    # Integers are samples of a clock with tick 1: every median is the grouped one.
     base = [[1.0, 2.0, 3.0], [4.0, 5.0]]
     head = [[2.0, 4.0], [6.0, 8.0, 10.0]]
     e = compare_rounds(base, head)
-    assert e.ratio == np.median([2, 4, 6, 8, 10]) / np.median([1, 2, 3, 4, 5])  # 6 / 3
-    assert e.round_ratios == (3.0 / 2.0, 8.0 / 4.5)
-    assert e.n_rounds == 2
-    assert e.confidence == 0.95
+    assert e.ratio == statistics.median_grouped([2, 4, 6, 8, 10], 1) / statistics.median_grouped([1, 2, 3, 4, 5], 1)
+    assert e.round_ratios == (statistics.median_grouped([2, 4], 1) / statistics.median_grouped([1, 2, 3], 1),
+                              statistics.median_grouped([6, 8, 10], 1) / statistics.median_grouped([4, 5], 1))
+
+
+@pytest.mark.parametrize("step", [1.0, 0.032, 3.2e-5])
+def test_timer_step_finds_the_tick_under_an_offset_and_float32_rounding(step):
+    rng = np.random.default_rng(5)
+    ticks = rng.integers(150, 200, 300)
+    # As CUDA events give them: float32 milliseconds, then a float64 overhead subtracted.
+    samples = (ticks * step).astype(np.float32).astype(np.float64) - 0.37 * step
+    assert stats.timer_step(samples) == pytest.approx(step, rel=1e-3)
+    assert stats.timer_step(rng.normal(5.0, 0.1, 300)) == 0.0  # a continuous clock has none
+    assert stats.timer_step([4.0, 4.0, 4.0]) == 0.0
+
+
+def test_interpolated_median_matches_median_grouped():
+    rng = np.random.default_rng(6)
+    for trial in range(50):
+        step = [1.0, 0.25, 32e-6][trial % 3]
+        samples = (rng.integers(10, 16, int(rng.integers(1, 40))) * step).tolist()
+        assert stats.interpolated_median(samples, step) == pytest.approx(statistics.median_grouped(samples, step), rel=1e-12)
+        assert stats.interpolated_median(samples, 0.0) == np.median(samples)
+
+
+def test_interpolated_median_resolves_a_shift_below_the_tick():
+    # 5.8 us on a 32 ns clock: a 0.2% slowdown moves a few samples one tick up. The plain
+    # median reads 0 or a whole tick (0.55%); the interpolated one reads close to the truth.
+    rng = np.random.default_rng(7)
+    step = 0.032
+    true = rng.normal(5.8, 0.05, 200_000)
+    base = np.floor(true / step) * step
+    head = np.floor(true * 1.002 / step) * step
+    plain = np.median(head) / np.median(base) - 1
+    grouped = stats.interpolated_median(head) / stats.interpolated_median(base) - 1
+    assert plain in (0.0, pytest.approx(step / np.median(base), rel=1e-6))
+    assert grouped == pytest.approx(0.002, abs=0.0003)
+
+
+def test_aa_at_the_tick_of_a_5_us_kernel_is_unchanged():
+    # H200, A/A, cvadd at N = 2^20 (5.7 us, CUDA events in 32 ns steps), 400 rounds: the plain
+    # medians gave 1.00578 [0.99425, 1.01163], inconclusive at 1% after the round cap, because
+    # the base's median sat one tick below the head's. Interpolated within the tick it is
+    # the unchanged it is.
+    data = json.loads((Path(__file__).parent.parent / "fixtures" / "stats" / "tick_bound_aa_rounds.json").read_text())
+    e = compare_rounds(data["base_rounds_ms"], data["head_rounds_ms"])
+    assert stats.timer_step(np.concatenate(data["base_rounds_ms"])) == pytest.approx(32e-6, rel=1e-3)
+    assert abs(e.ratio - 1) < 0.004
+    assert stats.classify(e, 0.01) is stats.Verdict.UNCHANGED
 
 
 def test_bootstrap_round_stage_pools_the_picked_rounds():
@@ -426,8 +488,9 @@ def test_bootstrap_round_stage_pools_the_picked_rounds():
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("grid", [False, True])
 @pytest.mark.parametrize("equal_lengths", [True, False])
-def test_bootstrap_sample_stage_matches_explicit_pools(equal_lengths):
+def test_bootstrap_sample_stage_matches_explicit_pools(equal_lengths, grid):
     # White-box: replay the helper's own draws and build each pool explicitly. Equal round
     # sizes draw integers; unequal ones floor(uniform * round size).
     from kbench_ci.stats import _RoundTable, _two_stage_medians
@@ -442,7 +505,9 @@ def test_bootstrap_sample_stage_matches_explicit_pools(equal_lengths):
             sizes = [8, 3] + [int(n) for n in rng.integers(1, 9, n_rounds - 2)]
         rounds = [np.round(rng.uniform(1, 3, n), trial % 3) for n in sizes]
         picks = rng.integers(0, n_rounds, size=(30, n_rounds))
-        got = _two_stage_medians(_RoundTable.of(rounds), picks, np.random.default_rng(trial))
+        # Values rounded to 0, 1 or 2 decimals: with grid, medians interpolated within that tick.
+        step = 10.0 ** -(trial % 3) if grid else 0.0
+        got = _two_stage_medians(_RoundTable.of(rounds), picks, np.random.default_rng(trial), step)
 
         replay = np.random.default_rng(trial)
         width = max(sizes)
@@ -452,9 +517,9 @@ def test_bootstrap_sample_stage_matches_explicit_pools(equal_lengths):
         else:
             draws = (replay.random((30, n_rounds, width)) * lengths[:, :, None]).astype(np.int64)
         expected = [
-            np.median(np.concatenate(
+            stats.interpolated_median(np.concatenate(
                 [rounds[r][draws[b, j, : sizes[r]]] for j, r in enumerate(row)]
-            ))
+            ), step)
             for b, row in enumerate(picks)
         ]
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
