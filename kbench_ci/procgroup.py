@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
-__all__ = ["RUNNER_SECRETS", "kill_process_group", "user_code_environment"]
+__all__ = ["RUNNER_SECRETS", "kill_process_group", "kill_tracked", "tracked", "user_code_environment"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -47,3 +49,38 @@ def kill_process_group(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     process.communicate()
+
+
+#: processes started by threads other than the main one (parallel builds), for :func:`kill_tracked`
+_TRACKED: set[subprocess.Popen[bytes]] = set()
+_TRACKED_LOCK = threading.Lock()
+
+
+@contextmanager
+def tracked(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """Within the block, ``process`` is among those :func:`kill_tracked` ends.
+
+    Ctrl-C reaches the main thread only: a compiler started by a build thread would run on (for
+    up to the build timeout) while the interpreter waits for that thread at exit. The main
+    thread's clean-up kills every tracked group instead, and the build threads return at once.
+    """
+    with _TRACKED_LOCK:
+        _TRACKED.add(process)
+    try:
+        yield process
+    finally:
+        with _TRACKED_LOCK:
+            _TRACKED.discard(process)
+
+
+def kill_tracked() -> int:
+    """SIGKILL the process group of every :func:`tracked` process; how many there were. Reaping
+    is left to the thread that started each one (it is waiting on it)."""
+    with _TRACKED_LOCK:
+        running = list(_TRACKED)
+    for process in running:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(running)

@@ -11,13 +11,25 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.cli.options import (
+    DEFAULT_OUTPUT_DIR,
+    GpuOption,
+    OutputDirOption,
+    ShardOption,
+    ShardTimingsOption,
+    resolve_device,
+    shard_request,
+)
 from kbench_ci.cli.suite_common import (
+    CacheDirOption,
     CaseTimeoutOption,
     DeviceOption,
+    FreshWorkerOption,
     JsonSummaryOption,
     KernelOption,
+    NoCacheOption,
     drive,
+    execution_options,
     finish,
 )
 from kbench_ci.errors import UsageError
@@ -125,6 +137,11 @@ def compare(
     gpu: GpuOption = 0,
     kernel: KernelOption = None,
     json_summary: JsonSummaryOption = None,
+    shard: ShardOption = None,
+    shard_timings: ShardTimingsOption = None,
+    fresh_worker: FreshWorkerOption = False,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     # torch-free start-up: gate.compare pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.compare import run_compare  # noqa: PLC0415
@@ -137,15 +154,19 @@ def compare(
             parse_fraction(max_geomean_slowdown, option="--max-geomean-slowdown")
             if max_geomean_slowdown is not None else None
         )
+        chosen_shard = shard_request(shard, shard_timings)
         chosen = resolve_device(device, gpu)
         request = CompareRequest(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
-            job_note=job_note,
+            job_note=job_note, shard=chosen_shard,
         )
-        return run_compare(request, on_progress=on_progress)
+        return run_compare(
+            request, on_progress=on_progress,
+            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache),
+        )
 
     outcome = drive(
         work, interrupted=f"worktrees removed; cases measured so far are in {output_dir / 'results.json'}",
@@ -160,5 +181,6 @@ def compare(
             "command": "compare", **gate.as_json(), "exit_code": code,
             "base": outcome.base.as_json(), "head": outcome.head.as_json(),
             "results": str(outcome.results_path), "report": str(outcome.report_path),
+            "shard": outcome.shard.label if outcome.shard is not None else None,
         },
     )

@@ -11,10 +11,11 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -32,16 +33,29 @@ def err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+#: a CI log gets a heartbeat line at least this often while a suite runs (seconds)
+HEARTBEAT_S = 30.0
+
+
 class ProgressLine:
-    """A live progress line on a terminal; plain phase lines in CI logs.
+    """A live progress line (a suite: a rich progress bar) on a terminal; plain lines in CI logs.
 
     Called with a worker's events (``bench``), it shows the :class:`Progress` ones;
-    :func:`suite_progress` drives it for ``run`` and ``compare`` through :meth:`show`.
+    :func:`suite_progress` drives it for ``run`` and ``compare`` through :meth:`show`,
+    :meth:`start_suite`, :meth:`advance` and :meth:`say`. In a log, a suite also gets a heartbeat
+    line every ``heartbeat_s`` seconds (a thread), so a quiet minute of timing never reads as a
+    hang. Every write holds one lock: the heartbeat and the main thread never interleave.
     """
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
+    def __init__(self, *, tty: bool | None = None, heartbeat_s: float = HEARTBEAT_S) -> None:
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.heartbeat_s = heartbeat_s
         self.last_plain: tuple[str, str] | None = None
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._bar: Any = None  # rich.progress.Progress while a suite runs on a terminal
+        self._task: Any = None
 
     def __call__(self, event: WorkerEvent) -> None:
         if isinstance(event, Progress):
@@ -50,27 +64,114 @@ class ProgressLine:
     def show(self, variant: str, phase: str, done: int, total: int) -> None:
         """``[variant] phase done+1/total`` in place on a terminal; ``[variant] phase ...`` once per
         phase in a log."""
-        if self.tty:
-            sys.stderr.write(f"\r\033[K[{variant}] {phase} {done + 1}/{total}")
-            sys.stderr.flush()
-        elif self.last_plain != (variant, phase):
-            self.last_plain = (variant, phase)
-            err(f"[{variant}] {phase} ...")
+        with self._lock:
+            if self._bar is not None:
+                self._bar.update(self._task, description=f"{variant} {phase} {done + 1}/{total}")
+            elif self.tty:
+                sys.stderr.write(f"\r\033[K[{variant}] {phase} {done + 1}/{total}")
+                sys.stderr.flush()
+            elif self.last_plain != (variant, phase):
+                self.last_plain = (variant, phase)
+                err(f"[{variant}] {phase} ...")
+
+    def say(self, message: str) -> None:
+        """A line of its own (above the bar on a terminal)."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.console.print(message, markup=False, highlight=False, soft_wrap=True)
+                return
+            if self.tty:
+                sys.stderr.write("\r\033[K")
+            err(message)
+
+    def start_suite(self, total: int, status: Callable[[], str]) -> None:
+        """A suite of ``total`` cases begins: the bar on a terminal, else heartbeat lines of
+        ``status()`` (elapsed time, cases done, time left)."""
+        with self._lock:
+            if self._bar is not None or self._heartbeat is not None or self._stop.is_set():
+                return
+            if self.tty:
+                from rich.console import Console  # noqa: PLC0415  (only a terminal needs rich)
+                from rich.progress import (  # noqa: PLC0415
+                    BarColumn,
+                    MofNCompleteColumn,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
+                from rich.progress import Progress as Bar  # noqa: PLC0415
+
+                self._bar = Bar(
+                    TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                )
+                self._task = self._bar.add_task("starting", total=max(total, 1))
+                self._bar.start()
+                return
+
+        def beat() -> None:
+            while not self._stop.wait(self.heartbeat_s):
+                self.say(status())
+
+        self._heartbeat = threading.Thread(target=beat, name="kbench-ci-heartbeat", daemon=True)
+        self._heartbeat.start()
+
+    def advance(self, done: int) -> None:
+        """``done`` cases of the suite are finished (moves the bar)."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.update(self._task, completed=done)
 
     def close(self) -> None:
-        """Clear the live line (a no-op in a log), so the next message starts on a clean line."""
-        if self.tty:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        """Stop the heartbeat and the bar and clear the live line (a no-op in a log), so the next
+        message starts on a clean line."""
+        self._stop.set()
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join(timeout=5)
+        with self._lock:
+            if self._bar is not None:
+                self._bar.stop()
+                self._bar = None
+            elif self.tty:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
 
 
-def suite_progress(progress: ProgressLine) -> Callable[[SuiteProgress], None]:
+def _duration(seconds: float) -> str:
+    """``42 s``, ``3m05s``, ``1h02m``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def suite_progress(
+    progress: ProgressLine, *, clock: Callable[[], float] = time.monotonic
+) -> Callable[[SuiteProgress], None]:
     """A suite's progress → ``progress``: ``[case i/n case_id side] timing round r/R``.
 
-    On a terminal every event updates the line; in a CI log only a change of case or phase
-    prints, so a case writes a handful of lines rather than one per round.
+    On a terminal every event updates the bar's line; in a CI log only a change of case or phase
+    prints, so a case writes a handful of lines rather than one per round. Each case ends with a
+    line of its own (verdict, change, seconds); a log gets a heartbeat (elapsed, cases done, time
+    left) at least every :data:`HEARTBEAT_S` seconds.
     """
     last_key: tuple[object, ...] | None = None
+    started = clock()
+    state = {"done": 0, "total": 0, "case": ""}
+
+    def status() -> str:
+        done, total = state["done"], state["total"]
+        elapsed = clock() - started
+        if isinstance(done, int) and isinstance(total, int) and done:
+            left = f"about {_duration(elapsed / done * (total - done))} left"
+        else:
+            left = "time left known after the first case"
+        where = f", now {state['case']}" if state["case"] else ""
+        return f"kbench-ci: … {_duration(elapsed)} elapsed, {done}/{total} cases done{where}; {left}"
 
     def forward(variant: str, phase: str, done: int, total: int, key: tuple[object, ...]) -> None:
         nonlocal last_key
@@ -81,12 +182,15 @@ def suite_progress(progress: ProgressLine) -> Callable[[SuiteProgress], None]:
         progress.show(variant, phase, done, total)
 
     def on_progress(update: SuiteProgress) -> None:
+        state["total"] = update.total
+        progress.start_suite(update.total, status)  # at the first update; later calls do nothing
+        if update.case_id:
+            state["case"] = update.case_id
         where = f"case {update.index}/{update.total} {update.case_id}"
         if update.stage == "build":
             forward(where, "build", 0, 1, (update.index, "build"))
         elif update.stage == "remeasure" and update.event is None:
-            progress.close()
-            err(f"kbench-ci: {where}: suspected regression, measuring again with more rounds")
+            progress.say(f"kbench-ci: {where}: suspected regression, measuring again with more rounds")
         elif update.stage in ("measure", "remeasure") and update.event is not None:
             event = update.event
             if not isinstance(event, Progress):
@@ -100,9 +204,12 @@ def suite_progress(progress: ProgressLine) -> Callable[[SuiteProgress], None]:
                 (update.index, update.stage, event.phase, None if event.phase == "timing" else event.variant),
             )
         elif update.stage == "done":
-            progress.close()
+            state["done"] = update.index
+            state["case"] = ""
             detail = f" — {update.detail}" if update.detail else ""
-            err(f"kbench-ci: [{update.index}/{update.total}] {update.case_id}: {update.outcome}{detail}")
+            took = f" ({update.seconds:.1f} s)" if update.seconds is not None else ""
+            progress.say(f"kbench-ci: [{update.index}/{update.total}] {update.case_id}: {update.outcome}{detail}{took}")
+            progress.advance(update.index)
 
     return on_progress
 

@@ -9,14 +9,53 @@ import typer
 
 from kbench_ci.cli.console import err
 from kbench_ci.errors import EnvironmentProblem, UsageError
+from kbench_ci.results.outcome import ShardRequest
+from kbench_ci.suite.shards import parse_shard, read_timings
 
-__all__ = ["DEFAULT_OUTPUT_DIR", "GpuOption", "OutputDirOption", "resolve_device"]
+__all__ = [
+    "DEFAULT_OUTPUT_DIR",
+    "GpuOption",
+    "OutputDirOption",
+    "ShardOption",
+    "ShardTimingsOption",
+    "resolve_device",
+    "shard_request",
+]
 
 #: where benchmark.md and results.json go unless --output-dir says otherwise
 DEFAULT_OUTPUT_DIR = Path("bench_out")
 
 OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="where benchmark.md and results.json go")]
 GpuOption = Annotated[int, typer.Option("--gpu", help="CUDA device index")]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard", metavar="K/N",
+        help="measure only the K-th of N shares of the cases (a job of a runner matrix); "
+        "join the shards' folders with `kbench-ci merge`",
+    ),
+]
+ShardTimingsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--shard-timings", metavar="FILE",
+        help="balance the shards by time: an earlier results.json (e.g. the last run on main) or "
+        "{case_id: seconds}; give every job the same file (default: balanced by count)",
+    ),
+]
+
+
+def shard_request(shard: str | None, timings: Path | None) -> ShardRequest | None:
+    """``--shard K/N`` and ``--shard-timings FILE`` as the gate's request (None without --shard)."""
+    if shard is None:
+        if timings is not None:
+            raise UsageError("--shard-timings needs --shard K/N", hint="e.g. --shard 1/3 --shard-timings last/results.json")
+        return None
+    spec = parse_shard(shard)
+    return ShardRequest(
+        spec.index, spec.count, timings=read_timings(timings) if timings is not None else None,
+        timings_file=str(timings) if timings is not None else None,
+    )
 
 
 def resolve_device(device: str, gpu: int) -> str:

@@ -11,13 +11,25 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.cli.options import (
+    DEFAULT_OUTPUT_DIR,
+    GpuOption,
+    OutputDirOption,
+    ShardOption,
+    ShardTimingsOption,
+    resolve_device,
+    shard_request,
+)
 from kbench_ci.cli.suite_common import (
+    CacheDirOption,
     CaseTimeoutOption,
     DeviceOption,
+    FreshWorkerOption,
     JsonSummaryOption,
     KernelOption,
+    NoCacheOption,
     drive,
+    execution_options,
     finish,
 )
 from kbench_ci.results.outcome import RunOutcome, RunRequest
@@ -51,16 +63,25 @@ def run(
     gpu: GpuOption = 0,
     kernel: KernelOption = None,
     json_summary: JsonSummaryOption = None,
+    shard: ShardOption = None,
+    shard_timings: ShardTimingsOption = None,
+    fresh_worker: FreshWorkerOption = False,
+    cache_dir: CacheDirOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     # torch-free start-up: gate.run pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.run import run_suite  # noqa: PLC0415
 
     def work(on_progress: ProgressFn) -> RunOutcome:
+        chosen_shard = shard_request(shard, shard_timings)
         request = RunRequest(
-            start=Path.cwd(), device=resolve_device(device, gpu), output_dir=output_dir, config=config,
+            start=Path.cwd(), device=resolve_device(device, gpu), shard=chosen_shard, output_dir=output_dir, config=config,
             rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), command_line=tuple(sys.argv),
         )
-        return run_suite(request, on_progress=on_progress)
+        return run_suite(
+            request, on_progress=on_progress,
+            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache),
+        )
 
     outcome = drive(
         work, interrupted=f"cases measured so far are in {output_dir / 'results.json'}", output_dir=output_dir,
@@ -71,5 +92,6 @@ def run(
         summary_for=lambda code: {
             "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
             "exit_code": code, "results": str(outcome.results_path), "report": str(outcome.report_path),
+            "shard": outcome.shard.label if outcome.shard is not None else None,
         },
     )

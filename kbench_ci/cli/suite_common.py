@@ -18,16 +18,21 @@ from kbench_ci.errors import ExitCode
 from kbench_ci.results.atomic import write_json_atomically
 from kbench_ci.results.outcome import CompareOutcome, RunOutcome
 from kbench_ci.results.outdir import check_output_file, output_folder
+from kbench_ci.suite.settings import CACHE_DIR_ENV, ExecutionOptions
 
 if TYPE_CHECKING:
     from kbench_ci.gate.execute import ProgressFn
 
 __all__ = [
+    "CacheDirOption",
     "CaseTimeoutOption",
     "DeviceOption",
+    "FreshWorkerOption",
     "JsonSummaryOption",
     "KernelOption",
+    "NoCacheOption",
     "drive",
+    "execution_options",
     "finish",
     "headline",
 ]
@@ -46,6 +51,34 @@ KernelOption = Annotated[list[str] | None, typer.Option("--kernel", help="only t
 JsonSummaryOption = Annotated[
     Path | None, typer.Option("--json-summary", help="also write a small JSON with the gate and the file paths")
 ]
+
+FreshWorkerOption = Annotated[
+    bool,
+    typer.Option(
+        "--fresh-worker",
+        help="start a new worker process for every case instead of one warm worker for the suite (for "
+        "debugging; slower; also KBENCH_CI_FRESH_WORKER=1 or warm_worker = false in kbench.toml)",
+    ),
+]
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help=f"folder for built libraries and Triton/TorchInductor caches, kept across runs (default: ${CACHE_DIR_ENV}, "
+        "kbench.toml's cache_dir, else $XDG_CACHE_HOME/kbench-ci or ~/.cache/kbench-ci)",
+    ),
+]
+NoCacheOption = Annotated[
+    bool,
+    typer.Option("--no-cache", help="keep nothing across runs: build every kernel, JIT-compile afresh"),
+]
+
+
+def execution_options(*, fresh_worker: bool, cache_dir: Path | None, no_cache: bool) -> ExecutionOptions:
+    """The three options above, for ``run_suite`` / ``run_compare``'s ``execution`` (resolved
+    against the environment and kbench.toml by :func:`kbench_ci.suite.settings.execution`)."""
+    return ExecutionOptions(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache)
+
 
 Outcome = TypeVar("Outcome", RunOutcome, CompareOutcome)
 

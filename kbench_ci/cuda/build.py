@@ -11,6 +11,7 @@ in this module.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -18,6 +19,8 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,16 +32,19 @@ import torch
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,
+    KbenchError,
     MissingExtraError,
     UserFileError,
 )
-from kbench_ci.procgroup import kill_process_group, user_code_environment
+from kbench_ci.procgroup import kill_process_group, tracked, user_code_environment
 
 __all__ = [
+    "BuildCache",
     "BuildPlan",
     "BuildResult",
     "CompileError",
     "build",
+    "cache_key",
     "detect_arch",
     "find_cutlass_include",
     "find_nvcc",
@@ -368,16 +374,134 @@ def _cached(plan: BuildPlan, expected: str) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- cache across runs
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_version(tool: str) -> str:
+    """``TOOL --version``'s output (nvcc's names its release and build), once per process; empty
+    when it cannot run (the build itself then says why)."""
+    try:
+        code, output = _run_compiler((tool, "--version"), timeout_s=60, source=Path(tool))
+    except KbenchError:
+        return ""
+    return output if code == 0 else ""
+
+
+def cache_key(plan: BuildPlan) -> str:
+    """The key of ``plan``'s library in a :class:`BuildCache`: sha256 of the source, its local
+    headers (bytes and place relative to the source), the flags, the nvcc and host compiler
+    versions and the CUTLASS release.
+
+    Unlike :func:`build_hash` it leaves out where the source and the library are: each run
+    builds from a fresh worktree into a fresh staging folder, and the same kernel must hit.
+    """
+    digest = hashlib.sha256(_HASH_VERSION + b"-cache")
+    for part in plan.command[1:]:
+        if part in (str(plan.output), str(plan.source)):
+            part = "<output>" if part == str(plan.output) else "<source>"
+        digest.update(b"\0arg\0" + part.encode())
+    digest.update(b"\0nvcc\0" + _tool_version(plan.command[0]).encode())
+    host = shutil.which("g++") or shutil.which("c++")
+    digest.update(b"\0host\0" + (_tool_version(host) if host else "").encode())
+    if plan.cutlass_include is not None:
+        version = plan.cutlass_include / "cutlass" / "version.h"
+        digest.update(b"\0cutlass\0" + (version.read_bytes() if version.is_file() else b""))
+    digest.update(b"\0name\0" + plan.source.name.encode())
+    digest.update(b"\0source\0" + plan.source.read_bytes())
+    for header in local_includes(plan.source):
+        relative = os.path.relpath(header, plan.source.parent)
+        digest.update(b"\0header\0" + relative.encode() + b"\0" + header.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class BuildCache:
+    """Built libraries kept across runs in ``root/builds/<key[:2]>/<key>/``, by :func:`cache_key`.
+
+    Entries are written whole or not at all (a copy, then a rename), so a run killed half way,
+    or two runs sharing the folder, never leave a truncated library behind to be loaded.
+    """
+
+    root: Path
+
+    def entry(self, key: str, name: str) -> Path:
+        return self.root / "builds" / key[:2] / key / name
+
+    def fetch(self, key: str, output: Path) -> bool:
+        """Copy the cached library for ``key`` to ``output``; False when there is none."""
+        entry = self.entry(key, output.name)
+        if not entry.is_file():
+            return False
+        try:
+            _copy_atomically(entry, output)
+        except OSError:
+            return False
+        return True
+
+    def store(self, key: str, library: Path) -> None:
+        """Keep ``library`` under ``key``. A cache that cannot be written costs a rebuild next
+        time, never this build."""
+        entry = self.entry(key, library.name)
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            _copy_atomically(library, entry)
+        except OSError:
+            pass
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(handle)
+    try:
+        shutil.copyfile(source, temporary)
+        os.chmod(temporary, 0o755)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 # --------------------------------------------------------------------------- build
 
 
-def build(plan: BuildPlan, *, use_cache: bool = True, timeout_s: float = 900) -> BuildResult:
-    """Run ``plan`` unless the ``.so`` beside it was built from the same inputs."""
+def build(
+    plan: BuildPlan, *, use_cache: bool = True, timeout_s: float = 900, cache: BuildCache | None = None
+) -> BuildResult:
+    """Run ``plan`` unless the ``.so`` beside it was built from the same inputs, or ``cache``
+    holds a library built from them (then it is copied to the plan's output)."""
     _read_source(plan.source)  # a clear UserFileError if the source vanished since planning
     expected = build_hash(plan)
     if use_cache and _cached(plan, expected):
         return BuildResult(plan=plan, cached=True, duration_s=0.0, compiler_output="")
+    if cache is None:
+        return _compile(plan, expected, timeout_s=timeout_s)
+    key = cache_key(plan)
+    # One compile per key at a time: base and head of an unchanged kernel build the same library,
+    # and the second waits for the first and takes it from the cache.
+    with _key_lock(cache.root, key):
+        started = time.perf_counter()
+        plan.output.parent.mkdir(parents=True, exist_ok=True)
+        if cache.fetch(key, plan.output):
+            hash_path(plan.output).write_text(expected + "\n", encoding="ascii")
+            return BuildResult(plan=plan, cached=True, duration_s=time.perf_counter() - started, compiler_output="")
+        result = _compile(plan, expected, timeout_s=timeout_s)
+        cache.store(key, plan.output)
+        return result
 
+
+_KEY_LOCKS: dict[tuple[Path, str], threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+def _key_lock(root: Path, key: str) -> threading.Lock:
+    with _KEY_LOCKS_GUARD:
+        return _KEY_LOCKS.setdefault((root, key), threading.Lock())
+
+
+def _compile(plan: BuildPlan, expected: str, *, timeout_s: float) -> BuildResult:
+    """Run the plan's compiler and record the build hash beside the library."""
     marker = hash_path(plan.output)
     # Dropped before compiling: a build that fails or is killed half way must not leave a
     # .so that a stale-but-matching hash would vouch for.
@@ -418,7 +542,8 @@ def _run_compiler(command: Sequence[str], *, timeout_s: float, source: Path) -> 
             f"cannot run {command[0]!r}: not executable", hint=_NVCC_HINT
         ) from None
     try:
-        stdout, _ = process.communicate(timeout=timeout_s)
+        with tracked(process):  # builds run in threads: Ctrl-C's clean-up kills it from there
+            stdout, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         kill_process_group(process)
         raise BuildError(

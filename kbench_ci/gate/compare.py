@@ -10,8 +10,10 @@ The flow for one comparison:
    out, also on an error or Ctrl-C. The user's tree is only read.
 3. Each side reads its own copy of the suite. Cases are matched by kernel name and dimensions;
    a case on one side only is ``added`` or ``removed``.
-4. Per case: build each side's ``.cu`` (see :class:`~kbench_ci.gate.run.SideBuilder`), then one
-   worker checks both sides' correctness and times them interleaved in rounds (A B, B A, ...).
+4. Every side's ``.cu`` starts building at once, before the first case (see
+   :class:`~kbench_ci.gate.execute.SideBuilder`; cached across runs). Per case, the warm worker
+   (one process for the whole suite, see :class:`~kbench_ci.measure.parent.WorkerPool`) checks
+   both sides' correctness and times them interleaved in rounds (A B, B A, ...).
    A suspected regression (:func:`~kbench_ci.stats.needs_remeasure`) is measured again with
    ``remeasure_factor`` times the rounds, and that second measurement decides.
 5. After every case, results.json and benchmark.md are rewritten (atomically).
@@ -25,7 +27,6 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
@@ -37,6 +38,7 @@ from kbench_ci import __version__
 from kbench_ci.errors import ConfigError, KbenchError, UsageError
 from kbench_ci.gate.execute import (
     BuildFn,
+    BuildRequest,
     ProgressFn,
     SideBuilder,
     SuiteProgress,
@@ -47,12 +49,13 @@ from kbench_ci.gate.execute import (
     make_job,
     run_worker,
     select_kernels,
+    suite_execution,
     worker_listener,
 )
+from kbench_ci.gate.shard import plan_shard
 from kbench_ci.gate.verdicts import _percent, assess, evaluate_gate, measure_case
 from kbench_ci.git import GitRepo
 from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.measure.parent import run_case_in_worker
 from kbench_ci.measure.protocol import StoppingRule
 from kbench_ci.report.compare import render_compare
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
@@ -80,8 +83,11 @@ from kbench_ci.suite.settings import (
     ADAPTIVE_BATCH_ROUNDS,
     ADAPTIVE_CHECK_BOOTSTRAP,
     MAX_ADAPTIVE_ROUNDS,
+    Execution,
+    ExecutionOptions,
     job_settings,
 )
+from kbench_ci.suite.settings import execution as suite_execution_settings
 
 # --------------------------------------------------------------------------------------------
 # Value objects
@@ -180,9 +186,16 @@ def run_compare(
     *,
     on_progress: ProgressFn | None = None,
     build_fn: BuildFn | None = None,
-    worker: WorkerFn = run_case_in_worker,
+    worker: WorkerFn | None = None,
+    execution: Execution | None = None,
+    options: ExecutionOptions | None = None,
 ) -> CompareOutcome:
-    """Compare the head with the base over every selected case; see the module docstring."""
+    """Compare the head with the base over every selected case; see the module docstring.
+
+    ``options``: the command line's ``--fresh-worker``, ``--cache-dir``, ``--no-cache``, resolved
+    against the environment and the head's kbench.toml; ``execution`` (tests) is an already
+    resolved choice. ``worker`` (tests) stands in for the worker pool.
+    """
 
     started = time.perf_counter()
     if request.remeasure_factor < 1:
@@ -254,6 +267,10 @@ def run_compare(
                 plans.append(_Plan(case, base_by_key.pop(_case_key(case), None)))
         plans.extend(_Plan(None, case) for case in base_by_key.values())
         check_accept(request.accept, plans)
+        # --shard K/N: this job's share of both sides' cases (--accept was checked against all)
+        shard = plan_shard([plan.case.case_id for plan in plans], request.shard)
+        if shard is not None:
+            plans = [plan for plan in plans if plan.case.case_id in shard.case_ids]
 
         results_path = request.output_dir / "results.json"
         report_path = request.output_dir / "benchmark.md"
@@ -268,6 +285,7 @@ def run_compare(
                 base=base_info, head=head_info, settings=settings, request=request,
                 environment=environment.get("value"), results_path=results_path, report_path=report_path,
                 wall_s=time.perf_counter() - started, setup_s=setup_s, max_geomean_slowdown=max_geomean,
+                shard=shard,
             )
 
         def write() -> CompareOutcome:
@@ -278,13 +296,20 @@ def run_compare(
             return outcome
 
         write()  # an empty, incomplete report at once: the gate reads "not passed" until the end
-        staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
-        builder = SideBuilder(staging, build_fn)
+        # One builder and one warm worker for the whole suite, closed on the way out (Ctrl-C and
+        # SIGTERM included: the stack unwinds before the worktrees go).
+        shared = stack.enter_context(suite_execution(
+            execution or suite_execution_settings(head_suite.settings, options), build_fn=build_fn, worker=worker,
+        ))
+        shared.start(_build_requests(plans, request, head_suite, base_suite, head_kinds), request.device)
+        if on_progress is not None:
+            on_progress(SuiteProgress(0, len(plans), "", "start"))
         for index, plan in enumerate(plans, start=1):
+            case_started = time.perf_counter()
             comparison, problem = _compare_one(
-                plan, index=index, total=len(plans), request=request, settings=settings, builder=builder,
+                plan, index=index, total=len(plans), request=request, settings=settings, builder=shared.builder,
                 head_suite=head_suite, base_suite=base_suite, head_kinds=head_kinds,
-                on_progress=on_progress, worker=worker,
+                on_progress=on_progress, worker=shared.worker,
             )
             if comparison.verdict is Verdict.SLOWER and accepts(request.accept, comparison.kernel, comparison.case_id):
                 comparison = replace(comparison, accepted=True)
@@ -298,11 +323,28 @@ def run_compare(
             if on_progress is not None:
                 on_progress(SuiteProgress(
                     index, len(plans), comparison.case_id, "done", outcome=comparison.verdict_text,
-                    detail=_progress_detail(comparison),
+                    detail=_progress_detail(comparison), seconds=time.perf_counter() - case_started,
                 ))
             if problem is not None:
                 raise problem
         return write()
+
+
+def _build_requests(
+    plans: list[_Plan], request: CompareRequest, head_suite: Suite, base_suite: Suite | None,
+    head_kinds: Mapping[str, str],
+) -> list[BuildRequest]:
+    """Every build the cases will ask for, so all start at once (each kernel once per side)."""
+    builds = []
+    for plan in plans:
+        if plan.head is None:
+            continue
+        builds.append(BuildRequest(plan.head.kernel, HEAD, head_kinds[plan.head.kernel.name], head_suite.root))
+        if plan.base is not None and base_suite is not None:
+            base_kind, unavailable = _base_kind(plan.base.kernel, request.device)
+            if unavailable is None and base_kind is not None:
+                builds.append(BuildRequest(plan.base.kernel, BASE, base_kind, base_suite.root))
+    return builds
 
 
 def accepts(accept: tuple[str, ...], kernel: str, case_id: str) -> bool:
@@ -551,4 +593,5 @@ def compare_payload(outcome: CompareOutcome) -> dict[str, Any]:
             **{k: v for k, v in phases.as_json().items() if k != "total"},
         },
         "cases": [case_json(case) for case in outcome.cases],
+        "shard": outcome.shard.as_json() if outcome.shard is not None else None,
     }

@@ -8,23 +8,28 @@ import difflib
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from kbench_ci.cuda import build as build_module
 from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
-from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
+from kbench_ci.measure.parent import WorkerOutcome, WorkerPool, run_case_in_worker
 from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
-from kbench_ci.procgroup import kill_process_group, user_code_environment
+from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
 from kbench_ci.suite.model import Case, KernelSpec
+from kbench_ci.suite.settings import Execution, parallel_builds
 
 #: seconds a kernel's own ``build`` command or nvcc may run
 BUILD_TIMEOUT_S = 900.0
@@ -105,6 +110,14 @@ BuildFn = Callable[[KernelSpec, str, Path, Path, Path], str]
 
 def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path) -> str:
     """The kernel's ``build`` command when the config gives one, else build.py's nvcc line."""
+    return _build_side(kernel, kind, source, output, cwd, cache=None)[0]
+
+
+def _build_side(
+    kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path, *, cache: build_module.BuildCache | None
+) -> tuple[str, bool]:
+    """:func:`default_build` with the build cache: the command, and whether the library came
+    from the cache. A kernel's own ``build`` command is never cached: it may read anything."""
     custom = kernel.build_command(source, output)
     if custom is not None:
         code, text = _run_shell(custom, cwd=cwd, timeout_s=BUILD_TIMEOUT_S)
@@ -114,20 +127,18 @@ def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd
             raise SideBuildFailed(
                 "build command succeeded but wrote no library at {out}", command=custom, compiler_output=text
             )
-        return custom
-    # Imported lazily: build.py finds nvcc and CUTLASS, which only compiled kernels need.
-
+        return custom, False
     plan = build_module.plan_build(source, cutlass=kind == "cutlass", output=output)
     command = build_module.format_command(plan)
     try:
-        build_module.build(plan, use_cache=False)
+        built = build_module.build(plan, use_cache=False, cache=cache, timeout_s=BUILD_TIMEOUT_S)
     except build_module.CompileError as exc:
         raise SideBuildFailed(exc.one_line(), command=command, compiler_output=exc.compiler_output) from None
     except KbenchError as exc:
         if isinstance(exc, EnvironmentProblem):
             raise
         raise SideBuildFailed(exc.one_line(), command=command, compiler_output=None) from None
-    return command
+    return command, built.cached
 
 
 def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
@@ -138,7 +149,8 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
         stdin=subprocess.DEVNULL, start_new_session=True, env=user_code_environment(),
     )
     try:
-        out, _ = process.communicate(timeout=timeout_s)
+        with tracked(process):  # builds run in threads: Ctrl-C's clean-up kills it from there
+            out, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         kill_process_group(process)
         return 124, f"build command timed out after {timeout_s:g} s"
@@ -148,30 +160,79 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
     return process.returncode, out.decode("utf-8", errors="replace")
 
 
+@dataclass(frozen=True, slots=True)
+class BuildRequest:
+    """One kernel of one side to build: what :meth:`SideBuilder.start` takes."""
+
+    kernel: KernelSpec
+    label: str
+    kind: str
+    cwd: Path
+
+
 class SideBuilder:
     """Turns a kernel of one side into the worker's :class:`SideSpec`, building ``.cu`` first.
 
     The library goes to ``staging/<side>/<kernel>/<stem>.so`` next to a copy of the source, so
     no tree (the user's, or a worktree) gets build products. Each kernel is built once per side,
-    however many shapes it has.
+    however many shapes it has. :meth:`start` begins every build of a suite at once, in a pool
+    of threads (compilers are processes: the threads only wait), so later cases find theirs
+    done; ``cache`` keeps libraries across runs (:class:`~kbench_ci.cuda.build.BuildCache`).
+
+    A context manager: leaving it (Ctrl-C included) cancels builds not begun and kills the
+    compilers still running.
     """
 
-    def __init__(self, staging: Path, build_fn: BuildFn | None = None) -> None:
+    def __init__(
+        self, staging: Path, build_fn: BuildFn | None = None, *, cache: build_module.BuildCache | None = None,
+        parallel: int | None = None,
+    ) -> None:
         self.staging = Path(staging)
-        self.build_fn = build_fn or default_build
-        self._done: dict[tuple[str, str], tuple[Path | None, BuildOutcome]] = {}
+        self.build_fn = build_fn
+        self.cache = cache
+        self._pool = ThreadPoolExecutor(max_workers=parallel or parallel_builds(), thread_name_prefix="kbench-build")
+        self._lock = threading.Lock()
+        self._futures: dict[tuple[str, str], Future[tuple[Path | None, BuildOutcome]]] = {}
+        self._handed_out: set[tuple[str, str]] = set()
+
+    def __enter__(self) -> SideBuilder:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel builds not begun, kill running compilers, and wait for the threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if any(not future.done() for future in self._futures.values()):
+            kill_tracked()
+        self._pool.shutdown(wait=True)
+
+    def start(self, requests: Sequence[BuildRequest]) -> None:
+        """Begin building every compiled kernel of ``requests`` (the others need no build)."""
+        for request in requests:
+            if request.kind in COMPILED_KINDS:
+                self._future(request)
 
     def side(
         self, kernel: KernelSpec, *, label: str, kind: str, cwd: Path
     ) -> tuple[SideSpec | None, BuildOutcome | None]:
-        """The side's spec, and its build outcome for a compiled kernel (None otherwise).
+        """The side's spec, and its build outcome for a compiled kernel (None otherwise); waits
+        for the build when it is still running.
 
         A failed build gives ``(None, outcome)``.
         """
         solution: Path = kernel.solution
         outcome: BuildOutcome | None = None
         if kind in COMPILED_KINDS:
-            staged, outcome = self._build(kernel, label=label, kind=kind, cwd=cwd)
+            key = (label, kernel.name)
+            staged, outcome = self._future(BuildRequest(kernel, label, kind, cwd)).result()
+            if key in self._handed_out:
+                # Built once per side; later shapes reuse it and add no build time.
+                outcome = replace(outcome, duration_s=0.0)
+            self._handed_out.add(key)
             if staged is None:
                 return None, outcome
             solution = staged
@@ -187,12 +248,15 @@ class SideBuilder:
         )
         return spec, outcome
 
-    def _build(self, kernel: KernelSpec, *, label: str, kind: str, cwd: Path) -> tuple[Path | None, BuildOutcome]:
-        key = (label, kernel.name)
-        if key in self._done:
-            staged, previous = self._done[key]
-            # Built once per side; later shapes reuse it and add no build time.
-            return staged, replace(previous, duration_s=0.0)
+    def _future(self, request: BuildRequest) -> Future[tuple[Path | None, BuildOutcome]]:
+        key = (request.label, request.kernel.name)
+        with self._lock:
+            if key not in self._futures:
+                self._futures[key] = self._pool.submit(self._build, request)
+            return self._futures[key]
+
+    def _build(self, request: BuildRequest) -> tuple[Path | None, BuildOutcome]:
+        kernel, label = request.kernel, request.label
         directory = self.staging / label / kernel.name
         directory.mkdir(parents=True, exist_ok=True)
         source = Path(kernel.solution)
@@ -201,21 +265,64 @@ class SideBuilder:
         started = time.perf_counter()
         try:
             shutil.copyfile(source, staged_source)
-            command = self.build_fn(kernel, kind, source, output, cwd)
-            result: tuple[Path | None, BuildOutcome] = (
-                staged_source,
-                BuildOutcome(label, kernel.name, True, time.perf_counter() - started, command),
+            if self.build_fn is not None:
+                command, cached = self.build_fn(kernel, request.kind, source, output, request.cwd), False
+            else:
+                command, cached = _build_side(kernel, request.kind, source, output, request.cwd, cache=self.cache)
+            return staged_source, BuildOutcome(
+                label, kernel.name, True, time.perf_counter() - started, command, cached=cached,
             )
         except SideBuildFailed as exc:
-            result = (None, BuildOutcome(
+            return None, BuildOutcome(
                 label, kernel.name, False, time.perf_counter() - started, exc.command, exc.message, exc.compiler_output,
-            ))
+            )
         except OSError as exc:
-            result = (None, BuildOutcome(
+            return None, BuildOutcome(
                 label, kernel.name, False, time.perf_counter() - started, None, f"cannot read {source}: {exc.strerror or exc}",
-            ))
-        self._done[key] = result
-        return result
+            )
+
+
+WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]
+
+
+@dataclass(slots=True)
+class SuiteExecution:
+    """What the cases of one suite run share: the builder (every build begun at once, cached
+    across runs) and the worker (one warm process, replaced on a crash or hang)."""
+
+    builder: SideBuilder
+    worker: WorkerFn
+    pool: WorkerPool | None
+
+    def start(self, builds: Sequence[BuildRequest], device: str) -> None:
+        """Begin every build, and start the warm worker meanwhile (torch imports while nvcc
+        compiles), before the first case is measured."""
+        self.builder.start(builds)
+        if self.pool is not None:
+            self.pool.start(device)
+
+
+@contextmanager
+def suite_execution(
+    execution: Execution, *, build_fn: BuildFn | None = None, worker: WorkerFn | None = None
+) -> Iterator[SuiteExecution]:
+    """The builder and worker pool of one suite run; on the way out (an error, Ctrl-C or SIGTERM
+    included) the worker is stopped, compilers still running are killed and the staging folder
+    is removed. ``worker`` (tests) stands in for the pool."""
+    with ExitStack() as stack:
+        staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
+        cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
+        builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache))
+        pool = None
+        if worker is None:
+            environment = execution.worker_environment()
+            if execution.cache_dir is None:
+                # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to
+                # a folder of this run's own, removed with it (a first call JIT-compiles afresh).
+                environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment()
+            pool = stack.enter_context(WorkerPool(warm=execution.warm_worker, environment=environment))
+            worker = pool.run_case
+        yield SuiteExecution(builder, worker, pool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +335,8 @@ class WorkerRun:
     load_errors: tuple[LoadError, ...]
     phases: PhaseTimes
     rounds: int
+    #: the process id of each worker that served the call (one, unless a variant crashed or hung it)
+    worker_pids: tuple[int, ...] = ()
 
     def environment_error(self) -> EnvironmentProblem | None:
         """A load error the machine is to blame for (exit code 3), to abort the run with."""
@@ -235,9 +344,6 @@ class WorkerRun:
             if error.exit_code == int(ExitCode.ENVIRONMENT):
                 return EnvironmentProblem(error.message, hint=error.hint)
         return None
-
-
-WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]
 
 
 EventCallback = Callable[[WorkerEvent], None]
@@ -311,6 +417,7 @@ def run_worker(
         phases=PhaseTimes(0.0, buckets["load"], buckets["correctness"], buckets["timing"], buckets["audit"]),
         # the rounds actually timed: more than asked for when a stopping rule added some
         rounds=max((len(v.rounds_ms) for v in result.variants), default=0) or job.settings.rounds,
+        worker_pids=tuple(outcome.worker_pids),
     )
 
 
@@ -318,8 +425,8 @@ def run_worker(
 class SuiteProgress:
     """Where a suite run is: case ``index`` of ``total`` (1-based), and what is happening.
 
-    ``stage`` is ``build``, ``measure``, ``remeasure`` (a suspected regression timed again) or
-    ``done``; ``event`` is the worker's own event while it measures (a
+    ``stage`` is ``start`` (builds begun, the worker starting: ``index`` 0), ``build``,
+    ``measure``, ``remeasure`` (a suspected regression timed again) or ``done``; ``event`` is the worker's own event while it measures (a
     :class:`~kbench_ci.measure.protocol.Progress` says how far a phase is); ``outcome`` is a
     one-word result on ``done``.
     """
@@ -331,6 +438,8 @@ class SuiteProgress:
     event: WorkerEvent | None = None
     outcome: str | None = None
     detail: str | None = None
+    #: ``done``: the case's wall time (build wait, worker calls, remeasurement)
+    seconds: float | None = None
 
 
 ProgressFn = Callable[[SuiteProgress], None]

@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from kbench_ci import __version__
 from kbench_ci.gate.execute import (
     BuildFn,
+    BuildRequest,
     ProgressFn,
-    SideBuilder,
     SuiteProgress,
     WorkerFn,
     WorkerRun,
@@ -41,9 +39,11 @@ from kbench_ci.gate.execute import (
     make_job,
     run_worker,
     select_kernels,
+    suite_execution,
     worker_listener,
 )
-from kbench_ci.measure.parent import run_case_in_worker
+from kbench_ci.gate.shard import plan_shard
+from kbench_ci.git import rev_parse
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import BaselineSpeedup, CaseResult, throttle_reasons
@@ -59,7 +59,8 @@ from kbench_ci.results.schema import RUN_SCHEMA, RUN_SCHEMA_VERSION
 from kbench_ci.stats import summarize
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, Suite
-from kbench_ci.suite.settings import job_settings
+from kbench_ci.suite.settings import Execution, ExecutionOptions, job_settings
+from kbench_ci.suite.settings import execution as suite_execution_settings
 
 # --------------------------------------------------------------------------------------------
 # Settings → job
@@ -107,9 +108,16 @@ def run_suite(
     *,
     on_progress: ProgressFn | None = None,
     build_fn: BuildFn | None = None,
-    worker: WorkerFn = run_case_in_worker,
+    worker: WorkerFn | None = None,
+    execution: Execution | None = None,
+    options: ExecutionOptions | None = None,
 ) -> RunOutcome:
-    """Check and time every selected case of the suite found from ``request.start``."""
+    """Check and time every selected case of the suite found from ``request.start``.
+
+    ``options``: the command line's ``--fresh-worker``, ``--cache-dir``, ``--no-cache``, resolved
+    against the environment and kbench.toml; ``execution`` (tests) is an already resolved choice.
+    ``worker`` (tests) stands in for the worker pool.
+    """
 
     started = time.perf_counter()
     config_path = find_config(request.start, request.config)
@@ -119,6 +127,13 @@ def run_suite(
     check_runnable(kernels, request.device)
     settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
     cases = tuple(Case(k, dims) for k in kernels for dims in k.shapes)
+    # --shard K/N: this job's share of the cases, and the commit it ran on (merge checks both)
+    shard = plan_shard(
+        [case.case_id for case in cases], request.shard,
+        commit=rev_parse("HEAD", suite.root) if request.shard is not None else None,
+    )
+    if shard is not None:
+        cases = tuple(case for case in cases if case.case_id in shard.case_ids)
     results_path = request.output_dir / "results.json"
     report_path = request.output_dir / "benchmark.md"
 
@@ -129,7 +144,7 @@ def run_suite(
         return RunOutcome(
             cases=tuple(done), total_cases=len(cases), config_path=config_path, settings=settings,
             environment=environment, results_path=results_path, report_path=report_path,
-            wall_s=time.perf_counter() - started,
+            wall_s=time.perf_counter() - started, shard=shard,
         )
 
     def write() -> RunOutcome:
@@ -138,21 +153,24 @@ def run_suite(
         write_text_atomically(report_path, render_run(outcome))
         return outcome
 
-    with tempfile.TemporaryDirectory(prefix="kbench-build-") as staging:
-        builder = SideBuilder(Path(staging), build_fn)
+    with suite_execution(execution or suite_execution_settings(suite.settings, options), build_fn=build_fn, worker=worker) as shared:
+        shared.start([BuildRequest(k, "solution", kinds[k.name], suite.root) for k in kernels], request.device)
+        if on_progress is not None:
+            on_progress(SuiteProgress(0, len(cases), "", "start"))
         for index, case in enumerate(cases, start=1):
+            case_started = time.perf_counter()
             kind = kinds[case.kernel.name]
             if on_progress is not None:
                 on_progress(SuiteProgress(index, len(cases), case.case_id, "build"))
             t0 = time.perf_counter()
-            spec, build = builder.side(case.kernel, label="solution", kind=kind, cwd=suite.root)
+            spec, build = shared.builder.side(case.kernel, label="solution", kind=kind, cwd=suite.root)
             build_s = time.perf_counter() - t0 if build is not None else 0.0
             run: WorkerRun | None = None
             if spec is not None:
                 job = make_job(case, (spec,), settings)
                 timeout = request.case_timeout_s or case.kernel.timeout_s
                 run = run_worker(
-                    job, timeout_s=timeout, worker=worker,
+                    job, timeout_s=timeout, worker=shared.worker,
                     on_event=worker_listener(on_progress, index, len(cases), case.case_id, "measure"),
                 )
                 environment = environment or run.environment
@@ -166,7 +184,10 @@ def run_suite(
             ))
             write()
             if on_progress is not None:
-                on_progress(SuiteProgress(index, len(cases), case.case_id, "done", outcome=status, detail=message))
+                on_progress(SuiteProgress(
+                    index, len(cases), case.case_id, "done", outcome=status, detail=message,
+                    seconds=time.perf_counter() - case_started,
+                ))
             problem = run.environment_error() if run is not None else None
             if problem is not None:
                 raise problem
@@ -177,7 +198,7 @@ def _baseline_json(speedup: BaselineSpeedup, result: CaseResult | None) -> dict[
     return {**speedup.as_json(), "result": result.variant(speedup.name) if result is not None else None}
 
 
-def run_payload(outcome: RunOutcome, suite: Suite, request: RunRequest) -> dict[str, Any]:
+def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -> dict[str, Any]:
     """results.json of ``run``: schema ``kbench-ci/run`` version 1."""
 
     cases = []
@@ -223,4 +244,5 @@ def run_payload(outcome: RunOutcome, suite: Suite, request: RunRequest) -> dict[
         "environment": outcome.environment,
         "seconds": {"wall": outcome.wall_s},
         "cases": cases,
+        "shard": outcome.shard.as_json() if outcome.shard is not None else None,
     }

@@ -7,12 +7,14 @@ the order alternates A B, B A, A B ... so clock and thermal drift hit all alike,
 minimum rounds a stopping rule adds batches while the verdict is undecided
 (:mod:`kbench_ci.measure.schedule` plans them).
 
-Progress and results leave through ``emit`` as plain dicts (the worker writes them to a file
-the parent reads), each variant's result as soon as it is final.
+Progress and results leave through ``emit`` as typed events (:mod:`kbench_ci.measure.protocol`;
+the worker appends them to a file the parent reads), each variant's result as soon as it is
+final. :func:`serve` at the end is the worker's loop: one case after another in one process.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
@@ -33,12 +35,16 @@ from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
 from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_, same_inputs, still_poisoned
+from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
     Begin,
+    CaseFinished,
     CaseJob,
+    CaseStarted,
     EnvironmentReport,
     GpuStateReport,
+    JobTicket,
     LoadError,
     Progress,
     SideSpec,
@@ -625,20 +631,40 @@ def _raise_if_context_lost(exc: BaseException, device: torch.device) -> None:
 
 
 
-def child_main(job_path: str, events_path: str) -> int:
-    """The worker process: read the job, run it, append one event per line to ``events_path``."""
-    job = CaseJob.from_json(Path(job_path).read_text(encoding="utf-8"))
-    with open(events_path, "a", encoding="utf-8") as events:
+def serve(next_ticket: Callable[[], JobTicket]) -> int:
+    """The worker process: case after case, each from a :class:`JobTicket`, until the parent
+    closes the pipe (the lifeline then ends this process) or a case leaves it unfit to serve
+    another (:class:`CaseFinished` with ``retire``; the parent starts a fresh worker).
 
-        def emit(event: WorkerEvent) -> None:
-            events.write(encode_event(event) + "\n")
-            events.flush()
+    Every job's events go to its own file, framed by :class:`CaseStarted` and
+    :class:`CaseFinished`: the parent reads the case as done at ``CaseFinished``, not when the
+    process ends. Between cases, :meth:`ProcessBaseline.after_case` takes away what the case
+    left (:mod:`kbench_ci.measure.isolation`).
+    """
+    baseline = ProcessBaseline.capture()
+    served = 0
+    while True:
+        ticket = next_ticket()
+        job = CaseJob.from_json(Path(ticket.job_path).read_text(encoding="utf-8"))
+        # Each side's .so from a path of this case's own: a loaded library keeps its statics.
+        job = private_libraries(job, Path(ticket.events_path).parent / "libraries")
+        modules_before = frozenset(sys.modules)
+        with open(ticket.events_path, "a", encoding="utf-8") as events:
 
-        try:
-            run_case(job, emit)
-        except CudaContextLost as exc:
-            # The parent reads the last stderr line into the incident it reports.
-            sys.stderr.write(f"CUDA context lost: {exc}\n")
-            return CONTEXT_LOST_EXIT
-    return 0
+            def emit(event: WorkerEvent, events: TextIO = events) -> None:
+                events.write(encode_event(event) + "\n")
+                events.flush()
 
+            emit(CaseStarted(os.getpid(), served))
+            try:
+                run_case(job, emit)
+            except CudaContextLost as exc:
+                # The parent reads the last stderr line into the incident it reports.
+                sys.stderr.write(f"CUDA context lost: {exc}\n")
+                sys.stderr.flush()
+                return CONTEXT_LOST_EXIT
+            reason = baseline.after_case(modules_before, torch.device(job.settings.device))
+            served += 1
+            emit(CaseFinished(retire=reason is not None, reason=reason))
+        if reason is not None:
+            return 0

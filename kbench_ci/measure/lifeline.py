@@ -10,6 +10,12 @@ when the parent dies, however it dies, and the worker then kills its own process
 used rather than ``PR_SET_PDEATHSIG``, which fires when the *thread* that spawned the worker
 ends, not the process, and is Linux-only.
 
+**Jobs come down the same pipe.** A warm worker serves case after case: the parent writes one
+line per job (a :class:`~kbench_ci.measure.protocol.JobTicket`) and the thread that watches for
+end-of-file hands each whole line on. One pipe, so there is no state in which the worker waits
+for a job from a parent that is gone: closing the pipe (the parent's exit, or the parent
+retiring the worker) always ends it.
+
 **User code that ends the process.** ``sys.exit()`` (or ``exit()``) in a kernel raises
 ``SystemExit``, which the worker's own error handling does not catch (it is not an
 ``Exception``). :mod:`~kbench_ci.measure.worker` catches it and reports it by :data:`USER_EXIT`
@@ -25,6 +31,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 
 __all__ = ["USER_EXIT", "USER_EXIT_PREFIX", "exit_call", "watch_lifeline"]
 
@@ -39,13 +46,19 @@ def exit_call(code: object) -> str:
     return "sys.exit()" if code is None else f"sys.exit({code!r})"
 
 
-def watch_lifeline(fd: int) -> threading.Thread:
-    """Kill this process's group when the other end of the pipe ``fd`` closes (the parent died)."""
+def watch_lifeline(fd: int, on_line: Callable[[bytes], None] | None = None) -> threading.Thread:
+    """Kill this process's group when the other end of the pipe ``fd`` closes (the parent died,
+    or it retired this worker); hand every whole line written to it to ``on_line``."""
 
     def watch() -> None:
+        pending = b""
         try:
-            while os.read(fd, 4096):
-                pass  # the parent never writes; only end-of-file matters
+            while chunk := os.read(fd, 65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip() and on_line is not None:
+                        on_line(line)
         except OSError:
             pass
         # Our own group only when we lead it (the parent starts us in a new session); otherwise

@@ -1,34 +1,48 @@
-"""One case in a subprocess: crash and timeout isolation, and the one place that spawns workers.
+"""Cases in worker subprocesses: crash and timeout isolation, and the one place that spawns workers.
 
-The parent writes the job to a file and starts ``python -m kbench_ci.measure.worker LIFELINE JOB
-EVENTS`` (:mod:`~kbench_ci.measure.lifeline`: a pipe that ends the worker when the parent dies, then
-:func:`~kbench_ci.measure.child.child_main`). The child appends one JSON object per line to
-EVENTS as it goes (progress, each variant's final result), so everything measured before a
-segfault, a CUDA error or a hang survives it. When a worker dies, the variant it was working on
-is blamed and the case is run again in a fresh process without it, so one crashing kernel does
-not take its neighbours' results with it.
+A :class:`WorkerPool` keeps one worker process warm across the cases of a suite: torch is
+imported and the CUDA context created once, not once per case (on an H200 that start-up was
+most of a 6-case compare's wall time). The worker is ``python -m kbench_ci.measure.worker
+LIFELINE`` (:mod:`~kbench_ci.measure.lifeline`: a pipe that ends the worker when the parent
+dies, and down which the parent sends one :class:`~kbench_ci.measure.protocol.JobTicket` per
+case). For each case the parent writes the job to a file; the child appends one JSON event per
+line to the case's events file as it goes (progress, each variant's final result), so
+everything measured before a segfault, a CUDA error or a hang survives it. A case ends at the
+worker's :class:`~kbench_ci.measure.protocol.CaseFinished`; between cases the worker takes away
+what the case left (:mod:`kbench_ci.measure.isolation`).
+
+When a worker dies or hangs (the timeout is per case), the variant it was working on is
+blamed, the worker is replaced, and the case is run again in the fresh one without that
+variant, so one crashing kernel does not take its neighbours' results with it; the next case
+goes on in the new worker. ``WorkerPool(warm=False)`` (``--fresh-worker``) starts a worker per
+case instead, as before the warm worker, for debugging.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
     Begin,
+    CaseFinished,
     CaseJob,
+    CaseStarted,
     EnvironmentReport,
     GpuStateReport,
+    JobTicket,
     LoadError,
     TimingDescription,
     VariantDone,
@@ -38,7 +52,11 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 
-_POLL_SECONDS = 0.1
+__all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "run_case_in_worker"]
+
+#: how often the parent reads the events file and checks the worker and the deadline: a case's
+#: end is seen at most this late
+_POLL_SECONDS = 0.05
 
 
 @dataclass(slots=True)
@@ -54,9 +72,238 @@ class WorkerOutcome:
     load_error: LoadError | None = None
     #: one line per worker that crashed or hung, naming the variant blamed
     incidents: list[str] = field(default_factory=list)
+    #: the process id of every worker that served this case (one, unless one crashed or hung)
+    worker_pids: list[int] = field(default_factory=list)
+    #: why the worker retired after this case (a CUDA error outlived it), if it did
+    retired: str | None = None
 
 
 ProgressCallback = Callable[[WorkerEvent], None]
+
+
+@dataclass(slots=True)
+class _Worker:
+    """One worker process, and the write end of its lifeline (its job pipe)."""
+
+    process: subprocess.Popen[bytes]
+    lifeline: int
+    stderr_path: Path
+    device: str
+    #: cases it finished: before the first, all of its stderr (its start-up included) is the case's
+    served: int = 0
+
+    def send(self, ticket: JobTicket) -> bool:
+        """Hand the worker a job; False when it is gone (its end of the pipe is closed)."""
+        try:
+            os.write(self.lifeline, ticket.encode())
+        except OSError:  # BrokenPipeError: the worker died since its last case
+            return False
+        return True
+
+    def stderr_size(self) -> int:
+        if not self.served:
+            return 0
+        try:
+            return self.stderr_path.stat().st_size
+        except OSError:
+            return 0
+
+    def stop(self) -> None:
+        """End the worker and everything it started, and reap it. Closing the lifeline alone
+        would do (the worker kills its own group), but not before the kernel sees it."""
+        if self.lifeline >= 0:
+            os.close(self.lifeline)
+            self.lifeline = -1
+        kill_process_group(self.process)
+
+
+class WorkerPool:
+    """Worker processes for the cases of one suite: one warm worker, replaced when it crashes,
+    hangs or retires (``warm=False``: a fresh worker per case).
+
+    The one place that spawns workers. Use it as a context manager, or call :meth:`close`: a
+    worker left running would keep the GPU. ``environment`` is added to each worker's environment
+    (the Triton and TorchInductor cache folders).
+    """
+
+    def __init__(
+        self, *, warm: bool = True, environment: Mapping[str, str] | None = None, python: str | None = None
+    ) -> None:
+        self.warm = warm
+        self.environment = dict(environment or {})
+        self.python = python or sys.executable
+        #: process ids of every worker this pool started, in order
+        self.started_pids: list[int] = []
+        self._worker: _Worker | None = None
+        self._scratch: Path | None = None
+        self._cases = 0
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def start(self, device: str) -> None:
+        """Start the warm worker now (it imports torch meanwhile, e.g. while kernels build)."""
+        if self.warm:
+            self._ready(device)
+
+    def close(self) -> None:
+        """Stop the worker (if any) and remove the pool's scratch folder."""
+        self._discard()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def run_case(
+        self, job: CaseJob, *, timeout_s: float, on_event: ProgressCallback | None = None
+    ) -> tuple[CaseResult, WorkerOutcome]:
+        """Run ``job`` until every variant has a final result: a variant that crashes or hangs
+        the worker is failed, and the case goes on in a fresh worker without it."""
+        outcome = WorkerOutcome()
+        labels = job.variant_labels()
+        current = job
+        for _attempt in range(len(labels) + 1):
+            pending = [label for label in labels if label not in outcome.variants and label not in current.skip]
+            if not pending:
+                break
+            blamed, incident = self._run_once(current, outcome, timeout_s=timeout_s, on_event=on_event)
+            if incident is None:
+                break
+            outcome.incidents.append(incident)
+            if outcome.load_error is not None:
+                break
+            if blamed is None or blamed in outcome.variants:
+                # Nothing identifiable to blame: give every unfinished variant the incident.
+                for label in labels:
+                    outcome.variants.setdefault(label, _failed(job, label, incident))
+                break
+            outcome.variants[blamed] = _failed(job, blamed, incident)
+            current = replace(current, skip=tuple(set(current.skip) | {blamed}))
+        for label in labels:
+            outcome.variants.setdefault(label, _failed(job, label, "not run: the worker stopped before reaching it"))
+        result = CaseResult(
+            case_id=job.case_id,
+            dims=job.dims,
+            seed=job.settings.seed,
+            variants=tuple(outcome.variants[label] for label in labels),
+            timing_method=job.settings.timing_method,
+            timing_description=outcome.timing_description,
+            event_overhead_ms=outcome.event_overhead_ms,
+            error="; ".join(outcome.incidents) or None,
+            gpu_state_before=outcome.gpu_state_before,
+            gpu_state_after=outcome.gpu_state_after,
+        )
+        return result, outcome
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="kbench-worker-"))
+        return self._scratch
+
+    def _ready(self, device: str) -> _Worker:
+        """The live worker for ``device``, started when there is none (or it has died)."""
+        worker = self._worker
+        if worker is not None and (worker.device != device or worker.process.poll() is not None):
+            self._discard()
+            worker = None
+        if worker is None:
+            worker = self._worker = self._spawn(device)
+        return worker
+
+    def _discard(self) -> None:
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            worker.stop()
+
+    def _spawn(self, device: str) -> _Worker:
+        # The kernel is code from the repository under test: none of the runner's step files or
+        # tokens (see procgroup.RUNNER_SECRETS).
+        environment = user_code_environment()
+        environment.update(self.environment)
+        if device == "cpu":
+            # Triton kernels run on CPU tensors only under its interpreter, set before import.
+            environment["TRITON_INTERPRET"] = "1"
+        environment.setdefault("PYTHONUNBUFFERED", "1")
+        stderr_path = self._scratch_dir() / f"worker-{len(self.started_pids) + 1}.stderr"
+        # The lifeline: the worker dies when this write end closes, i.e. when this process ends,
+        # however it ends (see kbench_ci.measure.lifeline). Both ends are non-inheritable; only
+        # the read end is handed to this one worker.
+        lifeline_read, lifeline_write = os.pipe()
+        try:
+            with open(stderr_path, "wb") as stderr:
+                process = subprocess.Popen(
+                    [self.python, "-m", "kbench_ci.measure.worker", str(lifeline_read)],
+                    stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
+                    pass_fds=(lifeline_read,),
+                    start_new_session=True,  # so a timeout kills the kernel's whole process group
+                )
+        except BaseException:
+            os.close(lifeline_write)
+            raise
+        finally:
+            os.close(lifeline_read)
+        self.started_pids.append(process.pid)
+        return _Worker(process, lifeline_write, stderr_path, device)
+
+    def _run_once(
+        self, job: CaseJob, outcome: WorkerOutcome, *, timeout_s: float, on_event: ProgressCallback | None
+    ) -> tuple[str | None, str | None]:
+        """One attempt at the case in one worker. Returns (blamed variant, incident) — (None,
+        None) when it ended well."""
+        self._cases += 1
+        case_dir = self._scratch_dir() / f"case-{self._cases}"
+        case_dir.mkdir()
+        try:
+            job_path = case_dir / "job.json"
+            events_path = case_dir / "events.jsonl"
+            job_path.write_text(job.to_json(), encoding="utf-8")
+            events_path.touch()
+            ticket = JobTicket(str(job_path), str(events_path))
+            worker = self._ready(job.settings.device)
+            stderr_from = worker.stderr_size()
+            if not worker.send(ticket):
+                # It died between cases (killed from outside): one fresh worker gets the case.
+                self._discard()
+                worker = self._ready(job.settings.device)
+                stderr_from = worker.stderr_size()
+                worker.send(ticket)
+            cursor = _Cursor()
+            deadline = time.monotonic() + timeout_s
+            offset = 0
+            timed_out = False
+            try:
+                while True:
+                    offset = _drain(events_path, offset, outcome, cursor, on_event)
+                    if cursor.finished is not None or worker.process.poll() is not None:
+                        break
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                        break
+                    time.sleep(_POLL_SECONDS)
+                offset = _drain(events_path, offset, outcome, cursor, on_event)
+            except BaseException:
+                # Ctrl-C, SIGTERM or an error here: the child is in its own session and would
+                # not see the terminal's signal, so it would keep the GPU busy. Take it down first.
+                self._discard()
+                raise
+            if cursor.finished is not None and not timed_out:
+                worker.served += 1
+                if cursor.finished.retire:
+                    outcome.retired = cursor.finished.reason
+                if cursor.finished.retire or not self.warm:
+                    self._discard()
+                return None, None
+            # Hung, crashed, or ended from inside: this worker serves no other case.
+            self._discard()
+            return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)
+        finally:
+            shutil.rmtree(case_dir, ignore_errors=True)
 
 
 def run_case_in_worker(
@@ -66,42 +313,9 @@ def run_case_in_worker(
     on_event: ProgressCallback | None = None,
     python: str | None = None,
 ) -> tuple[CaseResult, WorkerOutcome]:
-    """Run ``job`` in worker subprocesses until every variant has a final result."""
-    outcome = WorkerOutcome()
-    labels = job.variant_labels()
-    current = job
-    for _attempt in range(len(labels) + 1):
-        pending = [label for label in labels if label not in outcome.variants and label not in current.skip]
-        if not pending:
-            break
-        blamed, incident = _run_once(current, outcome, timeout_s=timeout_s, on_event=on_event, python=python)
-        if incident is None:
-            break
-        outcome.incidents.append(incident)
-        if outcome.load_error is not None:
-            break
-        if blamed is None or blamed in outcome.variants:
-            # Nothing identifiable to blame: give every unfinished variant the incident.
-            for label in labels:
-                outcome.variants.setdefault(label, _failed(job, label, incident))
-            break
-        outcome.variants[blamed] = _failed(job, blamed, incident)
-        current = replace(current, skip=tuple(set(current.skip) | {blamed}))
-    for label in labels:
-        outcome.variants.setdefault(label, _failed(job, label, "not run: the worker stopped before reaching it"))
-    result = CaseResult(
-        case_id=job.case_id,
-        dims=job.dims,
-        seed=job.settings.seed,
-        variants=tuple(outcome.variants[label] for label in labels),
-        timing_method=job.settings.timing_method,
-        timing_description=outcome.timing_description,
-        event_overhead_ms=outcome.event_overhead_ms,
-        error="; ".join(outcome.incidents) or None,
-        gpu_state_before=outcome.gpu_state_before,
-        gpu_state_after=outcome.gpu_state_after,
-    )
-    return result, outcome
+    """Run one ``job`` in a worker of its own (``bench``: one case, nothing to keep warm)."""
+    with WorkerPool(warm=False, python=python) as pool:
+        return pool.run_case(job, timeout_s=timeout_s, on_event=on_event)
 
 
 def _failed(job: CaseJob, label: str, message: str) -> VariantResult:
@@ -112,103 +326,52 @@ def _failed(job: CaseJob, label: str, message: str) -> VariantResult:
 
 @dataclass(slots=True)
 class _Cursor:
-    """Where the worker is: the variant and phase of the last ``Begin`` not yet finished."""
+    """Where the worker is: the variant and phase of the last ``Begin`` not yet finished, and the
+    case's ``CaseFinished`` once it came."""
 
     variant: str | None = None
     phase: str | None = None
+    finished: CaseFinished | None = None
 
 
-def _run_once(
-    job: CaseJob,
+def _incident(
+    job: CaseJob, cursor: _Cursor, worker: _Worker, stderr_from: int, *, timed_out: bool, timeout_s: float,
     outcome: WorkerOutcome,
-    *,
-    timeout_s: float,
-    on_event: ProgressCallback | None,
-    python: str | None,
 ) -> tuple[str | None, str | None]:
-    """One worker process. Returns (blamed variant, incident) — (None, None) when it ended well."""
-    with tempfile.TemporaryDirectory(prefix="kbench-worker-") as scratch:
-        job_path = Path(scratch) / "job.json"
-        events_path = Path(scratch) / "events.jsonl"
-        stderr_path = Path(scratch) / "stderr.txt"
-        job_path.write_text(job.to_json(), encoding="utf-8")
-        events_path.touch()
-        # The kernel is code from the repository under test: none of the runner's step files or
-        # tokens (see procgroup.RUNNER_SECRETS).
-        environment = user_code_environment()
-        if job.settings.device == "cpu":
-            # Triton kernels run on CPU tensors only under its interpreter, set before import.
-            environment["TRITON_INTERPRET"] = "1"
-        environment.setdefault("PYTHONUNBUFFERED", "1")
-        # The lifeline: the worker dies when this write end closes, i.e. when this process ends,
-        # however it ends (see kbench_ci.measure.lifeline). Both ends are non-inheritable; only
-        # the read end is handed to this one worker.
-        lifeline_read, lifeline_write = os.pipe()
-        cursor = _Cursor()
-        try:
-            with open(stderr_path, "wb") as stderr:
-                try:
-                    process = subprocess.Popen(
-                        [python or sys.executable, "-m", "kbench_ci.measure.worker", str(lifeline_read),
-                         str(job_path), str(events_path)],
-                        stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
-                        pass_fds=(lifeline_read,),
-                        start_new_session=True,  # so a timeout kills the kernel's whole process group
-                    )
-                finally:
-                    os.close(lifeline_read)
-                deadline = time.monotonic() + timeout_s
-                offset = 0
-                timed_out = False
-                try:
-                    while True:
-                        offset = _drain(events_path, offset, outcome, cursor, on_event)
-                        if process.poll() is not None:
-                            break
-                        if time.monotonic() > deadline:
-                            timed_out = True
-                            kill_process_group(process)
-                            break
-                        time.sleep(_POLL_SECONDS)
-                except BaseException:
-                    # Ctrl-C, SIGTERM or an error here: the child is in its own session and would
-                    # not see the terminal's signal, so it would keep the GPU busy. Take it down first.
-                    kill_process_group(process)
-                    raise
-                offset = _drain(events_path, offset, outcome, cursor, on_event)
-        finally:
-            os.close(lifeline_write)
-        code = process.returncode
-        in_progress = cursor.variant
-        who = in_progress or "worker"
-        if timed_out:
-            return in_progress, f"{who} timed out after {timeout_s:g} s (case timeout)"
-        tail = _last_line(stderr_path)
-        if code == USER_EXIT and tail.startswith(USER_EXIT_PREFIX):
-            call = tail[len(USER_EXIT_PREFIX):]
-            return in_progress, (
-                f"{who} called {call} {_where(job, cursor)}: user code must return (or raise), "
-                "not end the worker process"
-            )
-        if code == 0:
-            if in_progress is None or in_progress in outcome.variants:
-                return None, None
-            # Exit status 0 in the middle of a variant: no crash of kbench-ci's ends that way.
-            return in_progress, _ended_from_inside(job, cursor, code)
-        if code == CONTEXT_LOST_EXIT:
-            return in_progress, f"{who} broke the CUDA context: {tail}"
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return in_progress, f"{who} crashed the worker ({name}){': ' + tail if tail else ''}"
-        if not _has_traceback(stderr_path):
-            # A failure of kbench-ci's (or an exception nobody caught) leaves a traceback; an exit
-            # status without one means the process was ended from inside (os._exit(), a C
-            # library's exit()). Warnings alone on stderr do not count.
-            return in_progress, _ended_from_inside(job, cursor, code)
-        return in_progress, f"{who} failed the worker (exit {code}): {tail}"
+    """Who is to blame for a worker that did not finish the case, and what to say."""
+    code = worker.process.returncode
+    in_progress = cursor.variant
+    who = in_progress or "worker"
+    if timed_out:
+        return in_progress, f"{who} timed out after {timeout_s:g} s (case timeout)"
+    # This case's part of the worker's stderr only: an earlier case's warnings are not this one's.
+    stderr = _stderr_since(worker.stderr_path, stderr_from)
+    tail = _last_line(stderr)
+    if code == USER_EXIT and tail.startswith(USER_EXIT_PREFIX):
+        call = tail[len(USER_EXIT_PREFIX):]
+        return in_progress, (
+            f"{who} called {call} {_where(job, cursor)}: user code must return (or raise), "
+            "not end the worker process"
+        )
+    if code == 0:
+        if in_progress is None and all(label in outcome.variants or label in job.skip for label in job.variant_labels()):
+            return None, None  # every result is in: nothing of the case was lost
+        # Exit status 0 without CaseFinished: no crash of kbench-ci's ends that way.
+        return in_progress, _ended_from_inside(job, cursor, code)
+    if code == CONTEXT_LOST_EXIT:
+        return in_progress, f"{who} broke the CUDA context: {tail}"
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        return in_progress, f"{who} crashed the worker ({name}){': ' + tail if tail else ''}"
+    if "Traceback (most recent call last):" not in stderr:
+        # A failure of kbench-ci's (or an exception nobody caught) leaves a traceback; an exit
+        # status without one means the process was ended from inside (os._exit(), a C
+        # library's exit()). Warnings alone on stderr do not count.
+        return in_progress, _ended_from_inside(job, cursor, code)
+    return in_progress, f"{who} failed the worker (exit {code}): {tail}"
 
 
-def _ended_from_inside(job: CaseJob, cursor: _Cursor, code: int) -> str:
+def _ended_from_inside(job: CaseJob, cursor: _Cursor, code: int | None) -> str:
     return (
         f"{cursor.variant or 'worker'} ended the worker process (exit status {code}) {_where(job, cursor)} without "
         "an error: does its code call os._exit() or exit()? User code must return (or raise)"
@@ -270,21 +433,24 @@ def _drain(
             outcome.event_overhead_ms = event.event_overhead_ms
         elif isinstance(event, LoadError):
             outcome.load_error = event
+        elif isinstance(event, CaseStarted):
+            outcome.worker_pids.append(event.worker_pid)
+        elif isinstance(event, CaseFinished):
+            cursor.finished = event
         if on_event is not None:
             on_event(event)
     return offset + end + 1
 
 
-def _has_traceback(path: Path) -> bool:
+def _stderr_since(path: Path, offset: int) -> str:
     try:
-        return "Traceback (most recent call last):" in path.read_text(errors="replace")
-    except OSError:
-        return False
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""

@@ -148,7 +148,32 @@ class LoadError:
     hint: str | None
 
 
-WorkerEvent = Begin | Progress | VariantDone | EnvironmentReport | GpuStateReport | TimingDescription | LoadError
+@dataclass(frozen=True, slots=True)
+class CaseStarted:
+    """The worker took the job: which process serves it, and how many cases it served before
+    (0 in a fresh worker). The first event of every job."""
+
+    worker_pid: int
+    served_before: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaseFinished:
+    """The job ended well and the worker cleaned up after it: the last event of every job.
+
+    ``retire``: the worker must not serve another case (``reason`` says why: a CUDA error left
+    behind after the case, a case that could not be cleaned up after); it exits, and the parent
+    starts a fresh one for the next case.
+    """
+
+    retire: bool = False
+    reason: str | None = None
+
+
+WorkerEvent = (
+    Begin | Progress | VariantDone | EnvironmentReport | GpuStateReport | TimingDescription | LoadError
+    | CaseStarted | CaseFinished
+)
 
 _TAGS: dict[type[Any], str] = {
     Begin: "begin",
@@ -158,6 +183,8 @@ _TAGS: dict[type[Any], str] = {
     GpuStateReport: "gpu_state",
     TimingDescription: "timing_description",
     LoadError: "load_error",
+    CaseStarted: "case_started",
+    CaseFinished: "case_finished",
 }
 _TYPES = {tag: cls for cls, tag in _TAGS.items()}
 
@@ -175,3 +202,28 @@ def decode_event(line: str | bytes) -> WorkerEvent:
         return VariantDone(variant_from_json(data["result"]))
     event: WorkerEvent = cls(**data)
     return event
+
+
+# --------------------------------------------------------------------------------------------
+# Jobs: what the parent sends a worker, one line each on the worker's lifeline pipe
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobTicket:
+    """Run the :class:`CaseJob` stored at ``job_path``; append its events to ``events_path``.
+
+    A worker serves tickets one at a time, in the order they come; the parent sends the next
+    only after the previous job's :class:`CaseFinished`.
+    """
+
+    job_path: str
+    events_path: str
+
+    def encode(self) -> bytes:
+        """One JSON line, newline included (a pipe write this small is atomic)."""
+        return (json.dumps(dataclasses.asdict(self)) + "\n").encode("utf-8")
+
+    @staticmethod
+    def decode(line: str | bytes) -> JobTicket:
+        return JobTicket(**json.loads(line))

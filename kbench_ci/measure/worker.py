@@ -1,32 +1,36 @@
-"""The worker process's entry point: the lifeline to the parent, then :func:`child_main`.
+"""The worker process's entry point: the lifeline to the parent, then :func:`serve`.
 
-``python -m kbench_ci.measure.worker LIFELINE_FD JOB EVENTS``, started by
-:mod:`kbench_ci.measure.parent` and nothing else; :mod:`kbench_ci.measure.lifeline` says why
-the lifeline, and how user code that ends the process is reported. Nothing imports this module:
+``python -m kbench_ci.measure.worker LIFELINE_FD``, started by :mod:`kbench_ci.measure.parent`
+and nothing else. The parent writes one :class:`~kbench_ci.measure.protocol.JobTicket` per case
+down the lifeline pipe; :mod:`kbench_ci.measure.lifeline` says why jobs and the lifeline share a
+pipe, and how user code that ends the process is reported. Nothing imports this module:
 ``python -m`` warns about a module that is imported before it runs as ``__main__``.
 """
 
 from __future__ import annotations
 
+import queue
 import sys
 from collections.abc import Sequence
 
 from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX, exit_call, watch_lifeline
+from kbench_ci.measure.protocol import JobTicket
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str]) -> int:
-    lifeline, job_path, events_path = argv
-    watch_lifeline(int(lifeline))
+    (lifeline,) = argv
+    tickets: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    watch_lifeline(int(lifeline), tickets.put)
     # Imported once the lifeline is up: torch takes seconds to import, and the parent may die
-    # meanwhile.
-    from kbench_ci.measure.child import child_main  # noqa: PLC0415
+    # meanwhile. A warm worker imports it while the parent is still building the kernels.
+    from kbench_ci.measure.child import serve  # noqa: PLC0415
 
     try:
-        return child_main(job_path, events_path)
+        return serve(lambda: JobTicket.decode(tickets.get()))
     except SystemExit as exc:
-        # Only user code raises SystemExit inside child_main: say what it did, for the parent.
+        # Only user code raises SystemExit inside serve: say what it did, for the parent.
         sys.stderr.write(f"{USER_EXIT_PREFIX}{exit_call(exc.code)}\n")
         sys.stderr.flush()
         return USER_EXIT

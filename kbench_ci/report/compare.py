@@ -63,12 +63,18 @@ def sort_worst_first(cases: Sequence[CaseComparison]) -> list[CaseComparison]:
     )
 
 
-def render_compare(outcome: CompareOutcome) -> str:
+def render_compare(
+    outcome: CompareOutcome, *, gpu_of: Mapping[str, str] | None = None, preamble: Sequence[str] = ()
+) -> str:
+    """benchmark.md of a comparison. ``merge`` adds ``gpu_of`` (case id → the GPU model of the
+    shard that measured it: a GPU column when there are several) and ``preamble`` (lines under the
+    verdict: the shards, the geometric mean per GPU model, what is missing)."""
     gate = outcome.gate
     settings = outcome.settings
     parts = ["# kbench-ci compare", "", f"**{gate.summary}**", ""]
     if not gate.passed and gate.complete:
         parts += [f"_{job_effect(outcome)}_", ""]
+    parts += list(preamble)
     if gate.accepted:
         reason = outcome.request.accept_reason or "accepted with " + ", ".join(
             f"`--accept {entry}`" for entry in outcome.request.accept
@@ -104,6 +110,7 @@ def render_compare(outcome: CompareOutcome) -> str:
     ordered = sort_worst_first(outcome.cases)
     # A column for the suite's baselines only where a case has some: the head's speedup over each.
     with_baselines = any(case.baselines for case in ordered)
+    with_gpu = gpu_column(gpu_of)
     if ordered:
         rows = []
         for case in ordered:
@@ -121,6 +128,7 @@ def render_compare(outcome: CompareOutcome) -> str:
             rows.append([
                 code(case.kernel),
                 ", ".join(f"{k}={v}" for k, v in case.dims.items()),
+                *([(gpu_of or {}).get(case.case_id, "—")] if with_gpu else []),
                 with_unit(base_median),
                 with_unit(head_median),
                 pct(estimate.ratio) if estimate else "—",
@@ -132,11 +140,11 @@ def render_compare(outcome: CompareOutcome) -> str:
             ])
         parts += [
             table(
-                ["kernel", "shape", "base median", "head median", "change", "95% CI",
+                ["kernel", "shape", *(["GPU"] if with_gpu else []), "base median", "head median", "change", "95% CI",
                  *(["head vs baselines"] if with_baselines else []), "verdict", "correct (base / head)", "note"],
                 rows,
-                align=["left", "left", "right", "right", "right", "right", *(["left"] if with_baselines else []),
-                       "left", "center", "left"],
+                align=["left", "left", *(["left"] if with_gpu else []), "right", "right", "right", "right",
+                       *(["left"] if with_baselines else []), "left", "center", "left"],
             ),
             "",
         ]
@@ -167,6 +175,11 @@ def render_compare(outcome: CompareOutcome) -> str:
     ]), ""]
     parts += ["## How it was measured", "", *_how_compare(outcome), ""]
     return "\n".join(parts)
+
+
+def gpu_column(gpu_of: Mapping[str, str] | None) -> bool:
+    """A GPU column only when the cases ran on more than one GPU model (merged shards)."""
+    return gpu_of is not None and len(set(gpu_of.values())) > 1
 
 
 def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
@@ -252,7 +265,7 @@ def _case_details(case: CaseComparison) -> list[str]:
             facts.append((
                 f"{build.side} build",
                 ("ok" if build.ok else f"FAILED: {cell(build.message, 300)}")
-                + (f" ({build.duration_s:.1f} s)" if build.duration_s else " (reused)")
+                + (" (cached)" if build.cached else f" ({build.duration_s:.1f} s)" if build.duration_s else " (reused)")
                 + (f" — `{cell(build.command, 400)}`" if build.command else ""),
             ))
     facts.append((

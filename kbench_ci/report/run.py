@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 
 from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
@@ -27,9 +28,16 @@ from kbench_ci.results.outcome import RunCase, RunOutcome
 from kbench_ci.stats import summarize
 
 
-def render_run(outcome: RunOutcome) -> str:
+def render_run(
+    outcome: RunOutcome, *, gpu_of: Mapping[str, str] | None = None, preamble: Sequence[str] = (),
+    verdict: str | None = None,
+) -> str:
+    """benchmark.md of a run. ``merge`` adds ``gpu_of`` (case id → GPU model: a GPU column when
+    there are several), ``preamble`` (lines under the verdict) and ``verdict`` (the merged
+    verdict line, which also answers for missing shards)."""
     settings = outcome.settings
-    parts = ["# kbench-ci run", "", f"**{outcome.summary}**", "",
+    with_gpu = gpu_of is not None and len(set(gpu_of.values())) > 1
+    parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", *preamble,
              f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
              f"device `{settings.device}`", ""]
     parts += throttle_notice(outcome.cases)
@@ -49,6 +57,7 @@ def render_run(outcome: RunOutcome) -> str:
             rows.append([
                 code(case.kernel),
                 ", ".join(f"{k}={v}" for k, v in case.dims.items()),
+                *([(gpu_of or {}).get(case.case_id, "—")] if with_gpu else []),
                 median,
                 ci,
                 str(summary.n) if summary else "0",
@@ -58,9 +67,10 @@ def render_run(outcome: RunOutcome) -> str:
                 cell(case.message, 120),
             ])
         parts += [table(
-            ["kernel", "shape", "median", "95% CI of median", "samples", *(["vs baselines"] if with_baselines else []),
-             "correctness", "status", "note"], rows,
-            align=["left", "left", "right", "right", "right", *(["left"] if with_baselines else []), "left", "left", "left"],
+            ["kernel", "shape", *(["GPU"] if with_gpu else []), "median", "95% CI of median", "samples",
+             *(["vs baselines"] if with_baselines else []), "correctness", "status", "note"], rows,
+            align=["left", "left", *(["left"] if with_gpu else []), "right", "right", "right",
+                   *(["left"] if with_baselines else []), "left", "left", "left"],
         ), ""]
     else:
         parts += ["No case has been measured yet.", ""]
@@ -93,6 +103,7 @@ def _run_details(case: RunCase) -> list[str]:
         facts += result_facts(case.result)
     if case.build is not None:
         facts.append(("build", ("ok" if case.build.ok else f"FAILED: {cell(case.build.message, 300)}")
+                      + (" (cached)" if case.build.cached else "")
                       + (f" — `{cell(case.build.command, 400)}`" if case.build.command else "")))
     lines += [table(["", ""], facts), ""]
     baselines = [(b.name, case.result.variant(b.name)) for b in case.baselines if case.result is not None]

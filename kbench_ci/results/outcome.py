@@ -33,11 +33,14 @@ class BuildOutcome:
     command: str | None
     message: str | None = None
     compiler_output: str | None = None
+    #: the library came from the build cache (built by an earlier run from the same inputs)
+    cached: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
             "side": self.side, "kernel": self.kernel, "ok": self.ok, "seconds": self.duration_s,
             "command": self.command, "message": self.message, "compiler_output": self.compiler_output,
+            "cached": self.cached,
         }
 
 
@@ -81,6 +84,52 @@ class PhaseTimes:
 RunStatus = Literal["ok", "incorrect", "failed"]
 
 
+@dataclass(frozen=True, slots=True)
+class ShardRequest:
+    """``--shard K/N`` (and ``--shard-timings``): measure only the K-th of N shares of the cases.
+
+    The share is computed where the cases are known (for ``compare``, the union of both sides'
+    case ids) by :func:`kbench_ci.suite.shards.assign_shards`."""
+
+    index: int  # 1-based
+    count: int
+    #: seconds per case id (an earlier results.json's, or a {case_id: seconds} file); None: by count
+    timings: Mapping[str, float] | None = None
+    #: where the timings came from, for results.json
+    timings_file: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRecord:
+    """What a shard's results.json says about the shard: which one, how the cases were split, and
+    every case id of all shards (so ``merge`` can tell a missing shard from a smaller suite)."""
+
+    index: int
+    count: int
+    #: every case id of the whole matrix, sorted
+    all_case_ids: tuple[str, ...]
+    #: the case ids this shard measures, sorted
+    case_ids: tuple[str, ...]
+    balanced_by: Literal["count", "timings"] = "count"
+    timings_file: str | None = None
+    #: ``run``: the commit checked out (``compare`` has its base and head shas)
+    commit: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "count": self.count, "balanced_by": self.balanced_by,
+            "timings_file": self.timings_file, "commit": self.commit,
+            "case_ids": list(self.case_ids), "all_case_ids": list(self.all_case_ids),
+        }
+
+
 RUN_STATUSES: tuple[RunStatus, ...] = ("failed", "incorrect", "ok")
 
 
@@ -94,6 +143,8 @@ class RunRequest:
     case_timeout_s: float | None = None
     kernels: tuple[str, ...] = ()
     command_line: tuple[str, ...] = ()
+    #: ``--shard K/N``: measure only this shard's cases
+    shard: ShardRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +183,8 @@ class RunOutcome:
     results_path: Path
     report_path: Path
     wall_s: float
+    #: the shard this run measured (``--shard``), or None
+    shard: ShardRecord | None = None
 
     @property
     def complete(self) -> bool:
@@ -210,6 +263,8 @@ class CompareRequest:
     #: what happens to the job when the gate fails, as the caller knows it (the action runs
     #: ``--no-fail`` and fails the job in a later step); None: this command's own exit code
     job_note: str | None = None
+    #: ``--shard K/N``: compare only this shard of the union of both sides' cases
+    shard: ShardRequest | None = None
 
 
 #: ``--accept *``: every slower case
@@ -377,6 +432,8 @@ class CompareOutcome:
     wall_s: float
     setup_s: float
     max_geomean_slowdown: float | None
+    #: the shard this comparison measured (``--shard``), or None
+    shard: ShardRecord | None = None
 
     @property
     def phases(self) -> PhaseTimes:

@@ -271,6 +271,18 @@ def _int(minimum: int) -> Callable[[object], int]:
     return parse
 
 
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"must be true or false, got {_kind(value)}")
+    return value
+
+
+def _folder(value: object) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise _Invalid(f"must be a folder path (a string), got {_kind(value)}")
+    return Path(value).expanduser()
+
+
 def _tolerance(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Invalid(f"must be a number, got {_kind(value)}")
@@ -383,6 +395,9 @@ _SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "rounds": ("rounds", _int(1)),
     "time_budget": ("time_budget_s", _seconds_or_zero),
     "max_geomean_slowdown": ("max_geomean_slowdown", _slowdown),
+    "warm_worker": ("warm_worker", _bool),
+    "cache": ("cache", _bool),
+    "cache_dir": ("cache_dir", _folder),
 }
 _KERNEL_ONLY = ("name", "solution", "ref", "shapes")
 _TOP_LEVEL = ("defaults", "kernels")
@@ -514,6 +529,8 @@ class _Loader:
                     )
                 else:
                     raise self.fail(where, f'unknown key "{key}"{_suggest(key, _DEFAULTS_KEYS)}')
+        if settings.get("cache_dir") is not None:
+            settings["cache_dir"] = self.root / settings["cache_dir"]  # relative: to the config's folder
         result = SuiteSettings(**settings)
         if result.discard_first >= result.num_trials:
             self.problems.append(self.fail(

@@ -7,7 +7,10 @@ timing method becomes ``host_time`` (:func:`job_settings`): CUDA events need a G
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from kbench_ci.errors import UsageError
@@ -40,6 +43,17 @@ MIN_TRIALS_PER_ROUND = 10
 DEFAULT_THRESHOLD = 0.02
 #: seconds before a hung kernel's worker is killed
 DEFAULT_TIMEOUT_S = 600.0
+#: run/compare: one worker process serves case after case (False: a fresh worker per case)
+DEFAULT_WARM_WORKER = True
+#: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
+CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
+#: environment: "1" turns the cache across runs off (as --no-cache)
+NO_CACHE_ENV = "KBENCH_CI_NO_CACHE"
+#: environment: "1" starts a fresh worker per case (as --fresh-worker)
+FRESH_WORKER_ENV = "KBENCH_CI_FRESH_WORKER"
+#: the most compilers that run at once, however many cores the machine has (nvcc's cicc and
+#: ptxas take about a core and a gigabyte each)
+MAX_PARALLEL_BUILDS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +69,12 @@ class SuiteSettings:
     rounds: int = DEFAULT_ROUNDS
     time_budget_s: float = DEFAULT_TIME_BUDGET_S
     max_geomean_slowdown: float | None = None
+    #: ``warm_worker`` in [defaults]; None: not set there
+    warm_worker: bool | None = None
+    #: ``cache`` in [defaults] (false: no cache across runs); None: not set there
+    cache: bool | None = None
+    #: ``cache_dir`` in [defaults], resolved against the config file's folder; None: not set there
+    cache_dir: Path | None = None
 
 
 def trials_per_round(num_trials: int, rounds: int) -> int:
@@ -101,3 +121,75 @@ def job_settings(
         trials_per_round_rule=f"max({MIN_TRIALS_PER_ROUND}, num_trials // rounds)",
         time_budget_s=settings.time_budget_s if time_budget_s is None else time_budget_s,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    """What the command line says about how a suite runs (not what it measures): each None or
+    False leaves the choice to the environment, kbench.toml and then the default."""
+
+    fresh_worker: bool = False
+    cache_dir: Path | None = None
+    no_cache: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How a suite runs: one warm worker or a fresh one per case, and the cache folder (None:
+    nothing is kept across runs). Changes the wall time, never a measurement."""
+
+    warm_worker: bool = DEFAULT_WARM_WORKER
+    cache_dir: Path | None = None
+
+    def worker_environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Triton's and TorchInductor's on-disk caches in the cache folder, for the workers;
+        a folder the person set themselves wins."""
+        if self.cache_dir is None:
+            return {}
+        source = os.environ if environ is None else environ
+        wanted = {"TRITON_CACHE_DIR": self.cache_dir / "triton", "TORCHINDUCTOR_CACHE_DIR": self.cache_dir / "inductor"}
+        return {name: str(path) for name, path in wanted.items() if not source.get(name)}
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/kbench-ci``, else ``~/.cache/kbench-ci``."""
+    source = os.environ if environ is None else environ
+    base = source.get("XDG_CACHE_HOME") or str(Path(source.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "kbench-ci"
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool | None:
+    """An environment switch: "1", "true", "yes", "on" / "0", "false", "no", "off"; unset or empty:
+    None. Anything else is a usage error, not a silent default."""
+    value = environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{name}={environ[name]!r} is not a switch", hint=f"set {name}=1 or {name}=0")
+
+
+def execution(
+    suite: SuiteSettings, options: ExecutionOptions | None = None, environ: Mapping[str, str] | None = None
+) -> Execution:
+    """The command line, else the environment, else kbench.toml's [defaults], else the default."""
+    options = options or ExecutionOptions()
+    source = os.environ if environ is None else environ
+    fresh = True if options.fresh_worker else _flag(source, FRESH_WORKER_ENV)
+    warm = (not fresh) if fresh is not None else (suite.warm_worker if suite.warm_worker is not None else DEFAULT_WARM_WORKER)
+    no_cache = True if options.no_cache else _flag(source, NO_CACHE_ENV)
+    if no_cache is None and suite.cache is not None:
+        no_cache = not suite.cache
+    if no_cache:
+        return Execution(warm_worker=warm, cache_dir=None)
+    folder = options.cache_dir or (Path(source[CACHE_DIR_ENV]) if source.get(CACHE_DIR_ENV) else None)
+    folder = folder or suite.cache_dir or default_cache_dir(source)
+    return Execution(warm_worker=warm, cache_dir=Path(folder).expanduser().absolute())
+
+
+def parallel_builds(cpu_count: int | None = None) -> int:
+    """How many builds run at once: one per core, at most :data:`MAX_PARALLEL_BUILDS`."""
+    count = os.cpu_count() if cpu_count is None else cpu_count
+    return max(1, min(count or 1, MAX_PARALLEL_BUILDS))

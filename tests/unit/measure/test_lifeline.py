@@ -66,3 +66,31 @@ def test_a_closed_lifeline_ends_the_whole_process_group() -> None:
         child.kill()
         if grandchild is not None and _running(grandchild):
             os.kill(grandchild, 9)
+
+
+def test_the_lifeline_hands_on_each_whole_line_it_carries() -> None:
+    """Jobs come down the lifeline pipe: whole lines only, however the writes split them."""
+    read_end, write_end = os.pipe()
+    program = (
+        "import sys, time\n"
+        "from kbench_ci.measure.lifeline import watch_lifeline\n"
+        f"watch_lifeline({read_end}, lambda line: print(line.decode(), flush=True))\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", program], pass_fds=(read_end,), start_new_session=True,
+                             stdout=subprocess.PIPE, text=True)
+    os.close(read_end)
+    try:
+        os.write(write_end, b'{"job": 1}\n{"jo')
+        time.sleep(0.2)
+        os.write(write_end, b'b": 2}\n')
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == '{"job": 1}'
+        assert child.stdout.readline().strip() == '{"job": 2}'
+        os.close(write_end)
+        write_end = -1
+        child.wait(timeout=10)  # and end-of-file still ends it
+    finally:
+        if write_end >= 0:
+            os.close(write_end)
+        child.kill()
