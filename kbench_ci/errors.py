@@ -21,6 +21,9 @@ class ExitCode(IntEnum):
     #: the environment cannot do what was asked: no GPU, no nvcc, a missing optional extra,
     #: an unreachable API
     ENVIRONMENT = 3
+    #: ``merge``: the shards do not add up to one run (a shard missing or twice, a case in two
+    #: shards, shards of different counts or commits); the merged report names the shard
+    SHARDS_INCOMPLETE = 4
     #: the person pressed Ctrl-C (128 + SIGINT, as a shell reports it)
     INTERRUPTED = 130
 
@@ -64,6 +67,11 @@ class UserFileError(UsageError):
 
 class SignatureError(UserFileError):
     """A CUDA ``solve`` signature cannot be bound (unsupported type, parameter with no value)."""
+
+
+class MergeInputError(UsageError):
+    """``merge`` was given something that is not a shard's result folder (no results.json, a
+    results.json of another command, or one that does not parse)."""
 
 
 class GitError(UsageError):

@@ -1,7 +1,7 @@
 """The ``kbench-ci`` app: one Typer app and the table of its commands.
 
 Each command lives in its own module (:mod:`~kbench_ci.cli.bench`, :mod:`~kbench_ci.cli.build`,
-:mod:`~kbench_ci.cli.comment`, :mod:`~kbench_ci.cli.run`, :mod:`~kbench_ci.cli.compare`); none of
+:mod:`~kbench_ci.cli.comment`, :mod:`~kbench_ci.cli.run`, :mod:`~kbench_ci.cli.compare`, :mod:`~kbench_ci.cli.merge`); none of
 them imports this one. Start-up imports no torch, so ``kbench-ci --help`` is instant.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kbench_ci import __version__
-from kbench_ci.cli import bench, build, comment, compare, history, run
+from kbench_ci.cli import bench, build, comment, compare, history, merge, run
 
 __all__ = ["app", "main"]
 
@@ -47,6 +47,7 @@ app.command("build", help=build.HELP)(build.build)
 app.command("comment", help=comment.HELP)(comment.comment)
 app.command("run", help=run.HELP)(run.run)
 app.command("compare", help=compare.HELP)(compare.compare)
+app.command("merge", help=merge.HELP)(merge.merge)
 app.add_typer(history.app, name="history", help=history.HELP)
 
 

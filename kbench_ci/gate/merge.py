@@ -1,0 +1,449 @@
+"""``kbench-ci merge``: the result folders of a runner matrix's shards joined into one results.json
+and one benchmark.md, with one gate recomputed from all cases.
+
+Each folder holds the results.json of ``compare --shard K/N`` (or ``run --shard K/N``), which
+records its shard and the case ids of all shards. The shards add up to one run only when every
+shard 1..N is there once, all of the same count, the same commits and the same plan, every case is
+in exactly one shard and every shard finished: anything else is a :class:`ShardProblem` that
+names the shard, and the merged gate cannot pass (``complete`` is false).
+
+The cases are read back into the same frozen types the commands wrote them from
+(:mod:`kbench_ci.results.read`), judged by the same :func:`~kbench_ci.gate.verdicts.evaluate_gate`
+and rendered by the same report code, with a GPU column when the shards ran on different GPU
+models. The geometric mean of head/base is taken per GPU model: a ratio measured on one GPU says
+nothing about another. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from kbench_ci.errors import MergeInputError, UsageError
+from kbench_ci.gate.compare import compare_payload
+from kbench_ci.gate.run import run_payload
+from kbench_ci.gate.verdicts import _percent, evaluate_gate
+from kbench_ci.report.compare import render_compare
+from kbench_ci.report.markdown import code
+from kbench_ci.report.run import render_run
+from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
+from kbench_ci.results.outcome import (
+    ALPHA,
+    BASE,
+    HEAD,
+    TIMED_VERDICTS,
+    CaseComparison,
+    CompareOutcome,
+    CompareRequest,
+    RunCase,
+    RunOutcome,
+    RunRequest,
+    ShardRecord,
+)
+from kbench_ci.results.read import (
+    compare_case_from_json,
+    revision_from_json,
+    run_case_from_json,
+    settings_from_json,
+    shard_from_json,
+)
+from kbench_ci.results.schema import COMPARE_SCHEMA, RUN_SCHEMA
+from kbench_ci.stats import Verdict, classify
+from kbench_ci.suite.shards import assign_shards
+
+__all__ = [
+    "MergeOutcome", "MergeRequest", "ShardCheck", "ShardProblem", "ShardSource", "check_shards", "merge_shards", "read_shard",
+]
+
+RESULTS = "results.json"
+REPORT = "benchmark.md"
+Command = Literal["compare", "run"]
+_COMMANDS: Mapping[str, Command] = {COMPARE_SCHEMA: "compare", RUN_SCHEMA: "run"}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRequest:
+    directories: tuple[Path, ...]
+    output_dir: Path
+    #: re-judge every timed case's recorded ratio at this threshold (None: each shard's verdict)
+    threshold: float | None = None
+    #: the limit of the geometric mean per GPU model (None: the shards' own)
+    max_geomean_slowdown: float | None = None
+    no_fail: bool = False
+    job_note: str | None = None
+    command_line: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSource:
+    """One shard's result folder as read: what it measured, where, and on which commits."""
+
+    directory: Path
+    command: Command
+    shard: ShardRecord
+    #: True when the results.json had no shard (a plain run: merged as shard 1/1)
+    unsharded: bool
+    gpu: str
+    #: compare: (base sha, head sha); run: (commit,)
+    commits: tuple[str | None, ...]
+    complete: bool
+    measured: tuple[str, ...]
+    payload: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        return self.shard.label
+
+    def describe(self) -> str:
+        return f"shard {self.label} ({self.directory})"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardProblem:
+    """Why the shards do not add up to one run; ``shard`` names the one at fault."""
+
+    shard: str
+    message: str
+    #: the cases it leaves unmeasured or measured twice
+    cases: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"shard": self.shard, "message": self.message, "cases": list(self.cases)}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuGeomean:
+    gpu: str
+    ratio: float | None
+    cases: int
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    command: Command
+    sources: tuple[ShardSource, ...]
+    problems: tuple[ShardProblem, ...]
+    passed: bool
+    summary: str
+    failing: tuple[str, ...]
+    geomeans: tuple[GpuGeomean, ...]
+    gpu_of: Mapping[str, str]
+    results_path: Path
+    report_path: Path
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one folder
+# --------------------------------------------------------------------------------------------
+
+
+def read_shard(directory: Path) -> ShardSource:
+    """The results.json in ``directory``; MergeInputError for anything that is not a run's or a
+    compare's result folder."""
+    fix = "pass the --output-dir of `kbench-ci compare --shard K/N` or `kbench-ci run --shard K/N` (a downloaded shard artifact)"
+    if not directory.is_dir():
+        raise MergeInputError(f"{directory} is not a folder", hint=fix)
+    path = directory / RESULTS
+    if path.is_symlink():
+        raise MergeInputError(f"{path} is a symbolic link; refusing to follow it out of the folder", hint=fix)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeInputError(f"{directory} has no {RESULTS}", hint=fix) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise MergeInputError(f"cannot read {path}: {exc}", hint="regenerate it with kbench-ci") from None
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema not in _COMMANDS:
+        what = f"a results.json of schema {schema!r}" if isinstance(schema, str) else "not a kbench-ci results.json"
+        raise MergeInputError(
+            f"{path} is {what}, not of `kbench-ci run` or `kbench-ci compare`",
+            hint="merge joins the shards of one run or one compare; `bench` results cannot be merged",
+        )
+    command = _COMMANDS[str(schema)]
+    try:
+        measured = tuple(str(case["case_id"]) for case in data["cases"])
+        recorded = shard_from_json(data.get("shard"))
+        gate = data["gate"]
+        environment = data.get("environment") or {}
+        if command == "compare":
+            commits: tuple[str | None, ...] = (data[BASE].get("sha"), data[HEAD].get("sha"))
+        else:
+            commits = (recorded.commit if recorded is not None else None,)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MergeInputError(f"{path} is malformed: {exc!r}", hint="regenerate it with kbench-ci") from None
+    shard = recorded or ShardRecord(1, 1, all_case_ids=tuple(sorted(set(measured))), case_ids=tuple(sorted(set(measured))))
+    return ShardSource(
+        directory=directory, command=command, shard=shard, unsharded=recorded is None,
+        gpu=str(environment.get("gpu_name") or environment.get("device") or "cpu"), commits=commits,
+        complete=bool(gate.get("complete", True)), measured=measured, payload=data,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Do the shards add up?
+# --------------------------------------------------------------------------------------------
+
+
+def _commit_text(source: ShardSource) -> str:
+    if source.command == "compare":
+        base, head = source.commits
+        return f"base {str(base)[:12]}, head {str(head)[:12]}"
+    return f"commit {str(source.commits[0])[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCheck:
+    problems: tuple[ShardProblem, ...]
+    #: the shards whose cases count: of the first shard's count, commits and plan, each index once
+    counted: tuple[ShardSource, ...]
+
+
+def check_shards(sources: Sequence[ShardSource]) -> ShardCheck:
+    """Every way the shards fail to add up to one run, each naming its shard."""
+    problems: list[ShardProblem] = []
+    first = sources[0]
+    count = first.shard.count
+    plan = set(first.shard.all_case_ids)
+    seen: dict[int, ShardSource] = {}
+    for source in sources:
+        if source.shard.count != count:
+            problems.append(ShardProblem(source.label, f"{source.describe()} is from a split into {source.shard.count}, "
+                                         f"shard {first.label} from one into {count}: give every job the same --shard K/{count}"))
+        elif source.commits != first.commits:
+            problems.append(ShardProblem(source.label, f"{source.describe()} measured {_commit_text(source)}, "
+                                         f"shard {first.label} {_commit_text(first)}: shards of different commits"))
+        elif set(source.shard.all_case_ids) != plan:
+            problems.append(ShardProblem(source.label, f"{source.describe()} planned other cases than shard {first.label} "
+                                         "(a different suite, --kernel or kbench.toml): give every job the same options"))
+        elif source.shard.index in seen:
+            problems.append(ShardProblem(source.label, f"shard {source.label} is there twice: "
+                                         f"{seen[source.shard.index].directory} and {source.directory}"))
+        else:
+            seen[source.shard.index] = source
+    owner: dict[str, str] = {}
+    for source in seen.values():
+        for case_id in source.measured:
+            if case_id not in plan:
+                problems.append(ShardProblem(source.label, f"shard {source.label} measured {case_id}, which is in no shard's plan",
+                                             (case_id,)))
+            elif case_id in owner:
+                problems.append(ShardProblem(source.label, f"{case_id} is in shard {owner[case_id]} and shard {source.label}",
+                                             (case_id,)))
+            else:
+                owner[case_id] = source.label
+        unfinished = sorted(set(source.shard.case_ids) - set(source.measured))
+        if not source.complete or unfinished:
+            problems.append(ShardProblem(source.label, f"shard {source.label} ({source.directory}) did not finish: "
+                                         f"{len(unfinished)} of its {len(source.shard.case_ids)} cases not measured",
+                                         tuple(unfinished)))
+    by_count = assign_shards(plan, count) if first.shard.balanced_by == "count" else None
+    assigned = {c for s in seen.values() for c in s.shard.case_ids}
+    for index in range(1, count + 1):
+        if index in seen:
+            continue
+        # Its share is a pure function of the plan: exactly known when the split was by count;
+        # by timings (the file is not here), the cases no present shard was given.
+        share = sorted(c for c, k in by_count.items() if k == index) if by_count is not None \
+            else sorted(plan - assigned)
+        problems.append(ShardProblem(f"{index}/{count}", f"shard {index}/{count} is missing: no result folder for it"
+                                     + (f", so {len(share)} cases were not measured" if share else ""), tuple(share)))
+    return ShardCheck(tuple(problems), tuple(seen[k] for k in sorted(seen)))
+
+
+# --------------------------------------------------------------------------------------------
+# Merging
+# --------------------------------------------------------------------------------------------
+
+
+def merge_shards(request: MergeRequest) -> MergeOutcome:
+    """Read, check and join the shards; write results.json (first) and benchmark.md."""
+    if not request.directories:
+        raise UsageError("merge needs at least one result folder", hint="kbench-ci merge shard-1 shard-2 shard-3")
+    out = request.output_dir.resolve()
+    for directory in request.directories:
+        if directory.resolve() == out:
+            raise UsageError(f"--output-dir {request.output_dir} is one of the shards' folders",
+                             hint="write the merged report to a folder of its own")
+    sources = sorted((read_shard(d) for d in request.directories), key=lambda s: (s.shard.index, str(s.directory)))
+    commands = {s.command for s in sources}
+    if len(commands) > 1:
+        odd = next(s for s in sources if s.command != sources[0].command)
+        raise MergeInputError(
+            f"{odd.directory} holds a `{odd.command}` results.json, {sources[0].directory} a `{sources[0].command}` one",
+            hint="merge the shards of one command: all compare or all run",
+        )
+    check = check_shards(sources)
+    if sources[0].command == "compare":
+        return _merge_compare(request, sources, check)
+    return _merge_run(request, sources, check)
+
+
+def _cases_by_shard(counted: Sequence[ShardSource]) -> list[tuple[ShardSource, dict[str, Any]]]:
+    """Each case once, from the first counted shard (by index) that has it."""
+    taken: set[str] = set()
+    found = []
+    for source in counted:
+        for case in source.payload["cases"]:
+            if case["case_id"] not in taken:
+                taken.add(case["case_id"])
+                found.append((source, case))
+    return found
+
+
+def _with_problems(summary: str, problems: Sequence[ShardProblem]) -> str:
+    words = summary.split(" — ")[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{words} — shards incomplete: {problems[0].message}{more}"
+
+
+def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], geomeans: Sequence[GpuGeomean],
+              limit: float | None) -> list[str]:
+    lines = ["Merged from " + " · ".join(
+        f"shard {s.label} `{s.directory.name}` ({s.gpu}, {len(s.measured)} case{'' if len(s.measured) == 1 else 's'})" for s in sources
+    ) + ".", ""]
+    if problems:
+        lines += ["> **The shards do not add up to one run, so the gate cannot pass:**"]
+        for problem in problems:
+            cases = f" ({', '.join(code(c) for c in problem.cases[:20])}{' …' if len(problem.cases) > 20 else ''})" \
+                if problem.cases else ""
+            lines.append(f"> - {problem.message}{cases}")
+        lines.append("")
+    if len(geomeans) > 1:
+        parts = []
+        for g in geomeans:
+            value = _percent(g.ratio - 1.0) if g.ratio is not None else "—"
+            parts.append(f"{g.gpu} {value} ({g.cases} cases{', over the limit' if g.failed else ''})")
+        bound = f" (limit +{limit * 100:g}%)" if limit is not None else ""
+        lines += ["Geometric mean of head/base per GPU model" + bound + ": " + " · ".join(parts), ""]
+    return lines
+
+
+def _merge_json(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], geomeans: Sequence[GpuGeomean]) -> dict[str, Any]:
+    return {
+        "shards": [
+            {"index": s.shard.index, "count": s.shard.count, "directory": str(s.directory), "gpu": s.gpu,
+             "cases": len(s.measured), "complete": s.complete, "unsharded": s.unsharded}
+            for s in sources
+        ],
+        "all_case_ids": sorted({c for s in sources for c in s.shard.all_case_ids}),
+        "complete": not problems,
+        "problems": [p.as_json() for p in problems],
+        "geomean_by_gpu": {g.gpu: {"ratio": g.ratio, "cases": g.cases, "failed": g.failed} for g in geomeans},
+    }
+
+
+def _rejudge(case: CaseComparison, threshold: float) -> CaseComparison:
+    """A timed case's recorded ratio and interval judged at another threshold (nothing is
+    measured again, so a case that the new threshold would have re-measured is not)."""
+    if case.estimate is None or case.verdict not in TIMED_VERDICTS:
+        return case
+    verdict = classify(case.estimate, threshold, alpha=ALPHA)
+    return replace(case, verdict=verdict, threshold=threshold, accepted=case.accepted and verdict is Verdict.SLOWER)
+
+
+def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check: ShardCheck) -> MergeOutcome:
+    started = time.perf_counter()
+    problems = check.problems
+    first = sources[0].payload
+    settings_data = first["settings"]
+    settings = settings_from_json(settings_data)
+    picked = _cases_by_shard(check.counted)
+    cases = [compare_case_from_json(case, seed=settings.seed) for _, case in picked]
+    if request.threshold is not None:
+        cases = [_rejudge(case, request.threshold) for case in cases]
+    gpu_of = {case["case_id"]: source.gpu for source, case in picked}
+    total = len(set(sources[0].shard.all_case_ids))
+    limit = request.max_geomean_slowdown if request.max_geomean_slowdown is not None else settings_data.get("max_geomean_slowdown")
+    models = sorted(set(gpu_of.values()))
+    geomeans = []
+    for model in models:
+        group = [c for c in cases if gpu_of[c.case_id] == model]
+        judged = evaluate_gate(group, max_geomean_slowdown=limit)
+        geomeans.append(GpuGeomean(model, judged.geomean_ratio, len(group), judged.geomean_failed))
+    if len(models) > 1:
+        # One geometric mean per GPU model: the gate fails when any is over the limit.
+        gate = evaluate_gate(cases, total=total)
+        over = [g for g in geomeans if g.failed]
+        if over:
+            words = gate.summary.split(" — ")[0]
+            detail = ", ".join(f"{g.gpu} {_percent((g.ratio or 1.0) - 1.0)}" for g in over)
+            gate = replace(gate, passed=False, geomean_failed=True, max_geomean_slowdown=limit,
+                           summary=f"{words} — gate FAILED (geometric mean of head/base on {detail} exceeds +{limit * 100:g}%)")
+        gate = replace(gate, geomean_ratio=None, max_geomean_slowdown=limit)
+    else:
+        gate = evaluate_gate(cases, total=total, max_geomean_slowdown=limit)
+    if problems:
+        gate = replace(gate, passed=False, complete=False, summary=_with_problems(gate.summary, problems))
+    remeasure_rounds = int(settings_data.get("remeasure_rounds") or settings.rounds * 2)
+    base, head = revision_from_json("base", first[BASE]), revision_from_json("head", first[HEAD])
+    compare_request = CompareRequest(
+        start=Path.cwd(), base=base.ref or base.sha or "", device=settings.device, head=head.ref,
+        base_mode=str(settings_data.get("base_mode") or "merge-base"), output_dir=request.output_dir,
+        threshold=request.threshold if request.threshold is not None else settings_data.get("threshold_override"),
+        max_geomean_slowdown=limit, case_timeout_s=settings_data.get("case_timeout_s"),
+        kernels=tuple(settings_data.get("kernels") or ()), remeasure_factor=max(1, remeasure_rounds // max(1, settings.rounds)),
+        no_fail=request.no_fail, command_line=request.command_line, accept=tuple(settings_data.get("accept") or ()),
+        accept_reason=settings_data.get("accept_reason"), job_note=request.job_note,
+    )
+    results_path, report_path = request.output_dir / RESULTS, request.output_dir / REPORT
+    outcome = CompareOutcome(
+        cases=tuple(cases), total_cases=total, gate=gate, base=base, head=head, settings=settings,
+        request=compare_request, environment=first.get("environment"), results_path=results_path,
+        report_path=report_path, wall_s=max(float((s.payload.get("seconds") or {}).get("wall") or 0.0) for s in sources)
+        + time.perf_counter() - started,
+        setup_s=max(float((s.payload.get("seconds") or {}).get("setup") or 0.0) for s in sources), max_geomean_slowdown=limit,
+    )
+    payload = compare_payload(outcome)
+    payload["cases"] = [{**case, "gpu": gpu_of[case["case_id"]]} for case in payload["cases"]]
+    payload["merge"] = _merge_json(sources, problems, geomeans)
+    write_json_atomically(results_path, payload)
+    write_text_atomically(report_path, render_compare(outcome, gpu_of=gpu_of, preamble=_preamble(sources, problems, geomeans, limit)))
+    return MergeOutcome(
+        command="compare", sources=tuple(sources), problems=problems, passed=gate.passed, summary=gate.summary,
+        failing=gate.failing, geomeans=tuple(geomeans), gpu_of=gpu_of, results_path=results_path, report_path=report_path,
+    )
+
+
+def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: ShardCheck) -> MergeOutcome:
+    problems = check.problems
+    first = sources[0].payload
+    settings = settings_from_json(first["settings"])
+    picked = _cases_by_shard(check.counted)
+    cases: list[RunCase] = [
+        run_case_from_json(case, seed=settings.seed, timing_method=settings.timing_method) for _, case in picked
+    ]
+    gpu_of = {case["case_id"]: source.gpu for source, case in picked}
+    total = len(set(sources[0].shard.all_case_ids))
+    results_path, report_path = request.output_dir / RESULTS, request.output_dir / REPORT
+    outcome = RunOutcome(
+        cases=tuple(cases), total_cases=total, config_path=Path(str(first.get("config") or "kbench.toml")),
+        settings=settings, environment=first.get("environment"), results_path=results_path, report_path=report_path,
+        wall_s=max(float((s.payload.get("seconds") or {}).get("wall") or 0.0) for s in sources),
+    )
+    passed = outcome.passed and not problems
+    summary = _with_problems(outcome.summary, problems) if problems else outcome.summary
+    run_request = RunRequest(
+        start=Path.cwd(), device=settings.device, output_dir=request.output_dir,
+        kernels=tuple(first["settings"].get("kernels") or ()), command_line=request.command_line,
+    )
+    payload = run_payload(outcome, None, run_request)
+    payload["gate"] = {**payload["gate"], "passed": passed, "complete": outcome.complete and not problems, "summary": summary}
+    payload["cases"] = [{**case, "gpu": gpu_of[case["case_id"]]} for case in payload["cases"]]
+    payload["merge"] = _merge_json(sources, problems, ())
+    write_json_atomically(results_path, payload)
+    write_text_atomically(report_path, render_run(outcome, gpu_of=gpu_of, preamble=_preamble(sources, problems, (), None),
+                                                  verdict=summary))
+    failing = tuple(c.case_id for c in cases if c.status != "ok")
+    return MergeOutcome(
+        command="run", sources=tuple(sources), problems=problems, passed=passed, summary=summary, failing=failing,
+        geomeans=(), gpu_of=gpu_of, results_path=results_path, report_path=report_path,
+    )

@@ -1,0 +1,190 @@
+"""A ``run``'s or ``compare``'s results.json read back into the frozen outcome types, so that
+``merge`` can judge and render shards' cases with the same gate and report code that wrote them.
+
+Each decoder is the inverse of its payload writer (``gate.compare.case_json``,
+``gate.run.run_payload``): what they wrote, these read, and writing it again gives the same JSON.
+Input that is not such a payload raises KeyError, TypeError or ValueError; the caller names the
+file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, cast
+
+from kbench_ci.results.model import CaseResult, MeasureSettings, VariantResult
+from kbench_ci.results.outcome import (
+    BASE,
+    CONFIDENCE,
+    HEAD,
+    Assessment,
+    BuildOutcome,
+    CaseComparison,
+    Measurement,
+    PhaseTimes,
+    RevisionInfo,
+    RunCase,
+    ShardRecord,
+)
+from kbench_ci.results.schema import variant_from_json
+from kbench_ci.stats import RatioEstimate, Verdict
+
+__all__ = [
+    "compare_case_from_json",
+    "revision_from_json",
+    "run_case_from_json",
+    "settings_from_json",
+    "shard_from_json",
+]
+
+
+def _number(value: Any) -> float:
+    if value == "inf":
+        return float("inf")
+    if value == "-inf":
+        return float("-inf")
+    if value is None:
+        return float("nan")
+    return float(value)
+
+
+def settings_from_json(data: Mapping[str, Any]) -> MeasureSettings:
+    return MeasureSettings(
+        device=str(data["device"]), seed=int(data["seed"]), correctness_trials=int(data["correctness_trials"]),
+        timing_method=str(data["timing_method"]), num_warmup=int(data["num_warmup"]),
+        trials_per_round=int(data["trials_per_round"]), discard_first=int(data["discard_first"]),
+        rounds=int(data["rounds"]), flush_l2=data.get("cache_mode") == "cold",
+        trials_per_round_rule=data.get("trials_per_round_rule"), time_budget_s=float(data.get("time_budget_s") or 0.0),
+    )
+
+
+def revision_from_json(label: str, data: Mapping[str, Any]) -> RevisionInfo:
+    return RevisionInfo(
+        label=label, ref=data.get("ref"), sha=data.get("sha"), description=str(data["description"]),
+        tree=str(data["tree"]), mode=data.get("mode"), merge_base_of=data.get("merge_base_of"),
+        config=data.get("config"), note=data.get("note"),
+    )
+
+
+def shard_from_json(data: Mapping[str, Any] | None) -> ShardRecord | None:
+    if data is None:
+        return None
+    balanced = data.get("balanced_by", "count")
+    if balanced not in ("count", "timings"):
+        raise ValueError(f"shard.balanced_by is {balanced!r}")
+    return ShardRecord(
+        index=int(data["index"]), count=int(data["count"]),
+        all_case_ids=tuple(str(c) for c in data["all_case_ids"]), case_ids=tuple(str(c) for c in data["case_ids"]),
+        balanced_by=cast(Literal["count", "timings"], balanced), timings_file=data.get("timings_file"),
+        commit=data.get("commit"),
+    )
+
+
+def _phases(data: Mapping[str, Any] | None) -> PhaseTimes:
+    data = data or {}
+    return PhaseTimes(
+        build_s=float(data.get("build", 0.0)), load_s=float(data.get("load", 0.0)),
+        correctness_s=float(data.get("correctness", 0.0)), timing_s=float(data.get("timing", 0.0)),
+        audit_s=float(data.get("audit", 0.0)),
+    )
+
+
+def _build(data: Mapping[str, Any] | None) -> BuildOutcome | None:
+    if data is None:
+        return None
+    return BuildOutcome(
+        side=str(data["side"]), kernel=str(data["kernel"]), ok=bool(data["ok"]), duration_s=float(data["seconds"]),
+        command=data.get("command"), message=data.get("message"), compiler_output=data.get("compiler_output"),
+    )
+
+
+def _estimate(data: Mapping[str, Any] | None, confidence: float = CONFIDENCE) -> RatioEstimate | None:
+    if data is None or data.get("ratio") is None:
+        return None
+    return RatioEstimate(
+        ratio=_number(data["ratio"]), ci_low=_number(data["ci_low"]), ci_high=_number(data["ci_high"]),
+        p_value=_number(data["p_value"]), n_rounds=int(data["n_rounds"]),
+        confidence=float(data.get("confidence", confidence)),
+        round_ratios=tuple(_number(r) for r in data.get("round_ratios") or ()),
+    )
+
+
+def _variants(*found: Mapping[str, Any] | None) -> tuple[VariantResult, ...]:
+    return tuple(variant_from_json(v) for v in found if v is not None)
+
+
+def _case_result(
+    case_id: str, dims: Mapping[str, Any], seed: int, data: Mapping[str, Any], variants: tuple[VariantResult, ...],
+    timing_method: str | None,
+) -> CaseResult:
+    return CaseResult(
+        case_id=case_id, dims=dict(dims), seed=seed, variants=variants,
+        timing_method=str(data.get("timing_method") or timing_method or ""),
+        timing_description=data.get("timing_description"), event_overhead_ms=data.get("event_overhead_ms"),
+        error=data.get("error"), gpu_state_before=data.get("gpu_state_before"), gpu_state_after=data.get("gpu_state_after"),
+    )
+
+
+def _measurement(
+    data: Mapping[str, Any], *, case_id: str, dims: Mapping[str, Any], seed: int, verdict: Verdict,
+    estimate: RatioEstimate | None, message: str | None, rounds: int, phases: PhaseTimes,
+    baselines: tuple[VariantResult, ...] = (),
+) -> Measurement:
+    result = _case_result(case_id, dims, seed, data, (*_variants(data.get(BASE), data.get(HEAD)), *baselines), None)
+    return Measurement(result=result, assessment=Assessment(verdict, estimate, message), rounds=rounds, phases=phases)
+
+
+def compare_case_from_json(data: Mapping[str, Any], *, seed: int) -> CaseComparison:
+    """One entry of a compare results.json's ``cases``; ``seed``: the settings' seed."""
+    case_id, dims = str(data["case_id"]), {str(k): int(v) for k, v in data["dims"].items()}
+    verdict = Verdict(data["verdict"])
+    estimate = _estimate(data)
+    phases = _phases(data.get("seconds"))
+    first_data = data.get("first_measurement")
+    first = None
+    if first_data is not None:
+        first_estimate = _estimate(first_data.get("estimate"))
+        first = _measurement(
+            first_data, case_id=case_id, dims=dims, seed=seed, verdict=Verdict(first_data["verdict"]),
+            estimate=first_estimate, message=first_data.get("message"), rounds=int(first_data["rounds"]),
+            phases=_phases(first_data.get("seconds")),
+        )
+    measurement = None
+    if data.get(BASE) is not None or data.get(HEAD) is not None or data.get("error") is not None:
+        baselines = _variants(*(b.get("result") for b in data.get("baselines") or ()))
+        head = data.get(HEAD) or {}
+        rounds = estimate.n_rounds if estimate is not None else len(head.get("rounds_ms") or ())
+        # results.json keeps neither the deciding measurement's own message (the case's adds the
+        # re-measurement note) nor its own phase times (the case's are the sum): the case's stand in.
+        measurement = _measurement(
+            data, case_id=case_id, dims=dims, seed=seed, verdict=verdict, estimate=estimate,
+            message=data.get("message"), rounds=rounds, phases=PhaseTimes(), baselines=baselines,
+        )
+    implementation = data.get("implementation") or {}
+    builds = data.get("builds") or {}
+    return CaseComparison(
+        case_id=case_id, kernel=str(data["kernel"]), dims=dims, verdict=verdict, threshold=float(data["threshold"]),
+        estimate=estimate, message=data.get("message"), measurement=measurement, first=first,
+        base_build=_build(builds.get(BASE)), head_build=_build(builds.get(HEAD)),
+        base_kind=implementation.get(BASE), head_kind=implementation.get(HEAD), phases=phases,
+        accepted=bool(data.get("accepted", False)),
+    )
+
+
+def run_case_from_json(data: Mapping[str, Any], *, seed: int, timing_method: str) -> RunCase:
+    """One entry of a run results.json's ``cases``."""
+    case_id, dims = str(data["case_id"]), {str(k): int(v) for k, v in data["dims"].items()}
+    solution = variant_from_json(data["result"]) if data.get("result") is not None else None
+    baselines = _variants(*(b.get("result") for b in data.get("baselines") or ()))
+    result = None
+    if solution is not None or data.get("error") is not None:
+        result = _case_result(case_id, dims, seed, data, (*([solution] if solution else []), *baselines), timing_method)
+    status = data["status"]
+    if status not in ("ok", "incorrect", "failed"):
+        raise ValueError(f"case {case_id}: status {status!r}")
+    return RunCase(
+        case_id=case_id, kernel=str(data["kernel"]), dims=dims, status=status, message=data.get("message"),
+        variant=solution, result=result, build=_build(data.get("build")),
+        throttle_reasons=tuple(str(r) for r in data.get("throttle_reasons") or ()), phases=_phases(data.get("seconds")),
+        implementation=str(data["implementation"]),
+    )
