@@ -10,8 +10,13 @@ Steps:
 ``resolve``  which commits to compare and which pull request to comment on, from the event
              payload and the ``base`` input; fetches a missing commit into a shallow clone, and
              deepens it until it holds the two commits' merge base.
-``compare``  runs ``kbench-ci compare ... --no-fail`` and records its exit code; never fails.
+``compare``  runs ``kbench-ci compare ... --no-fail`` (``--shard K/N`` with the ``shard`` input),
+             or, in ``mode: merge``, ``kbench-ci merge DIRS... --no-fail`` over the downloaded
+             shard artifacts, and records its exit code; never fails.
 ``summary``  appends benchmark.md to the job summary and sets the verdict outputs.
+``history``  on a push to the default branch: ``kbench-ci history record`` (``record-history``),
+             and ``history show`` rendered and committed to the history branch for GitHub Pages
+             (``publish-history``); a failure there is a warning, the verdict stands.
 ``comment``  the sticky pull request comment; a 403 (no permission, a fork) or a rate limit
              that outlasts a minute's wait is a warning, not a failure.
 ``comment-from-artifact``  the fork recipe's comment, from a downloaded artifact (not a step of
@@ -22,7 +27,9 @@ Steps:
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import glob
 import os
 import re
 import shlex
@@ -42,7 +49,16 @@ from types import FrameType
 from typing import Literal
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
-from kbench_ci.git import deepen_to_merge_base, ensure_commit, rev_parse
+from kbench_ci.git import (
+    RefMoved,
+    branch_tip,
+    commit_files_to_branch,
+    deepen_to_merge_base,
+    ensure_commit,
+    fetch_branch,
+    push_branch,
+    rev_parse,
+)
 from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     PR_NUMBER_FILE,
@@ -58,6 +74,7 @@ from kbench_ci.github.comment import (
     run_comment,
     run_url,
     validate_marker_id,
+    validate_pages_url,
 )
 
 __all__ = [
@@ -67,6 +84,8 @@ __all__ = [
     "StepResult",
     "compare_argv",
     "evaluate",
+    "history_argvs",
+    "merge_argv",
     "main",
     "run_step",
     "write_outputs",
@@ -207,11 +226,61 @@ def _sides_from_event(env: Mapping[str, str], cwd: Path) -> _Sides:
     return _Sides(None, "HEAD", None, f"the '{event or 'unknown'}' event names no base commit: set the 'base' input")
 
 
+Mode = Literal["compare", "merge"]
+
+
+def action_mode(env: Mapping[str, str]) -> Mode:
+    """The ``mode`` input: ``compare`` (benchmark this job's cases) or ``merge`` (only join the
+    shard artifacts of a runner matrix into one report, comment and gate)."""
+    value = env.get("KBENCH_MODE", "").strip().lower() or "compare"
+    if value == "compare":
+        return "compare"
+    if value == "merge":
+        return "merge"
+    raise UsageError(f"mode '{value}' is not 'compare' or 'merge'")
+
+
+def _report_location(env: Mapping[str, str], marker_id: str) -> tuple[Path, str]:
+    temp = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir())
+    artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or (
+        DEFAULT_ARTIFACT if marker_id == "default" else f"{DEFAULT_ARTIFACT}-{marker_id}"
+    )
+    return temp / "kbench-ci" / marker_id / "report", artifact
+
+
+def _resolve_merge(env: Mapping[str, str], marker_id: str) -> StepResult:
+    """``mode: merge`` compares nothing itself: no commits to fetch, only where the merged report
+    goes and which pull request it comments on."""
+    if not env.get("KBENCH_MERGE_DIRS", "").strip():
+        raise UsageError("mode: merge needs merge-dirs", hint="the folders the shard artifacts were downloaded to, e.g. shards/*")
+    payload = load_event_payload(env)
+    pull = payload.get("pull_request")
+    number = pull.get("number") if isinstance(pull, dict) else None
+    report_dir, artifact = _report_location(env, marker_id)
+    reason = "merge of the shards' results"
+    write_outputs(
+        _runner_file(env, "GITHUB_OUTPUT"),
+        {
+            "base-sha": "", "head-sha": str(pull["head"]["sha"]) if isinstance(pull, dict) else env.get("GITHUB_SHA", ""),
+            "pr-number": str(number) if isinstance(number, int) else "", "report-dir": str(report_dir),
+            "artifact-name": artifact, "comparable": "true", "reason": reason, "accept-label": "",
+        },
+    )
+    return StepResult(0, (f"kbench-ci: {reason}",))
+
+
 def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     # Check the inputs that later steps use now, so a typo fails the job on every event.
     marker_id = validate_marker_id(env.get("KBENCH_MARKER_ID", "").strip() or "default")
     parse_mode(env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change")
     _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
+    _flag(env, "KBENCH_RECORD_HISTORY", False)
+    _flag(env, "KBENCH_PUBLISH_HISTORY", False)
+    _pages_url(env)
+    if action_mode(env) == "merge":
+        if env.get("KBENCH_SHARD", "").strip():
+            raise UsageError("mode: merge merges shards; the shard input belongs to the benchmark jobs")
+        return _resolve_merge(env, marker_id)
     sides = _sides_from_event(env, cwd)
     accept_label = env.get("KBENCH_ACCEPT_LABEL", "").strip()
     if "KBENCH_ACCEPT_LABEL" not in env:
@@ -225,11 +294,7 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     notes: list[str] = []
     if base_sha:
         notes.extend(_reach_merge_base(base_sha, head_sha, cwd))
-    temp = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir())
-    report_dir = temp / "kbench-ci" / marker_id / "report"
-    artifact = env.get("KBENCH_ARTIFACT_NAME", "").strip() or (
-        DEFAULT_ARTIFACT if marker_id == "default" else f"{DEFAULT_ARTIFACT}-{marker_id}"
-    )
+    report_dir, artifact = _report_location(env, marker_id)
     write_outputs(
         _runner_file(env, "GITHUB_OUTPUT"),
         {
@@ -272,6 +337,10 @@ def _reach_merge_base(base_sha: str, head_sha: str, cwd: Path) -> list[str]:
 
 # -- compare ------------------------------------------------------------------------------------
 
+#: the build cache's folder under RUNNER_TEMP; action.yml's actions/cache step restores and saves
+#: the same path
+CACHE_FOLDER = "kbench-ci-cache"
+
 
 def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
     """The ``kbench-ci compare`` command line for this step's environment."""
@@ -285,6 +354,17 @@ def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
     argv += ["--threshold", env.get("KBENCH_THRESHOLD", "").strip() or "2%"]
     if config := env.get("KBENCH_CONFIG", "").strip():
         argv += ["--config", config]
+    if shard := env.get("KBENCH_SHARD", "").strip():
+        argv += ["--shard", shard]
+        if timings := env.get("KBENCH_SHARD_TIMINGS", "").strip():
+            argv += ["--shard-timings", timings]
+    elif env.get("KBENCH_SHARD_TIMINGS", "").strip():
+        raise UsageError("the shard-timings input needs the shard input (K/N)")
+    # Built libraries and JIT caches live where the action's actions/cache step restores them.
+    if _flag(env, "KBENCH_CACHE", True):
+        argv += ["--cache-dir", str(Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / CACHE_FOLDER)]
+    else:
+        argv.append("--no-cache")
     # The job's fate is decided by the gate step, after the comment: --no-fail keeps this step
     # from failing first, and --job-note tells the report what really happens to the job.
     argv.append("--no-fail")
@@ -300,11 +380,47 @@ def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
     argv += ["--job-note", note]
     if accepted_by:
         argv += ["--accept", "*", "--accept-reason", f"the pull request has the label '{accepted_by}'"]
+    return argv + _extra_args(env)
+
+
+def _extra_args(env: Mapping[str, str]) -> list[str]:
     try:
-        argv += shlex.split(env.get("KBENCH_EXTRA_ARGS", ""))
+        return shlex.split(env.get("KBENCH_EXTRA_ARGS", ""))
     except ValueError as exc:
         raise UsageError(f"extra-args cannot be split like a shell would: {exc}") from None
-    return argv
+
+
+def merge_dirs(env: Mapping[str, str], cwd: Path) -> list[str]:
+    """The ``merge-dirs`` input: folders or glob patterns (``shards/*``), one per line or
+    separated by blanks, relative to the working directory; expanded here, never by a shell."""
+    try:
+        patterns = shlex.split(env.get("KBENCH_MERGE_DIRS", ""))
+    except ValueError as exc:
+        raise UsageError(f"merge-dirs cannot be split like a shell would: {exc}") from None
+    found: list[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(glob.glob(pattern, root_dir=cwd))
+            found += [m for m in matches if (cwd / m).is_dir() and m not in found]
+        elif pattern not in found:
+            found.append(pattern)  # a folder named outright: merge says so if it is not there
+    if not found:
+        raise UsageError(
+            f"merge-dirs ({' '.join(patterns) or 'empty'}) names no folder",
+            hint="download the shard artifacts first (actions/download-artifact with a pattern), e.g. merge-dirs: shards/*",
+        )
+    return found
+
+
+def merge_argv(env: Mapping[str, str], cli: str, cwd: Path) -> list[str]:
+    """The ``kbench-ci merge`` command line for ``mode: merge``."""
+    argv = [cli, "merge", *merge_dirs(env, cwd), "--output-dir", str(_runner_file(env, "KBENCH_REPORT_DIR")), "--no-fail"]
+    fail = _flag(env, "KBENCH_FAIL_ON_REGRESSION", True)
+    argv += ["--job-note", (
+        "The job fails: the action's Gate step fails it (fail-on-regression: true)." if fail
+        else "The job does not fail: fail-on-regression is false, so this report is the only signal."
+    )]
+    return argv + _extra_args(env)
 
 
 def _kbench_cli(env: Mapping[str, str]) -> str:
@@ -326,16 +442,19 @@ def compare(
     unless the job is being cancelled (then the step ends with 128 + the signal's number)."""
     lines: list[str] = []
     stopped_by: int | None = None
+    command = "compare"
     try:
-        argv = compare_argv(env, _kbench_cli(env))
+        command = action_mode(env)
+        cli = _kbench_cli(env)
+        argv = merge_argv(env, cli, cwd) if command == "merge" else compare_argv(env, cli)
         _runner_file(env, "KBENCH_REPORT_DIR").mkdir(parents=True, exist_ok=True)
         code = (runner or _run_inheriting)(argv, cwd)
     except KbenchError as exc:
-        lines.append(_command("error", f"kbench-ci compare did not start: {exc.one_line()}"))
+        lines.append(_command("error", f"kbench-ci {command} did not start: {exc.one_line()}"))
         code = int(exc.exit_code)
     except _Stopped as stop:
         stopped_by, code = stop.signum, stop.child_code
-        lines.append(_command("warning", f"kbench-ci compare was stopped by {stop.describe()}"))
+        lines.append(_command("warning", f"kbench-ci {command} was stopped by {stop.describe()}"))
     write_outputs(_runner_file(env, "GITHUB_OUTPUT"), {"exit-code": str(code)})
     return StepResult(128 + stopped_by if stopped_by is not None else 0, tuple(lines))
 
@@ -440,16 +559,22 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
             "error", None, None, f"the compare step left no exit code (outcome: {outcome or 'unknown'})"
         )
     code = int(text)
-    if code not in (0, 1):
+    command = "merge" if env.get("KBENCH_MODE", "").strip().lower() == "merge" else "compare"
+    incomplete = command == "merge" and code == int(ExitCode.SHARDS_INCOMPLETE)
+    if code not in (0, 1) and not incomplete:
         meaning = _EXIT_MEANING.get(code, "it crashed or was killed")
-        return Evaluation("error", None, code, f"kbench-ci compare exited {code}: {meaning}")
+        return Evaluation("error", None, code, f"kbench-ci {command} exited {code}: {meaning}")
     results = _runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE
     try:
         gate = load_gate(results)
     except UsageError as exc:
-        return Evaluation("error", None, code, f"kbench-ci compare exited {code}, but {exc.one_line()}")
+        return Evaluation("error", None, code, f"kbench-ci {command} exited {code}, but {exc.one_line()}")
+    if incomplete:
+        # Not a verdict on the change: a shard is missing, twice, or of another commit. The
+        # report names it; the job fails whatever fail-on-regression says.
+        return Evaluation("error", gate, code, gate.summary or "the shards do not add up to one run")
     if code == 1 and gate.passed:
-        return Evaluation("error", gate, code, "kbench-ci compare exited 1 although results.json says the gate passed")
+        return Evaluation("error", gate, code, f"kbench-ci {command} exited 1 although results.json says the gate passed")
     verdict: Verdict = "passed" if gate.passed else "failed"
     return Evaluation(verdict, gate, code, gate.summary or f"gate {verdict}")
 
@@ -536,8 +661,15 @@ def comment(env: Mapping[str, str]) -> StepResult:
         mode=env.get("KBENCH_COMMENT_MODE", "").strip() or "on-change",
         marker_id=env.get("KBENCH_MARKER_ID", "").strip() or "default",
         env=env,
+        pages_url=_pages_url(env),
     )
     return _comment_result(env, outcome)
+
+
+def _pages_url(env: Mapping[str, str]) -> str | None:
+    """The ``pages-url`` input (where GitHub Pages serves the history site), checked."""
+    value = env.get("KBENCH_PAGES_URL", "").strip()
+    return validate_pages_url(value) if value else None
 
 
 def comment_from_artifact(env: Mapping[str, str]) -> StepResult:
@@ -576,6 +708,134 @@ def _comment_result(env: Mapping[str, str], outcome: CommentOutcome) -> StepResu
     return StepResult(0, tuple(lines))
 
 
+# -- history ------------------------------------------------------------------------------------
+
+DEFAULT_HISTORY_BRANCH = "kbench-history"
+HISTORY_REMOTE = "origin"
+#: how often publishing the site is retried on a branch another job moved meanwhile
+PUBLISH_ATTEMPTS = 8
+_CHART = re.compile(r"""<img src='([A-Za-z0-9._-]+\.png)'""")
+
+
+def _history_branch(env: Mapping[str, str]) -> str:
+    return env.get("KBENCH_HISTORY_BRANCH", "").strip() or DEFAULT_HISTORY_BRANCH
+
+
+def _site_dir(env: Mapping[str, str]) -> Path:
+    return _runner_file(env, "KBENCH_REPORT_DIR").parent / "history-site"
+
+
+def _threshold_fraction(env: Mapping[str, str]) -> str:
+    """The threshold input ("2%", "0.02") as the fraction ``history show --threshold`` takes."""
+    text = env.get("KBENCH_THRESHOLD", "").strip() or "2%"
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"threshold '{text}' is not a number or a percentage") from None
+    return f"{value:g}"
+
+
+def not_a_default_branch_push(env: Mapping[str, str]) -> str | None:
+    """Why the history is not recorded in this job, or None on a push to the default branch
+    (only the main line's results make its history; a pull request's never do)."""
+    event = env.get("GITHUB_EVENT_NAME", "")
+    if event != "push":
+        return f"the history is recorded on push to the default branch only; this is a '{event or 'unknown'}' event"
+    payload = load_event_payload(env)
+    repository = payload.get("repository")
+    default = repository.get("default_branch") if isinstance(repository, dict) else None
+    ref = env.get("GITHUB_REF", "").strip() or str(payload.get("ref") or "")
+    if not default:
+        return "the push event's payload names no default branch"
+    if ref != f"refs/heads/{default}":
+        return f"the history is recorded on pushes to {default} only; this push is to {ref or 'an unknown ref'}"
+    return None
+
+
+def history_argvs(env: Mapping[str, str], cli: str) -> list[list[str]]:
+    """The commands of the history step: ``history record`` (record-history, and publish-history,
+    which needs the new entry), then ``history show`` (publish-history)."""
+    record, publish = _flag(env, "KBENCH_RECORD_HISTORY", False), _flag(env, "KBENCH_PUBLISH_HISTORY", False)
+    branch = _history_branch(env)
+    argvs = []
+    if record or publish:
+        head = env.get("KBENCH_HEAD", "").strip()
+        if not head:
+            raise UsageError("KBENCH_HEAD is empty: the resolve step found no commit to record")
+        argvs.append([cli, "history", "record", "--report", str(_runner_file(env, "KBENCH_REPORT_DIR")),
+                      "--commit", head, "--branch", branch, "--push", HISTORY_REMOTE])
+    if publish:
+        argvs.append([cli, "history", "show", "--output-dir", str(_site_dir(env)), "--branch", branch,
+                      "--threshold", _threshold_fraction(env)])
+    return argvs
+
+
+def inline_charts(page: str, folder: Path) -> str:
+    """index.html with every chart it shows inlined as a data: URL, so the site is text files
+    that the history branch holds as they are (and Pages serves as one page)."""
+
+    def inline(match: re.Match[str]) -> str:
+        chart = folder / match.group(1)
+        if not _plain_file(chart):
+            return match.group(0)
+        return f"<img src='data:image/png;base64,{base64.b64encode(chart.read_bytes()).decode('ascii')}'"
+
+    return _CHART.sub(inline, page)
+
+
+def publish_site(folder: Path, branch: str, cwd: Path, *, remote: str = HISTORY_REMOTE) -> str:
+    """Commit ``history show``'s index.html (charts inlined) and history.md to the root of the
+    history branch, beside its entries, and push it; the new commit. A push rejected because
+    another job moved the branch is retried on the new tip."""
+    files = {
+        "index.html": inline_charts(read_report_file(folder / "index.html"), folder),
+        "history.md": read_report_file(folder / "history.md"),
+    }
+    for _ in range(PUBLISH_ATTEMPTS):
+        local = branch_tip(branch, cwd)
+        parent = fetch_branch(branch, remote, cwd) or local
+        try:
+            commit = commit_files_to_branch(branch, files, "kbench-ci history: the site", cwd, parent=parent, expected=local)
+        except RefMoved:
+            continue
+        if push_branch(branch, remote, cwd):
+            return commit
+    raise EnvironmentProblem(f"could not publish the history site on {branch}: it moved {PUBLISH_ATTEMPTS} times")
+
+
+def history(
+    env: Mapping[str, str], cwd: Path, *, runner: Callable[[list[str], Path], int] | None = None
+) -> StepResult:
+    """Record (and publish) the history on a push to the default branch. Best effort: a failure
+    is a warning, never the job's verdict."""
+    record, publish = _flag(env, "KBENCH_RECORD_HISTORY", False), _flag(env, "KBENCH_PUBLISH_HISTORY", False)
+    if not (record or publish):
+        return StepResult(0, ())
+    why_not = not_a_default_branch_push(env)
+    if why_not is not None:
+        return StepResult(0, (_command("notice", f"kbench-ci: history not recorded: {why_not}"),))
+    if env.get("KBENCH_COMPARE_EXIT_CODE", "").strip() not in ("0", "1"):
+        return StepResult(0, (_command("warning", "kbench-ci: history not recorded: the compare step left no results"),))
+    lines: list[str] = []
+    try:
+        cli = _kbench_cli(env)
+        for argv in history_argvs(env, cli):
+            code = (runner or _run_inheriting)(argv, cwd)
+            if code != 0:
+                return StepResult(0, (*lines, _command(
+                    "warning", f"kbench-ci: `kbench-ci {' '.join(argv[1:3])}` exited {code}; the history was not "
+                    "updated (the gate's verdict stands)")))
+            lines.append(f"kbench-ci: `kbench-ci {' '.join(argv[1:3])}` done")
+        if publish:
+            tip = publish_site(_site_dir(env), _history_branch(env), cwd)
+            lines.append(f"kbench-ci: published the history site on {_history_branch(env)} at {tip[:12]}")
+    except KbenchError as exc:
+        lines.append(_command("warning", f"kbench-ci: the history was not updated: {exc.one_line()}"))
+    except _Stopped as stop:
+        return StepResult(128 + stop.signum, (*lines, _command("warning", f"kbench-ci history was stopped by {stop.describe()}")))
+    return StepResult(0, tuple(lines))
+
+
 # -- gate ---------------------------------------------------------------------------------------
 
 
@@ -605,6 +865,7 @@ STEPS: dict[str, Callable[[Mapping[str, str], Path], StepResult]] = {
     "summary": lambda env, cwd: summary(env),
     "comment": lambda env, cwd: comment(env),
     "comment-from-artifact": lambda env, cwd: comment_from_artifact(env),
+    "history": lambda env, cwd: history(env, cwd),
     "gate": lambda env, cwd: gate(env),
 }
 

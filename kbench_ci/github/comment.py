@@ -46,7 +46,10 @@ __all__ = [
     "read_report_file",
     "report_file_present",
     "run_comment",
+    "trend_anchor",
+    "trend_links",
     "validate_marker_id",
+    "validate_pages_url",
 ]
 
 #: GitHub rejects an issue comment body longer than this.
@@ -421,6 +424,56 @@ def links_line(env: Mapping[str, str]) -> str | None:
     return f"[Workflow run]({run}) · [Report artifact `{safe_name}`]({artifact})"
 
 
+# -- links to the history site -------------------------------------------------------------------
+
+_PAGES_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/-]*)?$")
+
+
+def validate_pages_url(url: str) -> str:
+    """The ``pages-url`` input: an https URL without query or fragment (it goes into a public
+    comment as a link), else UsageError."""
+    if not _PAGES_URL.match(url):
+        raise UsageError(
+            f"pages-url '{url}' is not an https URL of a site",
+            hint="e.g. https://OWNER.github.io/REPO/ (where GitHub Pages serves the history branch)",
+        )
+    return url
+
+
+def trend_anchor(gpu: str, case_id: str) -> str:
+    """The id of a case's chart on the history site's index.html: the same name as
+    :attr:`kbench_ci.history.show.Trend.chart_name` (a test keeps the two in step; this module
+    imports nothing of kbench-ci's measuring side)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{gpu}__{case_id}").strip("_") + ".png"
+
+
+def trend_links(results: Mapping[str, Any], pages_url: str) -> str | None:
+    """A line linking every case the report calls ``slower`` (accepted or not) to its trend on
+    the history site, or None when there is none. Each case's GPU model is its own (a merged
+    report's cases may come from several) or the run's."""
+    base = validate_pages_url(pages_url).rstrip("/") + "/"
+    environment = results.get("environment") if isinstance(results.get("environment"), dict) else {}
+    default_gpu = str((environment or {}).get("gpu_name") or "cpu")
+    links = []
+    for case in results.get("cases") or ():
+        if not isinstance(case, dict) or case.get("verdict") != "slower" or not isinstance(case.get("case_id"), str):
+            continue
+        gpu = str(case.get("gpu") or default_gpu)
+        label = case["case_id"].replace("`", "").replace("[", "\\[").replace("]", "\\]")
+        links.append(f"[`{label}`]({base}#{trend_anchor(gpu, case['case_id'])})")
+    if not links:
+        return None
+    return "Trend on the main branch of each slower case: " + " · ".join(links)
+
+
+def _results_data(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(read_report_file(path))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     number: int
@@ -471,6 +524,7 @@ def run_comment(
     marker_id: str = "default",
     env: Mapping[str, str] | None = None,
     client: GitHubClient | None = None,
+    pages_url: str | None = None,
 ) -> CommentOutcome:
     """Create or update this suite's comment on a pull request with ``benchmark.md``.
 
@@ -478,6 +532,8 @@ def run_comment(
     PR number from its pr-number.txt. Values left None come from ``env`` (default
     :data:`os.environ`): GITHUB_REPOSITORY, GITHUB_TOKEN, GITHUB_API_URL, and the PR number from
     the GITHUB_EVENT_PATH payload. A 403 is an outcome (``forbidden``), not an exception.
+    ``pages_url`` (default: KBENCH_PAGES_URL): where the history site is served; each ``slower``
+    case then links to its trend there.
     """
     env = os.environ if env is None else env
     comment_mode = parse_mode(mode)
@@ -507,6 +563,11 @@ def run_comment(
                 "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }})"
             )
         client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+    site = pages_url if pages_url is not None else (env.get("KBENCH_PAGES_URL", "").strip() or None)
+    if site is not None and report_file_present(results):
+        trends = trend_links(_results_data(results), site)
+        if trends is not None:
+            markdown = f"{trends}\n\n{markdown}"
     links = links_line(env)
     if links is not None:
         markdown = f"{links}\n\n{markdown}"

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from kbench_ci.github import action as action_steps
 from kbench_ci.github.comment import marker
 from tests.integration.github.github_fake import FakeGitHub
 from tests.support.suite_repo import GIT_ENV, TempRepo
@@ -116,6 +117,7 @@ class Context:
     step_ids: tuple[str, ...]
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     job_failed: bool = False
+    runner: dict[str, str] = field(default_factory=dict)
 
     def lookup(self, path: str) -> str:
         head, _, rest = path.partition(".")
@@ -127,6 +129,8 @@ class Context:
             if rest not in self.github:
                 raise AssertionError(f"the test's runner does not provide github.{rest}")
             return self.github[rest]
+        if head == "runner" and rest in self.runner:
+            return self.runner[rest]
         if head == "steps":
             step_id, _, what = rest.partition(".")
             if step_id not in self.step_ids:
@@ -242,6 +246,8 @@ def step_key(step: Mapping[str, Any], n: int) -> str:
         return match.group(1)
     if "actions/upload-artifact@" in step.get("uses", ""):
         return "upload"
+    if "actions/cache@" in step.get("uses", ""):
+        return "cache"
     return f"step{n}"
 
 
@@ -264,7 +270,7 @@ class ActionRunner:
         unknown = set(inputs) - set(declared)
         assert not unknown, f"action.yml has no inputs {sorted(unknown)}"
         self.github = {"action_path": str(ROOT), "token": FAKE_TOKEN, "workspace": str(workspace),
-                       "repository": REPOSITORY, "event_name": event_name}
+                       "repository": REPOSITORY, "event_name": event_name, "sha": "0" * 40}
         bootstrap = Context({}, self.github, ())
         self.inputs = {name: inputs[name] if name in inputs else bootstrap.render(spec.get("default", ""))
                        for name, spec in declared.items()}
@@ -284,7 +290,8 @@ class ActionRunner:
     def run(self) -> JobRun:
         steps = self.action["runs"]["steps"]
         assert self.action["runs"]["using"] == "composite"
-        context = Context(dict(self.inputs), self.github, tuple(s["id"] for s in steps if "id" in s))
+        context = Context(dict(self.inputs), self.github, tuple(s["id"] for s in steps if "id" in s),
+                          runner={"temp": str(self.runner_temp), "os": "Linux", "arch": "X64"})
         done: dict[str, StepRun] = {}
         for n, step in enumerate(steps):
             step_id = step_key(step, n)
@@ -300,15 +307,15 @@ class ActionRunner:
         """Run one step again after the job, with some inputs changed (nothing else reruns)."""
         (step,) = [s for n, s in enumerate(self.action["runs"]["steps"]) if step_key(s, n) == step_id]
         context = Context({**job.context.inputs, **inputs}, self.github, job.context.step_ids,
-                          dict(job.context.steps), job.context.job_failed)
+                          dict(job.context.steps), job.context.job_failed, dict(job.context.runner))
         return self._step(step, step_id, context, force=True)
 
     def _step(self, step: Mapping[str, Any], step_id: str, context: Context, *, force: bool = False) -> StepRun:
         if not force and not context.condition(step.get("if", "success()")):
             return StepRun(step_id, ran=False, outcome="skipped")
-        if "uses" in step:  # actions/upload-artifact: recorded, not run; its outputs as v4 sets them
-            return StepRun(step_id, ran=True, outcome="success",
-                           outputs={"artifact-id": "77", "artifact-url": ARTIFACT_URL},
+        if "uses" in step:  # actions/upload-artifact and actions/cache: recorded, not run; outputs as v4 sets them
+            outputs = {"cache-hit": "false"} if step_id == "cache" else {"artifact-id": "77", "artifact-url": ARTIFACT_URL}
+            return StepRun(step_id, ran=True, outcome="success", outputs=outputs,
                            with_={k: context.render(v) for k, v in step.get("with", {}).items()})
         if step_id == "setup":
             assert '-m venv' in step["run"] and 'python=' in step["run"], "the install step changed"
@@ -559,7 +566,7 @@ def case_verdicts(job: JobRun) -> dict[str, str]:
 def assert_ran_cleanly_up_to_gate(job: JobRun) -> None:
     """Every step ran (upload included) and all but the gate succeeded; the checkout is untouched."""
     assert [s.id for s in job.steps.values() if s.ran] == [
-        "setup", "resolve", "compare", "summary", "upload", "comment", "gate"], explain(job)
+        "setup", "resolve", "cache", "compare", "summary", "upload", "comment", "history", "gate"], explain(job)
     for step in job.steps.values():
         if step.id != "gate":
             assert step.outcome == "success", explain(job)
@@ -592,16 +599,19 @@ def comment_calls(server: FakeGitHub, start: int, end: int | None = None) -> lis
 
 def test_action_yml_is_read_as_the_steps_this_test_runs(action: dict) -> None:
     steps = action["runs"]["steps"]
-    assert [s.get("id") for s in steps] == ["setup", "resolve", "compare", "summary", "upload", "comment", None]
+    assert [s.get("id") for s in steps] == ["setup", "resolve", "cache", "compare", "summary", "upload", "comment", "history", None]
     assert [step_key(s, n) for n, s in enumerate(steps)] == [
-        "setup", "resolve", "compare", "summary", "upload", "comment", "gate"]
+        "setup", "resolve", "cache", "compare", "summary", "upload", "comment", "history", "gate"]
     for n, step in enumerate(steps[1:], start=1):
         if "run" in step:
             assert step["run"] == f'"$KBENCH_VENV_PYTHON" -m kbench_ci.github.action {step_key(step, n)}'
             assert "${{" not in step["run"]
-    assert steps[4]["uses"].startswith("actions/upload-artifact@")
-    assert steps[2]["if"] == "steps.resolve.outputs.base-sha != ''"
-    assert steps[5]["if"].startswith("${{ !cancelled() && inputs.comment != 'never'")
+    assert steps[5]["uses"].startswith("actions/upload-artifact@")
+    assert steps[3]["if"] == "steps.resolve.outputs.comparable == 'true'"
+    assert steps[6]["if"].startswith("${{ !cancelled() && inputs.comment != 'never'")
+    # The cache step restores and saves the folder the compare step's --cache-dir names.
+    assert steps[2]["uses"].startswith("actions/cache@")
+    assert steps[2]["with"]["path"] == "${{ runner.temp }}/" + action_steps.CACHE_FOLDER
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
 
 
@@ -632,8 +642,11 @@ def test_pass_resolves_the_pull_request(sticky: Sticky, origin: Origin) -> None:
     assert Path(data["command_line"][0]).name == "kbench-ci"
     assert data["command_line"][1:] == [
         "compare", "--base", origin.base, "--head", origin.pass1, "--output-dir", str(job.report_dir),
-        "--threshold", "10%", "--no-fail", "--job-note", JOB_FAILS_NOTE, "--device", "cpu"]
+        "--threshold", "10%", "--cache-dir", str(job.runner_temp / action_steps.CACHE_FOLDER),
+        "--no-fail", "--job-note", JOB_FAILS_NOTE, "--device", "cpu"]
     assert [case["threshold"] for case in data["cases"]] == [0.1]
+    # The build cache step ran on the pull request, with the folder the compare used.
+    assert job.steps["cache"].ran and job.steps["cache"].with_["path"] == str(job.runner_temp / action_steps.CACHE_FOLDER)
 
 
 def test_pass_gate_and_outputs(sticky: Sticky) -> None:
@@ -830,7 +843,7 @@ def test_every_output_a_step_writes_is_declared(action: dict, slower: Failing, s
     declared = {spec["value"] for spec in action["outputs"].values()}
     for job in (slower.job, sticky.first):
         for step in job.steps.values():
-            if step.id in ("setup", "upload"):  # the venv's python (internal); upload-artifact's own
+            if step.id in ("setup", "upload", "cache"):  # the venv's python (internal); the actions' own
                 continue
             for name in step.outputs:
                 assert f"${{{{ steps.{step.id}.outputs.{name} }}}}" in declared, f"{step.id}.{name} is not declared"

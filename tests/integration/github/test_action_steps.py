@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench_ci.errors import UsageError
 from kbench_ci.github import action as action_steps
 from kbench_ci.github.action import STEP_SUMMARY_LIMIT, compare_argv, run_step, write_outputs
 from tests.integration.github.github_fake import FakeGitHub
@@ -244,7 +245,7 @@ def test_compare_argv_splits_extra_args_without_a_shell(runner: dict) -> None:
            "KBENCH_EXTRA_ARGS": "--kernel 'my gemm' $(rm -rf ~)"}
     assert compare_argv(env, "kbench-ci") == [
         "kbench-ci", "compare", "--base", "abc", "--head", "def", "--output-dir", "/r", "--threshold", "5%",
-        "--config", "bench/kbench.toml", "--no-fail",
+        "--config", "bench/kbench.toml", "--cache-dir", str(Path(runner["RUNNER_TEMP"]) / "kbench-ci-cache"), "--no-fail",
         "--job-note", "The job fails: the action's Gate step fails it (fail-on-regression: true).",
         "--kernel", "my gemm", "$(rm", "-rf", "~)",
     ]
@@ -286,8 +287,19 @@ def test_compare_records_exit_code_and_never_fails(tmp_path: Path, runner: dict,
     assert result.exit_code == 0
     assert outputs(env)["exit-code"] == str(code)
     assert report.is_dir()
-    assert (tmp_path / "argv").read_text().split()[:9] == [
-        "compare", "--base", "abc", "--output-dir", str(report), "--threshold", "2%", "--no-fail", "--job-note"]
+    assert (tmp_path / "argv").read_text().split()[:11] == [
+        "compare", "--base", "abc", "--output-dir", str(report), "--threshold", "2%",
+        "--cache-dir", str(Path(runner["RUNNER_TEMP"]) / "kbench-ci-cache"), "--no-fail", "--job-note"]
+
+
+def test_compare_argv_cache_input(runner: dict) -> None:
+    env = {**runner, "KBENCH_BASE": "abc", "KBENCH_REPORT_DIR": "/r"}
+    argv = compare_argv({**env, "KBENCH_CACHE": "false"}, "kbench-ci")
+    assert "--no-cache" in argv and "--cache-dir" not in argv
+    argv = compare_argv({**env, "KBENCH_CACHE": "true"}, "kbench-ci")
+    assert argv[argv.index("--cache-dir") + 1] == str(Path(runner["RUNNER_TEMP"]) / "kbench-ci-cache")
+    with pytest.raises(UsageError, match="KBENCH_CACHE"):
+        compare_argv({**env, "KBENCH_CACHE": "sometimes"}, "kbench-ci")
 
 
 def test_compare_that_cannot_start_records_environment_code(tmp_path: Path, runner: dict) -> None:
