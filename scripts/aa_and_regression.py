@@ -296,6 +296,7 @@ def dump_case(case: dict[str, Any]) -> dict[str, Any]:
         "first_rounds": (first.get("estimate") or {}).get("n_rounds"),
         "base_rounds_ms": (case.get("base") or {}).get("rounds_ms"),
         "head_rounds_ms": (case.get("head") or {}).get("rounds_ms"),
+        "escape_audit": {side: (case.get(side) or {}).get("escape_audit") for side in ("base", "head")},
         "seconds": case.get("seconds"),
     }
 
