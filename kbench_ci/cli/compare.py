@@ -14,10 +14,11 @@ import typer
 from kbench_ci.cli.options import (
     DEFAULT_OUTPUT_DIR,
     GpuOption,
+    GpusOption,
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
-    resolve_device,
+    resolve_gpus,
     shard_request,
 )
 from kbench_ci.cli.suite_common import (
@@ -134,7 +135,8 @@ def compare(
         typer.Option("--job-note", hidden=True, help="what a failed gate does to the job (the action sets it)"),
     ] = None,
     device: DeviceOption = "auto",
-    gpu: GpuOption = 0,
+    gpu: GpuOption = None,
+    gpus: GpusOption = None,
     kernel: KernelOption = None,
     json_summary: JsonSummaryOption = None,
     shard: ShardOption = None,
@@ -155,13 +157,13 @@ def compare(
             if max_geomean_slowdown is not None else None
         )
         chosen_shard = shard_request(shard, shard_timings)
-        chosen = resolve_device(device, gpu)
+        chosen, slots = resolve_gpus(device, gpu, gpus)
         request = CompareRequest(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
-            job_note=job_note, shard=chosen_shard,
+            job_note=job_note, shard=chosen_shard, gpus=slots,
         )
         return run_compare(
             request, on_progress=on_progress,

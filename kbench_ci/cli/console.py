@@ -162,15 +162,18 @@ def suite_progress(
     last_key: tuple[object, ...] | None = None
     started = clock()
     state = {"done": 0, "total": 0, "case": ""}
+    # With --gpus the cases of several GPUs report from their own threads: one at a time.
+    lock = threading.RLock()
 
     def status() -> str:
-        done, total = state["done"], state["total"]
+        with lock:
+            done, total, case = state["done"], state["total"], state["case"]
         elapsed = clock() - started
         if isinstance(done, int) and isinstance(total, int) and done:
             left = f"about {_duration(elapsed / done * (total - done))} left"
         else:
             left = "time left known after the first case"
-        where = f", now {state['case']}" if state["case"] else ""
+        where = f", now {case}" if case else ""
         return f"kbench-ci: … {_duration(elapsed)} elapsed, {done}/{total} cases done{where}; {left}"
 
     def forward(variant: str, phase: str, done: int, total: int, key: tuple[object, ...]) -> None:
@@ -182,11 +185,16 @@ def suite_progress(
         progress.show(variant, phase, done, total)
 
     def on_progress(update: SuiteProgress) -> None:
+        with lock:
+            handle(update)
+
+    def handle(update: SuiteProgress) -> None:
         state["total"] = update.total
         progress.start_suite(update.total, status)  # at the first update; later calls do nothing
         if update.case_id:
             state["case"] = update.case_id
-        where = f"case {update.index}/{update.total} {update.case_id}"
+        on_gpu = f" on GPU {update.gpu}" if update.gpu else ""
+        where = f"case {update.index}/{update.total} {update.case_id}{on_gpu}"
         if update.stage == "build":
             forward(where, "build", 0, 1, (update.index, "build"))
         elif update.stage == "remeasure" and update.event is None:
@@ -204,12 +212,16 @@ def suite_progress(
                 (update.index, update.stage, event.phase, None if event.phase == "timing" else event.variant),
             )
         elif update.stage == "done":
-            state["done"] = update.index
+            # Counted, not the case's index: with --gpus the cases finish out of suite order.
+            done = state["done"]
+            state["done"] = done = (done if isinstance(done, int) else 0) + 1
             state["case"] = ""
             detail = f" — {update.detail}" if update.detail else ""
             took = f" ({update.seconds:.1f} s)" if update.seconds is not None else ""
-            progress.say(f"kbench-ci: [{update.index}/{update.total}] {update.case_id}: {update.outcome}{detail}{took}")
-            progress.advance(update.index)
+            progress.say(
+                f"kbench-ci: [{update.index}/{update.total}] {update.case_id}{on_gpu}: {update.outcome}{detail}{took}"
+            )
+            progress.advance(done)
 
     return on_progress
 

@@ -9,16 +9,19 @@ import typer
 
 from kbench_ci.cli.console import err
 from kbench_ci.errors import EnvironmentProblem, UsageError
-from kbench_ci.results.outcome import ShardRequest
+from kbench_ci.results.outcome import GpuSlot, ShardRequest
 from kbench_ci.suite.shards import parse_shard, read_timings
 
 __all__ = [
     "DEFAULT_OUTPUT_DIR",
     "GpuOption",
+    "GpusOption",
     "OutputDirOption",
     "ShardOption",
     "ShardTimingsOption",
+    "parse_gpus",
     "resolve_device",
+    "resolve_gpus",
     "shard_request",
 ]
 
@@ -26,7 +29,16 @@ __all__ = [
 DEFAULT_OUTPUT_DIR = Path("bench_out")
 
 OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="where benchmark.md and results.json go")]
-GpuOption = Annotated[int, typer.Option("--gpu", help="CUDA device index")]
+GpuOption = Annotated[int | None, typer.Option("--gpu", help="CUDA device index (default 0)")]
+GpusOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus", metavar="all|I,J,...",
+        help="spread the cases over several GPUs of one model, one warm worker each: 'all' or indices such as "
+        "0,1,3; a case's base and head always share one GPU. An index twice (0,0) puts two workers on one GPU: "
+        "for testing the distribution only, its timings are not valid",
+    ),
+]
 ShardOption = Annotated[
     str | None,
     typer.Option(
@@ -58,8 +70,10 @@ def shard_request(shard: str | None, timings: Path | None) -> ShardRequest | Non
     )
 
 
-def resolve_device(device: str, gpu: int) -> str:
-    """``auto``: the chosen GPU when CUDA is there, else CPU with a one-line warning."""
+def resolve_device(device: str, gpu: int | None) -> str:
+    """``auto``: the chosen GPU (``--gpu``, default 0) when CUDA is there, else CPU with a
+    one-line warning."""
+    gpu = 0 if gpu is None else gpu
     # torch-free start-up: torch is imported only once a command needs a device, never for --help.
     import torch  # noqa: PLC0415
 
@@ -84,3 +98,82 @@ def resolve_device(device: str, gpu: int) -> str:
             f"--gpu {gpu} does not exist; this machine has {count} CUDA device(s)", hint=f"use 0..{count - 1}"
         )
     return f"cuda:{gpu}"
+
+
+def parse_gpus(text: str) -> tuple[int, ...] | None:
+    """``--gpus``: ``all`` → None; ``0,1,3`` → (0, 1, 3), in the order given, duplicates kept."""
+    value = text.strip().lower()
+    if value == "all":
+        return None
+    entries = [entry.strip() for entry in value.split(",")]
+    if not all(entry.isdigit() for entry in entries):
+        raise UsageError(
+            f"--gpus {text!r} is not a list of GPU indices", hint="use all, or indices such as 0,1,3"
+        )
+    return tuple(int(entry) for entry in entries)
+
+
+def cuda_device_names() -> list[str]:
+    """The model of each CUDA device this process sees, by index (none: no CUDA). torch is
+    imported here, when ``--gpus`` names several GPUs, never at start-up."""
+    import torch  # noqa: PLC0415
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+
+def resolve_gpus(device: str, gpu: int | None, gpus: str | None) -> tuple[str, tuple[GpuSlot, ...]]:
+    """``--device``, ``--gpu`` and ``--gpus`` → the device of the request and the GPU workers.
+
+    Without ``--gpus`` (or with one GPU in it): :func:`resolve_device` and no slots, as always.
+    With several: one slot per entry; an index that does not exist, GPUs of different models,
+    ``--device cpu`` or ``--gpu`` beside it are refused before anything runs. An index named
+    twice is allowed (two workers on one GPU, to test the distribution) with a warning.
+    """
+    if gpus is None:
+        return resolve_device(device, gpu), ()
+    if gpu is not None:
+        raise UsageError(
+            "--gpu and --gpus cannot be given together", hint="--gpus 0,1 names every GPU to use; --gpu N picks one"
+        )
+    choice = device.strip().lower()
+    if choice not in ("auto", "cuda", "cpu"):
+        raise UsageError(f"unknown --device '{device}'", hint="use auto, cuda or cpu")
+    indices = parse_gpus(gpus)
+    if choice == "cpu":
+        raise UsageError(
+            "--gpus spreads cases over CUDA GPUs, and --device cpu runs on the CPU", hint="drop --gpus, or --device cpu"
+        )
+    if indices is not None and len(indices) == 1:
+        return resolve_device("cuda", indices[0]), ()
+    names = cuda_device_names()
+    if not names:
+        raise EnvironmentProblem(f"--gpus {gpus} was asked for but no CUDA device is available", hint="drop --gpus")
+    chosen = tuple(range(len(names))) if indices is None else indices
+    missing = sorted({index for index in chosen if index >= len(names)})
+    if missing:
+        raise UsageError(
+            f"--gpus {gpus}: GPU {', '.join(map(str, missing))} does not exist; this machine has "
+            f"{len(names)} CUDA device(s)",
+            hint=f"use indices 0..{len(names) - 1}, or --gpus all",
+        )
+    models = sorted({names[index] for index in chosen})
+    if len(models) > 1:
+        first = names[chosen[0]]
+        same = ",".join(str(index) for index in dict.fromkeys(chosen) if names[index] == first)
+        raise UsageError(
+            f"--gpus {gpus} mixes GPU models ("
+            + ", ".join(f"{index}: {names[index]}" for index in dict.fromkeys(chosen))
+            + "), and timings of one suite must come from one model",
+            hint=f"name GPUs of one model, e.g. --gpus {same}, or one job per model with --shard",
+        )
+    if len(chosen) == 1:
+        return f"cuda:{chosen[0]}", ()
+    if len(set(chosen)) < len(chosen):
+        err(
+            f"kbench-ci: warning: --gpus {gpus} puts two workers on one GPU: for testing the distribution "
+            "only; timings taken while two workers share a GPU are not valid (the report says so)"
+        )
+    slots = tuple(GpuSlot(index, names[index], position) for position, index in enumerate(chosen))
+    return f"cuda:{chosen[0]}", slots

@@ -14,10 +14,11 @@ import typer
 from kbench_ci.cli.options import (
     DEFAULT_OUTPUT_DIR,
     GpuOption,
+    GpusOption,
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
-    resolve_device,
+    resolve_gpus,
     shard_request,
 )
 from kbench_ci.cli.suite_common import (
@@ -60,7 +61,8 @@ def run(
         bool, typer.Option("--no-fail", help="report, but exit 0 even when a case is incorrect or failed")
     ] = False,
     device: DeviceOption = "auto",
-    gpu: GpuOption = 0,
+    gpu: GpuOption = None,
+    gpus: GpusOption = None,
     kernel: KernelOption = None,
     json_summary: JsonSummaryOption = None,
     shard: ShardOption = None,
@@ -74,8 +76,9 @@ def run(
 
     def work(on_progress: ProgressFn) -> RunOutcome:
         chosen_shard = shard_request(shard, shard_timings)
+        chosen, slots = resolve_gpus(device, gpu, gpus)
         request = RunRequest(
-            start=Path.cwd(), device=resolve_device(device, gpu), shard=chosen_shard, output_dir=output_dir, config=config,
+            start=Path.cwd(), device=chosen, gpus=slots, shard=chosen_shard, output_dir=output_dir, config=config,
             rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), command_line=tuple(sys.argv),
         )
         return run_suite(

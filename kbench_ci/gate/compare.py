@@ -15,8 +15,11 @@ The flow for one comparison:
    (one process for the whole suite, see :class:`~kbench_ci.measure.parent.WorkerPool`) checks
    both sides' correctness and times them interleaved in rounds (A B, B A, ...).
    A suspected regression (:func:`~kbench_ci.stats.needs_remeasure`) is measured again with
-   ``remeasure_factor`` times the rounds, and that second measurement decides.
-5. After every case, results.json and benchmark.md are rewritten (atomically).
+   ``remeasure_factor`` times the rounds, and that second measurement decides. With ``--gpus``
+   the cases are spread over one warm worker per GPU (:func:`~kbench_ci.gate.execute.distribute`);
+   a case's sides and its re-measurement stay on one GPU.
+5. After every case, results.json and benchmark.md are rewritten (atomically, by the main thread
+   only, with the cases in suite order).
 
 Everything here returns frozen dataclasses; nothing prints. The verdict of one case is decided
 by :func:`assess`, a pure function of the two sides' results (unit-tested without a worker).
@@ -39,12 +42,14 @@ from kbench_ci.errors import ConfigError, KbenchError, UsageError
 from kbench_ci.gate.execute import (
     BuildFn,
     BuildRequest,
+    Lane,
     ProgressFn,
     SideBuilder,
     SuiteProgress,
     WorkerFn,
     WorkerRun,
     check_runnable,
+    distribute,
     implementation_of,
     make_job,
     run_worker,
@@ -73,6 +78,7 @@ from kbench_ci.results.outcome import (
     Measurement,
     PhaseTimes,
     RevisionInfo,
+    gpus_shared,
 )
 from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION
 from kbench_ci.stats import RatioEstimate, Verdict
@@ -274,11 +280,14 @@ def run_compare(
 
         results_path = request.output_dir / "results.json"
         report_path = request.output_dir / "benchmark.md"
-        done: list[CaseComparison] = []
+        gpus = request.gpus if len(request.gpus) > 1 else ()
+        finished: dict[int, CaseComparison] = {}
         environment: dict[str, Any] = {}
         setup_s = time.perf_counter() - started
 
         def snapshot() -> CompareOutcome:
+            # in suite order, whichever GPU finished first
+            done = [finished[i] for i in sorted(finished)]
             return CompareOutcome(
                 cases=tuple(done), total_cases=len(plans),
                 gate=evaluate_gate(done, total=len(plans), max_geomean_slowdown=max_geomean),
@@ -296,24 +305,37 @@ def run_compare(
             return outcome
 
         write()  # an empty, incomplete report at once: the gate reads "not passed" until the end
-        # One builder and one warm worker for the whole suite, closed on the way out (Ctrl-C and
-        # SIGTERM included: the stack unwinds before the worktrees go).
+        # One builder and one warm worker (one per --gpus entry) for the whole suite, closed on the
+        # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
-            execution or suite_execution_settings(head_suite.settings, options), build_fn=build_fn, worker=worker,
+            execution or suite_execution_settings(head_suite.settings, options), device=request.device, gpus=gpus,
+            build_fn=build_fn, worker=worker,
         ))
-        shared.start(_build_requests(plans, request, head_suite, base_suite, head_kinds), request.device)
+        shared.start(_build_requests(plans, request, head_suite, base_suite, head_kinds))
         if on_progress is not None:
             on_progress(SuiteProgress(0, len(plans), "", "start"))
-        for index, plan in enumerate(plans, start=1):
+
+        def measure(lane: Lane, position: int, plan: _Plan) -> _Compared:
+            """Both sides of one case, and its re-measurement, on ``lane``'s worker (one GPU)."""
             case_started = time.perf_counter()
+            gpu = lane.gpu.label if gpus and lane.gpu is not None else None
             comparison, problem = _compare_one(
-                plan, index=index, total=len(plans), request=request, settings=settings, builder=shared.builder,
+                plan, index=position + 1, total=len(plans), request=request,
+                settings=replace(settings, device=lane.device), builder=shared.builder,
                 head_suite=head_suite, base_suite=base_suite, head_kinds=head_kinds,
-                on_progress=on_progress, worker=shared.worker,
+                on_progress=on_progress, worker=lane.worker, gpu=gpu,
             )
+            if gpus:
+                comparison = replace(comparison, gpu=lane.gpu)
+            return _Compared(comparison, problem, time.perf_counter() - case_started, gpu)
+
+        def record(position: int, compared: _Compared) -> None:
+            """Write the case (the only writer: the main thread), say so, then stop on a problem
+            of the machine."""
+            comparison = compared.comparison
             if comparison.verdict is Verdict.SLOWER and accepts(request.accept, comparison.kernel, comparison.case_id):
                 comparison = replace(comparison, accepted=True)
-            done.append(comparison)
+            finished[position] = comparison
             if "value" not in environment:
                 for measurement in (comparison.first, comparison.measurement):
                     if measurement is not None and measurement.environment:
@@ -322,12 +344,24 @@ def run_compare(
             write()
             if on_progress is not None:
                 on_progress(SuiteProgress(
-                    index, len(plans), comparison.case_id, "done", outcome=comparison.verdict_text,
-                    detail=_progress_detail(comparison), seconds=time.perf_counter() - case_started,
+                    position + 1, len(plans), comparison.case_id, "done", outcome=comparison.verdict_text,
+                    detail=_progress_detail(comparison), seconds=compared.seconds, gpu=compared.gpu,
                 ))
-            if problem is not None:
-                raise problem
+            if compared.problem is not None:
+                raise compared.problem
+
+        distribute(plans, shared.lanes, measure, record)
         return write()
+
+
+@dataclass(frozen=True, slots=True)
+class _Compared:
+    """One case as its lane hands it to the writer."""
+
+    comparison: CaseComparison
+    problem: KbenchError | None
+    seconds: float
+    gpu: str | None
 
 
 def _build_requests(
@@ -383,6 +417,7 @@ def _compare_one(
     head_kinds: Mapping[str, str],
     on_progress: ProgressFn | None,
     worker: WorkerFn,
+    gpu: str | None = None,
 ) -> tuple[CaseComparison, KbenchError | None]:
     case = plan.case
     threshold = request.threshold if request.threshold is not None else case.kernel.threshold
@@ -395,7 +430,7 @@ def _compare_one(
         ), None
 
     if on_progress is not None:
-        on_progress(SuiteProgress(index, total, case.case_id, "build"))
+        on_progress(SuiteProgress(index, total, case.case_id, "build", gpu=gpu))
     head_kind = head_kinds[case.kernel.name]
     t0 = time.perf_counter()
     head_spec, head_build = builder.side(plan.head.kernel, label=HEAD, kind=head_kind, cwd=head_suite.root)
@@ -444,13 +479,13 @@ def _compare_one(
             # More rounds take longer: the timeout grows with them, and with the adaptive budget.
             timeout_s=timeout * max(1.0, n_rounds / settings.rounds) + settings.time_budget_s,
             worker=worker,
-            on_event=worker_listener(on_progress, index, total, case.case_id, stage["name"]),
+            on_event=worker_listener(on_progress, index, total, case.case_id, stage["name"], gpu),
         )
 
     def on_remeasure() -> None:
         stage["name"] = "remeasure"
         if on_progress is not None:
-            on_progress(SuiteProgress(index, total, case.case_id, "remeasure"))
+            on_progress(SuiteProgress(index, total, case.case_id, "remeasure", gpu=gpu))
 
     problems: list[KbenchError] = []
 
@@ -570,6 +605,8 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
             "head": case.head_build.as_json() if case.head_build else None,
         },
         "seconds": case.phases.as_json(),
+        # --gpus: the CUDA index (as this machine counts them) of the GPU that measured both sides
+        "gpu_index": case.gpu.index if case.gpu is not None else None,
     }
 
 
@@ -594,4 +631,7 @@ def compare_payload(outcome: CompareOutcome) -> dict[str, Any]:
         },
         "cases": [case_json(case) for case in outcome.cases],
         "shard": outcome.shard.as_json() if outcome.shard is not None else None,
+        # --gpus: the workers the cases were spread over; shared: two on one GPU (timings not valid)
+        "gpus": [slot.as_json() for slot in outcome.gpus],
+        "gpus_shared": gpus_shared(outcome.gpus),
     }

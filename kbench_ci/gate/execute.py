@@ -5,7 +5,9 @@ without writing into the user's tree, and one worker call that records where its
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
@@ -17,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from kbench_ci.cuda import build as build_module
 from kbench_ci.cuda.build import shared_library_path
@@ -27,7 +29,7 @@ from kbench_ci.measure.parent import WorkerOutcome, WorkerPool, run_case_in_work
 from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
 from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
 from kbench_ci.results.model import CaseResult, MeasureSettings
-from kbench_ci.results.outcome import BuildOutcome, PhaseTimes
+from kbench_ci.results.outcome import BuildOutcome, GpuSlot, PhaseTimes
 from kbench_ci.suite.model import Case, KernelSpec
 from kbench_ci.suite.settings import Execution, parallel_builds
 
@@ -229,10 +231,11 @@ class SideBuilder:
         if kind in COMPILED_KINDS:
             key = (label, kernel.name)
             staged, outcome = self._future(BuildRequest(kernel, label, kind, cwd)).result()
-            if key in self._handed_out:
-                # Built once per side; later shapes reuse it and add no build time.
-                outcome = replace(outcome, duration_s=0.0)
-            self._handed_out.add(key)
+            with self._lock:  # cases of several GPUs ask from their own threads
+                if key in self._handed_out:
+                    # Built once per side; later shapes reuse it and add no build time.
+                    outcome = replace(outcome, duration_s=0.0)
+                self._handed_out.add(key)
             if staged is None:
                 return None, outcome
             solution = staged
@@ -285,44 +288,191 @@ class SideBuilder:
 WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]
 
 
-@dataclass(slots=True)
-class SuiteExecution:
-    """What the cases of one suite run share: the builder (every build begun at once, cached
-    across runs) and the worker (one warm process, replaced on a crash or hang)."""
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One worker of a suite run and the cases it serves: the GPU it is pinned to (None: the one
+    device of an ordinary run), the device its jobs name (``cuda:0`` for a pinned GPU: the worker
+    sees only that one), and the call that runs a job in it."""
 
-    builder: SideBuilder
+    gpu: GpuSlot | None
+    device: str
     worker: WorkerFn
     pool: WorkerPool | None
 
-    def start(self, builds: Sequence[BuildRequest], device: str) -> None:
-        """Begin every build, and start the warm worker meanwhile (torch imports while nvcc
+
+@dataclass(slots=True)
+class SuiteExecution:
+    """What the cases of one suite run share: the builder (every build begun at once, cached
+    across runs) and the workers: one lane (one warm process, replaced on a crash or hang), or
+    one per ``--gpus`` entry."""
+
+    builder: SideBuilder
+    lanes: tuple[Lane, ...]
+
+    @property
+    def worker(self) -> WorkerFn:
+        """The first lane's worker (the only one without ``--gpus``)."""
+        return self.lanes[0].worker
+
+    @property
+    def pool(self) -> WorkerPool | None:
+        return self.lanes[0].pool
+
+    def start(self, builds: Sequence[BuildRequest]) -> None:
+        """Begin every build, and start the warm workers meanwhile (torch imports while nvcc
         compiles), before the first case is measured."""
         self.builder.start(builds)
-        if self.pool is not None:
-            self.pool.start(device)
+        for lane in self.lanes:
+            if lane.pool is not None:
+                lane.pool.start(lane.device)
+
+
+def visible_device(index: int, environ: Mapping[str, str] | None = None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a worker that is to see only the parent's GPU ``index``: the
+    index itself, or the parent's own ``CUDA_VISIBLE_DEVICES`` entry at that place (a runner that
+    hands this job GPUs 2,3 makes the parent's ``cuda:1`` the physical GPU 3)."""
+    source = os.environ if environ is None else environ
+    entries = [entry.strip() for entry in source.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    if entries and 0 <= index < len(entries):
+        return entries[index]
+    return str(index)
+
+
+def lane_device(device: str, gpu: GpuSlot | None) -> str:
+    """The device a lane's jobs name: a pinned GPU is the worker's ``cuda:0``."""
+    return "cuda:0" if gpu is not None and device.startswith("cuda") else device
 
 
 @contextmanager
 def suite_execution(
-    execution: Execution, *, build_fn: BuildFn | None = None, worker: WorkerFn | None = None
+    execution: Execution, *, device: str, gpus: Sequence[GpuSlot] = (), build_fn: BuildFn | None = None,
+    worker: WorkerFn | None = None,
 ) -> Iterator[SuiteExecution]:
-    """The builder and worker pool of one suite run; on the way out (an error, Ctrl-C or SIGTERM
-    included) the worker is stopped, compilers still running are killed and the staging folder
-    is removed. ``worker`` (tests) stands in for the pool."""
+    """The builder and worker pools of one suite run; on the way out (an error, Ctrl-C or SIGTERM
+    included) the workers are stopped, compilers still running are killed and the staging
+    folder is removed. ``gpus`` (two or more): one warm worker per entry, each pinned to its GPU
+    with ``CUDA_VISIBLE_DEVICES``. ``worker`` (tests) stands in for every pool."""
     with ExitStack() as stack:
         staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
         builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache))
-        pool = None
-        if worker is None:
-            environment = execution.worker_environment()
-            if execution.cache_dir is None:
-                # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to
-                # a folder of this run's own, removed with it (a first call JIT-compiles afresh).
-                environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment()
-            pool = stack.enter_context(WorkerPool(warm=execution.warm_worker, environment=environment))
-            worker = pool.run_case
-        yield SuiteExecution(builder, worker, pool)
+        environment = execution.worker_environment()
+        if execution.cache_dir is None:
+            # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to
+            # a folder of this run's own, removed with it (a first call JIT-compiles afresh).
+            environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment()
+        lanes = []
+        for gpu in (tuple(gpus) if len(gpus) > 1 else (None,)):
+            pool = None
+            lane_worker = worker
+            if lane_worker is None:
+                pinned = dict(environment)
+                if gpu is not None and device.startswith("cuda"):
+                    pinned["CUDA_VISIBLE_DEVICES"] = visible_device(gpu.index)
+                pool = stack.enter_context(WorkerPool(warm=execution.warm_worker, environment=pinned))
+                lane_worker = pool.run_case
+            lanes.append(Lane(gpu, lane_device(device, gpu), lane_worker, pool))
+        yield SuiteExecution(builder, tuple(lanes))
+
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+LaneT = TypeVar("LaneT")
+
+
+@dataclass(frozen=True, slots=True)
+class _LaneFailed:
+    index: int
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class _LaneResult:
+    index: int
+    result: Any
+
+
+_LANE_DONE = object()
+
+
+def distribute(
+    items: Sequence[Item],
+    lanes: Sequence[LaneT],
+    work: Callable[[LaneT, int, Item], Result],
+    on_done: Callable[[int, Result], None],
+    *,
+    poll_s: float = 0.1,
+) -> None:
+    """Run ``work(lane, index, item)`` for every item, each exactly once, and hand each result to
+    ``on_done(index, result)``.
+
+    One lane: in order, in this thread (a run without ``--gpus``, as it always was). Several:
+    one thread per lane takes the next item in suite order from a shared counter, so a fast
+    lane serves more cases; ``on_done`` runs in *this* thread only, one result at a time (the
+    one writer of results.json and the report). When a lane's ``work`` or an ``on_done`` raises,
+    no further item is handed out; the items already running finish and their results still
+    reach ``on_done``; then the first error is raised. Ctrl-C (in this thread) stops the hand-out
+    and propagates at once: the caller's clean-up stops the workers.
+    """
+    if not lanes:
+        raise ValueError("distribute needs at least one lane")
+    if len(lanes) == 1:
+        for index, item in enumerate(items):
+            on_done(index, work(lanes[0], index, item))
+        return
+    counter = itertools.count()
+    counter_lock = threading.Lock()
+    stop = threading.Event()
+    finished: queue.Queue[object] = queue.Queue()
+
+    def serve(lane: LaneT) -> None:
+        try:
+            while not stop.is_set():
+                with counter_lock:
+                    index = next(counter)
+                if index >= len(items):
+                    return
+                try:
+                    finished.put(_LaneResult(index, work(lane, index, items[index])))
+                except BaseException as exc:  # noqa: BLE001  (handed to the main thread, raised there)
+                    stop.set()
+                    finished.put(_LaneFailed(index, exc))
+                    return
+        finally:
+            finished.put(_LANE_DONE)
+
+    threads = [
+        threading.Thread(target=serve, args=(lane,), name=f"kbench-lane-{n}", daemon=True)
+        for n, lane in enumerate(lanes)
+    ]
+    for thread in threads:
+        thread.start()
+    first_error: BaseException | None = None
+    running = len(threads)
+    try:
+        while running:
+            try:
+                message = finished.get(timeout=poll_s)
+            except queue.Empty:
+                continue
+            if message is _LANE_DONE:
+                running -= 1
+            elif isinstance(message, _LaneFailed):
+                first_error = first_error or message.error
+            elif isinstance(message, _LaneResult):
+                try:
+                    on_done(message.index, message.result)
+                except BaseException as exc:
+                    if not isinstance(exc, Exception):
+                        raise
+                    stop.set()
+                    first_error = first_error or exc
+    finally:
+        stop.set()
+    for thread in threads:
+        thread.join()
+    if first_error is not None:
+        raise first_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,18 +499,31 @@ class WorkerRun:
 EventCallback = Callable[[WorkerEvent], None]
 
 
+_BYTECODE_LOCK = threading.Lock()
+#: [calls inside _no_bytecode now, the value before the first of them]
+_BYTECODE_STATE: list[Any] = [0, None]
+
+
 @contextmanager
 def _no_bytecode() -> Iterator[None]:
-    """Workers inherit os.environ: keep them from writing __pycache__ into the user's tree."""
-    previous = os.environ.get("PYTHONDONTWRITEBYTECODE")
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    """Workers inherit os.environ: keep them from writing __pycache__ into the user's tree.
+    Counted, so that workers of several GPUs (threads) leave the variable as they found it."""
+    with _BYTECODE_LOCK:
+        if _BYTECODE_STATE[0] == 0:
+            _BYTECODE_STATE[1] = os.environ.get("PYTHONDONTWRITEBYTECODE")
+            os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+        _BYTECODE_STATE[0] += 1
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        else:
-            os.environ["PYTHONDONTWRITEBYTECODE"] = previous
+        with _BYTECODE_LOCK:
+            _BYTECODE_STATE[0] -= 1
+            if _BYTECODE_STATE[0] == 0:
+                previous = _BYTECODE_STATE[1]
+                if previous is None:
+                    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+                else:
+                    os.environ["PYTHONDONTWRITEBYTECODE"] = previous
 
 
 #: device -> event overhead (ms) calibrated by the first cuda_event worker of this process
@@ -440,16 +603,20 @@ class SuiteProgress:
     detail: str | None = None
     #: ``done``: the case's wall time (build wait, worker calls, remeasurement)
     seconds: float | None = None
+    #: the GPU measuring the case (``1 (NVIDIA H200)``) when ``--gpus`` spreads cases over several
+    gpu: str | None = None
 
 
 ProgressFn = Callable[[SuiteProgress], None]
 
 
-def worker_listener(progress: ProgressFn | None, index: int, total: int, case_id: str, stage: str) -> EventCallback | None:
+def worker_listener(
+    progress: ProgressFn | None, index: int, total: int, case_id: str, stage: str, gpu: str | None = None
+) -> EventCallback | None:
     if progress is None:
         return None
 
     def listen(event: WorkerEvent) -> None:
-        progress(SuiteProgress(index, total, case_id, stage, event=event))
+        progress(SuiteProgress(index, total, case_id, stage, event=event, gpu=gpu))
 
     return listen

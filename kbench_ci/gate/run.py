@@ -24,17 +24,20 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kbench_ci import __version__
 from kbench_ci.gate.execute import (
     BuildFn,
     BuildRequest,
+    Lane,
     ProgressFn,
     SuiteProgress,
     WorkerFn,
     WorkerRun,
     check_runnable,
+    distribute,
     implementation_of,
     make_job,
     run_worker,
@@ -54,6 +57,7 @@ from kbench_ci.results.outcome import (
     RunOutcome,
     RunRequest,
     RunStatus,
+    gpus_shared,
 )
 from kbench_ci.results.schema import RUN_SCHEMA, RUN_SCHEMA_VERSION
 from kbench_ci.stats import summarize
@@ -103,6 +107,16 @@ def assess_run_case(result: CaseResult | None, build: BuildOutcome | None, label
     return "ok", None
 
 
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """One case as its lane hands it to the writer: the case, the worker call, its wall time."""
+
+    case: RunCase
+    run: WorkerRun | None
+    seconds: float
+    gpu: str | None
+
+
 def run_suite(
     request: RunRequest,
     *,
@@ -137,14 +151,16 @@ def run_suite(
     results_path = request.output_dir / "results.json"
     report_path = request.output_dir / "benchmark.md"
 
-    done: list[RunCase] = []
+    gpus = request.gpus if len(request.gpus) > 1 else ()
+    finished: dict[int, RunCase] = {}
     environment: Mapping[str, Any] | None = None
 
     def snapshot() -> RunOutcome:
         return RunOutcome(
-            cases=tuple(done), total_cases=len(cases), config_path=config_path, settings=settings,
-            environment=environment, results_path=results_path, report_path=report_path,
-            wall_s=time.perf_counter() - started, shard=shard,
+            # in suite order, whichever GPU finished first
+            cases=tuple(finished[i] for i in sorted(finished)), total_cases=len(cases), config_path=config_path,
+            settings=settings, environment=environment, results_path=results_path, report_path=report_path,
+            wall_s=time.perf_counter() - started, shard=shard, gpus=gpus,
         )
 
     def write() -> RunOutcome:
@@ -153,44 +169,64 @@ def run_suite(
         write_text_atomically(report_path, render_run(outcome))
         return outcome
 
-    with suite_execution(execution or suite_execution_settings(suite.settings, options), build_fn=build_fn, worker=worker) as shared:
-        shared.start([BuildRequest(k, "solution", kinds[k.name], suite.root) for k in kernels], request.device)
+    with suite_execution(
+        execution or suite_execution_settings(suite.settings, options), device=request.device, gpus=gpus,
+        build_fn=build_fn, worker=worker,
+    ) as shared:
+        shared.start([BuildRequest(k, "solution", kinds[k.name], suite.root) for k in kernels])
         if on_progress is not None:
             on_progress(SuiteProgress(0, len(cases), "", "start"))
-        for index, case in enumerate(cases, start=1):
+
+        def measure(lane: Lane, position: int, case: Case) -> _Measured:
+            """One case on ``lane``'s worker (in that lane's thread when there are several)."""
+            index = position + 1
+            gpu = lane.gpu.label if gpus and lane.gpu is not None else None
             case_started = time.perf_counter()
             kind = kinds[case.kernel.name]
             if on_progress is not None:
-                on_progress(SuiteProgress(index, len(cases), case.case_id, "build"))
+                on_progress(SuiteProgress(index, len(cases), case.case_id, "build", gpu=gpu))
             t0 = time.perf_counter()
             spec, build = shared.builder.side(case.kernel, label="solution", kind=kind, cwd=suite.root)
             build_s = time.perf_counter() - t0 if build is not None else 0.0
             run: WorkerRun | None = None
             if spec is not None:
-                job = make_job(case, (spec,), settings)
+                job = make_job(case, (spec,), replace(settings, device=lane.device))
                 timeout = request.case_timeout_s or case.kernel.timeout_s
                 run = run_worker(
-                    job, timeout_s=timeout, worker=shared.worker,
-                    on_event=worker_listener(on_progress, index, len(cases), case.case_id, "measure"),
+                    job, timeout_s=timeout, worker=lane.worker,
+                    on_event=worker_listener(on_progress, index, len(cases), case.case_id, "measure", gpu),
                 )
-                environment = environment or run.environment
             result = run.result if run is not None else None
             status, message = assess_run_case(result, build)
             phases = PhaseTimes(build_s=build_s) + (run.phases if run is not None else PhaseTimes())
-            done.append(RunCase(
+            measured = RunCase(
                 case_id=case.case_id, kernel=case.kernel.name, dims=case.dims, status=status, message=message,
                 variant=result.variant("solution") if result is not None else None, result=result, build=build,
                 throttle_reasons=throttle_reasons(result), phases=phases, implementation=kind,
-            ))
+                gpu=lane.gpu if gpus else None,
+            )
+            return _Measured(measured, run, time.perf_counter() - case_started, gpu)
+
+        def record(position: int, measured: _Measured) -> None:
+            """Write the case (the only writer: the main thread), say so, then stop on a problem
+            of the machine."""
+            nonlocal environment
+            run = measured.run
+            if run is not None:
+                environment = environment or run.environment
+            finished[position] = measured.case
             write()
             if on_progress is not None:
+                case = measured.case
                 on_progress(SuiteProgress(
-                    index, len(cases), case.case_id, "done", outcome=status, detail=message,
-                    seconds=time.perf_counter() - case_started,
+                    position + 1, len(cases), case.case_id, "done", outcome=case.status, detail=case.message,
+                    seconds=measured.seconds, gpu=measured.gpu,
                 ))
             problem = run.environment_error() if run is not None else None
             if problem is not None:
                 raise problem
+
+        distribute(cases, shared.lanes, measure, record)
     return write()
 
 
@@ -226,6 +262,8 @@ def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -
             "result": case.variant,
             # the suite's baselines, each with its raw samples, and the solution's speedup over it
             "baselines": [_baseline_json(b, case.result) for b in case.baselines],
+            # --gpus: the CUDA index (as this machine counts them) of the GPU that measured it
+            "gpu_index": case.gpu.index if case.gpu is not None else None,
         })
     return {
         "schema": RUN_SCHEMA,
@@ -245,4 +283,7 @@ def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -
         "seconds": {"wall": outcome.wall_s},
         "cases": cases,
         "shard": outcome.shard.as_json() if outcome.shard is not None else None,
+        # --gpus: the workers the cases were spread over; shared: two on one GPU (timings not valid)
+        "gpus": [slot.as_json() for slot in outcome.gpus],
+        "gpus_shared": gpus_shared(outcome.gpus),
     }

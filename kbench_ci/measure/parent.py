@@ -52,7 +52,7 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 
-__all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "run_case_in_worker"]
+__all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
 #: how often the parent reads the events file and checks the worker and the deadline: a case's
 #: end is seen at most this late
@@ -117,6 +117,11 @@ class _Worker:
         kill_process_group(self.process)
 
 
+class WorkerPoolClosed(RuntimeError):
+    """A case asked a closed pool for a worker: the run is being stopped (Ctrl-C) while another
+    thread's case was still running. Not a KbenchError: it never reaches the user."""
+
+
 class WorkerPool:
     """Worker processes for the cases of one suite: one warm worker, replaced when it crashes,
     hangs or retires (``warm=False``: a fresh worker per case).
@@ -137,6 +142,8 @@ class WorkerPool:
         self._worker: _Worker | None = None
         self._scratch: Path | None = None
         self._cases = 0
+        #: set by close(): a thread still inside run_case (another GPU's, after Ctrl-C) starts no worker
+        self._closed = False
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -152,7 +159,8 @@ class WorkerPool:
             self._ready(device)
 
     def close(self) -> None:
-        """Stop the worker (if any) and remove the pool's scratch folder."""
+        """Stop the worker (if any) and remove the pool's scratch folder; no worker starts after."""
+        self._closed = True
         self._discard()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
@@ -208,6 +216,8 @@ class WorkerPool:
 
     def _ready(self, device: str) -> _Worker:
         """The live worker for ``device``, started when there is none (or it has died)."""
+        if self._closed:
+            raise WorkerPoolClosed("the worker pool was closed (the run is stopping)")
         worker = self._worker
         if worker is not None and (worker.device != device or worker.process.poll() is not None):
             self._discard()

@@ -27,7 +27,7 @@ from kbench_ci.report.markdown import (
     throttle_notice,
     with_unit,
 )
-from kbench_ci.results.outcome import CaseComparison, CompareOutcome
+from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
 from kbench_ci.stats import Verdict
 from kbench_ci.suite.settings import MAX_ADAPTIVE_ROUNDS
 
@@ -71,10 +71,12 @@ def render_compare(
     verdict: the shards, the geometric mean per GPU model, what is missing)."""
     gate = outcome.gate
     settings = outcome.settings
+    lanes = gpu_labels(outcome.gpus, outcome.cases)
     parts = ["# kbench-ci compare", "", f"**{gate.summary}**", ""]
     if not gate.passed and gate.complete:
         parts += [f"_{job_effect(outcome)}_", ""]
     parts += list(preamble)
+    parts += gpus_notice(outcome.gpus)
     if gate.accepted:
         reason = outcome.request.accept_reason or "accepted with " + ", ".join(
             f"`--accept {entry}`" for entry in outcome.request.accept
@@ -110,7 +112,8 @@ def render_compare(
     ordered = sort_worst_first(outcome.cases)
     # A column for the suite's baselines only where a case has some: the head's speedup over each.
     with_baselines = any(case.baselines for case in ordered)
-    with_gpu = gpu_column(gpu_of)
+    with_gpu = gpu_column(gpu_of) or lanes is not None
+    gpu_of = gpu_of if gpu_column(gpu_of) else lanes
     if ordered:
         rows = []
         for case in ordered:
@@ -175,6 +178,23 @@ def render_compare(
     ]), ""]
     parts += ["## How it was measured", "", *_how_compare(outcome), ""]
     return "\n".join(parts)
+
+
+def gpus_notice(gpus: tuple[GpuSlot, ...]) -> list[str]:
+    """Under the verdict when ``--gpus`` spread the cases over several workers: which GPUs, and
+    plainly, when two workers shared one GPU, that the timings are not valid."""
+    if len(gpus) < 2:
+        return []
+    lines = [f"Cases spread over {len(gpus)} GPU workers (`--gpus`): " + ", ".join(slot.label for slot in gpus)
+             + ". A case's base and head always ran on the same GPU.", ""]
+    if gpus_shared(gpus):
+        lines += [
+            "> ⚠️ **Timings not valid:** two workers shared one GPU (`--gpus` named an index twice), so each "
+            "case was timed while another ran beside it. Use this only to test the distribution; do not trust "
+            "its verdicts or medians.",
+            "",
+        ]
+    return lines
 
 
 def gpu_column(gpu_of: Mapping[str, str] | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
+from kbench_ci.report.compare import gpus_notice
 from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
     RUN_MARKERS,
@@ -24,7 +25,7 @@ from kbench_ci.report.markdown import (
     throttle_notice,
     time_unit,
 )
-from kbench_ci.results.outcome import RunCase, RunOutcome
+from kbench_ci.results.outcome import RunCase, RunOutcome, gpu_labels
 from kbench_ci.stats import summarize
 
 
@@ -37,7 +38,11 @@ def render_run(
     verdict line, which also answers for missing shards)."""
     settings = outcome.settings
     with_gpu = gpu_of is not None and len(set(gpu_of.values())) > 1
-    parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", *preamble,
+    lanes = gpu_labels(outcome.gpus, outcome.cases)
+    if not with_gpu and lanes is not None:
+        # --gpus: the GPU (index and model) of each case
+        with_gpu, gpu_of = True, lanes
+    parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", *preamble, *gpus_notice(outcome.gpus),
              f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
              f"device `{settings.device}`", ""]
     parts += throttle_notice(outcome.cases)

@@ -134,6 +134,42 @@ RUN_STATUSES: tuple[RunStatus, ...] = ("failed", "incorrect", "ok")
 
 
 @dataclass(frozen=True, slots=True)
+class GpuSlot:
+    """One worker of a ``--gpus`` run: the CUDA index it is pinned to (as the parent process
+    counts them; the worker sees only that GPU, as ``cuda:0``), its model, and its place in the
+    ``--gpus`` list (``--gpus 0,0`` gives two slots on one GPU)."""
+
+    index: int
+    name: str
+    position: int = 0
+
+    @property
+    def label(self) -> str:
+        """``1 (NVIDIA H200)``: the index and the model, for the report and the progress lines."""
+        return f"{self.index} ({self.name})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "position": self.position}
+
+
+def gpus_shared(gpus: tuple[GpuSlot, ...]) -> bool:
+    """Do two workers of ``gpus`` share one GPU (``--gpus 0,0``)? Their timings are not valid."""
+    return len({slot.index for slot in gpus}) < len(gpus)
+
+
+def gpu_labels(gpus: tuple[GpuSlot, ...], cases: tuple[Any, ...]) -> dict[str, str] | None:
+    """case id → the GPU that measured it (index and model; the worker's place in ``--gpus``
+    when two share a GPU), or None when the run used one GPU."""
+    if len(gpus) < 2:
+        return None
+    shared = gpus_shared(gpus)
+    return {
+        case.case_id: case.gpu.label + (f" · worker {case.gpu.position + 1}" if shared else "")
+        for case in cases if case.gpu is not None
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class RunRequest:
     start: Path
     device: str
@@ -145,6 +181,9 @@ class RunRequest:
     command_line: tuple[str, ...] = ()
     #: ``--shard K/N``: measure only this shard's cases
     shard: ShardRequest | None = None
+    #: ``--gpus`` with two or more entries: one worker per slot, cases spread over them; empty:
+    #: one worker on ``device``
+    gpus: tuple[GpuSlot, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +201,8 @@ class RunCase:
     throttle_reasons: tuple[str, ...]
     phases: PhaseTimes
     implementation: str
+    #: the GPU that measured the case (``--gpus``), None with one GPU
+    gpu: GpuSlot | None = None
 
     @property
     def throttled(self) -> bool:
@@ -185,6 +226,8 @@ class RunOutcome:
     wall_s: float
     #: the shard this run measured (``--shard``), or None
     shard: ShardRecord | None = None
+    #: ``--gpus``: the workers the cases were spread over (empty: one GPU)
+    gpus: tuple[GpuSlot, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -255,6 +298,8 @@ class CompareRequest:
     remeasure_factor: int = REMEASURE_FACTOR
     no_fail: bool = False
     command_line: tuple[str, ...] = ()
+    #: ``--gpus`` with two or more entries: one worker per slot (see :class:`RunRequest`)
+    gpus: tuple[GpuSlot, ...] = ()
     #: ``--accept``: kernel names or exact case ids whose ``slower`` verdict is accepted
     #: (``*``: every case; the action passes it for its PR label)
     accept: tuple[str, ...] = ()
@@ -322,6 +367,8 @@ class CaseComparison:
     #: a ``slower`` verdict accepted by ``--accept`` or the PR label: shown, but it neither fails
     #: the gate nor enters the geometric mean. Never set on any other verdict.
     accepted: bool = False
+    #: the GPU that measured both sides (``--gpus``), None with one GPU
+    gpu: GpuSlot | None = None
 
     @property
     def fails_gate(self) -> bool:
@@ -434,6 +481,11 @@ class CompareOutcome:
     max_geomean_slowdown: float | None
     #: the shard this comparison measured (``--shard``), or None
     shard: ShardRecord | None = None
+
+    @property
+    def gpus(self) -> tuple[GpuSlot, ...]:
+        """``--gpus``: the workers the cases were spread over (empty: one GPU)."""
+        return self.request.gpus if len(self.request.gpus) > 1 else ()
 
     @property
     def phases(self) -> PhaseTimes:

@@ -249,7 +249,9 @@ def test_suite_baselines_are_timed_with_the_head(tmp_path: Path) -> None:
     (case,) = results(out)["cases"]
     (baseline,) = case["baselines"]
     assert baseline["name"] == "pytorch-eager" and baseline["status"] == "ok"
-    assert len(baseline["result"]["rounds_ms"]) == len(case["head"]["rounds_ms"]) == 2
+    # Timed in the same rounds as the head: the suite's 2, or more when the adaptive rounds went
+    # on (a busy machine can leave the verdict open after 2).
+    assert len(baseline["result"]["rounds_ms"]) == len(case["head"]["rounds_ms"]) == case["n_rounds"] >= 2
     assert baseline["speedup"] > 0
     report = (out / "benchmark.md").read_text()
     assert "head vs baselines" in report and "× vs `pytorch-eager`" in report
