@@ -640,7 +640,6 @@ def _two_stage_medians(table: _RoundTable, picks: np.ndarray, rng: Generator, st
         pool.partition(sorted({(middle - 1) // 2, middle // 2}), axis=1)
     else:
         pool.sort(axis=1)
-    lower = np.take_along_axis(pool, ((pool_sizes - 1) // 2)[:, None], axis=1)[:, 0]
     upper = np.take_along_axis(pool, (pool_sizes // 2)[:, None], axis=1)[:, 0]
     if step > 0.0:
         # The counts under and at the upper middle's value, by group: order within the pool
@@ -651,6 +650,7 @@ def _two_stage_medians(table: _RoundTable, picks: np.ndarray, rng: Generator, st
         at = np.count_nonzero(pool_groups == middle_group, axis=1)
         grouped: np.ndarray = table.sorted_values[upper] - step / 2.0 + step * (pool_sizes / 2.0 - below) / at
         return grouped
+    lower = np.take_along_axis(pool, ((pool_sizes - 1) // 2)[:, None], axis=1)[:, 0]
     medians: np.ndarray = (table.sorted_values[lower] + table.sorted_values[upper]) / 2.0
     return medians
 

@@ -26,7 +26,7 @@ from kbench_ci.results.outcome import (
     RunCase,
     ShardRecord,
 )
-from kbench_ci.results.schema import variant_from_json
+from kbench_ci.results.schema import float_from_json, variant_from_json
 from kbench_ci.stats import RatioEstimate, Verdict
 
 __all__ = [
@@ -36,16 +36,6 @@ __all__ = [
     "settings_from_json",
     "shard_from_json",
 ]
-
-
-def _number(value: Any) -> float:
-    if value == "inf":
-        return float("inf")
-    if value == "-inf":
-        return float("-inf")
-    if value is None:
-        return float("nan")
-    return float(value)
 
 
 def settings_from_json(data: Mapping[str, Any]) -> MeasureSettings:
@@ -102,10 +92,10 @@ def _estimate(data: Mapping[str, Any] | None, confidence: float = CONFIDENCE) ->
     if data is None or data.get("ratio") is None:
         return None
     return RatioEstimate(
-        ratio=_number(data["ratio"]), ci_low=_number(data["ci_low"]), ci_high=_number(data["ci_high"]),
-        p_value=_number(data["p_value"]), n_rounds=int(data["n_rounds"]),
+        ratio=float_from_json(data["ratio"]), ci_low=float_from_json(data["ci_low"]),
+        ci_high=float_from_json(data["ci_high"]), p_value=float_from_json(data["p_value"]), n_rounds=int(data["n_rounds"]),
         confidence=float(data.get("confidence", confidence)),
-        round_ratios=tuple(_number(r) for r in data.get("round_ratios") or ()),
+        round_ratios=tuple(float_from_json(r) for r in data.get("round_ratios") or ()),
     )
 
 

@@ -39,7 +39,8 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def _float(value: Any) -> float:
+def float_from_json(value: Any) -> float:
+    """A number as :func:`to_jsonable` wrote it: "inf"/"-inf" strings and None (NaN) back to floats."""
     if value == "inf":
         return float("inf")
     if value == "-inf":
@@ -57,7 +58,7 @@ def correctness_from_json(data: Mapping[str, Any] | None) -> CorrectnessResult |
         outputs = tuple(
             OutputCheck(
                 name=o["name"], passed=o["passed"], problem=o["problem"],
-                max_abs_error=_float(o["max_abs_error"]), max_rel_error=_float(o["max_rel_error"]),
+                max_abs_error=float_from_json(o["max_abs_error"]), max_rel_error=float_from_json(o["max_rel_error"]),
                 mismatched=o["mismatched"], numel=o["numel"], atol=o["atol"], rtol=o["rtol"],
                 tolerance_source=o["tolerance_source"],
                 first_mismatch=tuple(o["first_mismatch"]) if o.get("first_mismatch") else None,
@@ -75,9 +76,9 @@ def escape_audit_from_json(data: Mapping[str, Any] | None) -> EscapeAudit | None
         return None
     return EscapeAudit(
         status=data["status"],
-        event_ms=tuple(_float(v) for v in data.get("event_ms", ())),
-        cupti_span_ms=tuple(_float(v) for v in data.get("cupti_span_ms", ())),
-        escaped_ms=tuple(_float(v) for v in data.get("escaped_ms", ())),
+        event_ms=tuple(float_from_json(v) for v in data.get("event_ms", ())),
+        cupti_span_ms=tuple(float_from_json(v) for v in data.get("cupti_span_ms", ())),
+        escaped_ms=tuple(float_from_json(v) for v in data.get("escaped_ms", ())),
         streams=tuple(int(v) for v in data.get("streams", ())),
         detail=data.get("detail"),
         cost_s=float(data.get("cost_s", 0.0)),
