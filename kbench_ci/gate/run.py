@@ -256,6 +256,8 @@ def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -
             "gpu_state_before": case.result.gpu_state_before if case.result else None,
             "gpu_state_after": case.result.gpu_state_after if case.result else None,
             "timing_description": case.result.timing_description if case.result else None,
+            "event_overhead_ms": case.result.event_overhead_ms if case.result else None,
+            "cupti_residual_ms": case.result.cupti_residual_ms if case.result else None,
             "error": case.result.error if case.result else None,
             "build": case.build.as_json() if case.build else None,
             "seconds": case.phases.as_json(),

@@ -29,7 +29,7 @@ import torch
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
-from kbench_ci.measure.escape import audit_escapes
+from kbench_ci.measure.escape import AuditedCallFailed, apply_event_residual, audit_together, describe_residual
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
@@ -500,35 +500,60 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
                 variant.result, status="incorrect",
                 message="outputs were wrong after the timing runs (correct only when checked?)",
             )
+    residual_ms: float | None = None
     if isinstance(timer, CudaEventTimer):
         # After every round of every variant: tracing cannot slow a sample that is still to come.
-        for variant in variants:
-            if variant.result.status == "ok":
-                emit(Begin(variant.label, "audit"))
-                _audit_escapes(variant, timer, prepared[variant.label][1], device)
+        _audit_escapes([v for v in variants if v.result.status == "ok"], timer, prepared, device, emit)
+        residual_ms = _apply_event_residual(variants)
     # Judged after the escape audit: work that starts before the stream reaches it also reads
     # inputs before the audit's other version is copied in, and is better named as such.
     for variant in variants:
         if variant.result.status == "ok" and variant.role == "solution":
             emit(Begin(variant.label, "timing"))  # a post-timing check, as the re-check above: not the audit's time
             _check_replay_audit(variant, audits[variant.label], material[id(prepared[variant.label][1])], job, device)
-    emit(TimingDescription(timer.describe(), timer.event_overhead_ms))
+    description = timer.describe()
+    if isinstance(timer, CudaEventTimer):
+        description += "; " + describe_residual(residual_ms)
+    emit(TimingDescription(description, timer.event_overhead_ms, residual_ms))
 
 
-def _audit_escapes(variant: _Variant, timer: CudaEventTimer, kwargs: dict[str, Any], device: torch.device) -> None:
-    """Trace the timed call under CUPTI: GPU work outside the timer makes the variant incorrect."""
-    call = variant.kernel.call
-    try:
-        audit = audit_escapes(timer, lambda: call(kwargs))
-    except Exception as exc:
-        _raise_if_context_lost(exc, device)
-        _fail(variant, "error", f"failed while audited under CUPTI: {_describe(exc)}")
+def _audit_escapes(
+    variants: list[_Variant], timer: CudaEventTimer, prepared: Mapping[str, tuple[InputSet, dict[str, Any]]],
+    device: torch.device, emit: Emit,
+) -> None:
+    """Trace the variants' timed calls under CUPTI, all in one trace: GPU work outside the
+    timer makes a variant incorrect. A call that raises fails its variant, and the others are
+    audited again without it."""
+    pending = list(variants)
+    while pending:
+        for variant in pending:
+            emit(Begin(variant.label, "audit"))
+        calls = {v.label: partial(v.kernel.call, prepared[v.label][1]) for v in pending}
+        try:
+            outcome = audit_together(timer, calls)
+        finally:
+            for variant in pending:
+                variant.settle()
+        if isinstance(outcome, AuditedCallFailed):
+            failed = next(v for v in pending if v.label == outcome.label)
+            _raise_if_context_lost(outcome.error, device)
+            _fail(failed, "error", f"failed while audited under CUPTI: {_describe(outcome.error)}")
+            pending.remove(failed)
+            continue
+        for variant in pending:
+            audit = outcome[variant.label]
+            variant.result = replace(variant.result, escape_audit=audit)
+            if audit.status == "escaped":
+                _fail(variant, "incorrect", f"GPU work escaped the timer: {audit.detail}")
         return
-    finally:
-        variant.settle()
-    variant.result = replace(variant.result, escape_audit=audit)
-    if audit.status == "escaped":
-        _fail(variant, "incorrect", f"GPU work escaped the timer: {audit.detail}")
+
+
+def _apply_event_residual(variants: list[_Variant]) -> float | None:
+    """Move every sample of the case to CUPTI's time of its own kernels (escape.apply_event_residual)."""
+    results, residual = apply_event_residual([v.result for v in variants])
+    for variant, result in zip(variants, results, strict=True):
+        variant.result = result
+    return residual
 
 
 def _collect_last(kernel: Kernel, returned: list[object], kwargs: dict[str, Any], names: tuple[str, ...]) -> Mapping[str, Any]:

@@ -69,6 +69,7 @@ class WorkerOutcome:
     gpu_state_after: dict[str, Any] | None = None
     timing_description: str | None = None
     event_overhead_ms: float | None = None
+    cupti_residual_ms: float | None = None
     load_error: LoadError | None = None
     #: one line per worker that crashed or hung, naming the variant blamed
     incidents: list[str] = field(default_factory=list)
@@ -201,6 +202,7 @@ class WorkerPool:
             timing_method=job.settings.timing_method,
             timing_description=outcome.timing_description,
             event_overhead_ms=outcome.event_overhead_ms,
+            cupti_residual_ms=outcome.cupti_residual_ms,
             error="; ".join(outcome.incidents) or None,
             gpu_state_before=outcome.gpu_state_before,
             gpu_state_after=outcome.gpu_state_after,
@@ -441,6 +443,7 @@ def _drain(
         elif isinstance(event, TimingDescription):
             outcome.timing_description = event.text
             outcome.event_overhead_ms = event.event_overhead_ms
+            outcome.cupti_residual_ms = event.cupti_residual_ms
         elif isinstance(event, LoadError):
             outcome.load_error = event
         elif isinstance(event, CaseStarted):

@@ -139,6 +139,8 @@ class TimingDescription:
 
 @dataclass(frozen=True, slots=True)
 class LoadError:
+    #: subtracted from the case's samples after the event overhead (escape.event_residual_ms)
+    cupti_residual_ms: float | None = None
     """A broken user-file contract or a missing package: the CLI's message and exit code."""
 
     variant: str

@@ -38,6 +38,11 @@ _MAX_KEEP_BUSY_S = 5.0
 _MIN_SAMPLE_MS = 1e-6
 
 
+def shift_samples(samples: tuple[float, ...], by_ms: float) -> tuple[float, ...]:
+    """``samples`` less ``by_ms`` each, never below the smallest sample a statistic can take."""
+    return tuple(max(sample - by_ms, _MIN_SAMPLE_MS) for sample in samples)
+
+
 class CacheFlush:
     """A buffer whose write evicts the cache: at least twice the GPU's L2, or 64 MiB on a CPU.
 

@@ -98,6 +98,10 @@ class CaseResult:
     #: cuda_event only: the event-pair overhead (ms) subtracted from every sample, calibrated
     #: against CUPTI at start-up; the uncorrected event time of a sample is sample + this
     event_overhead_ms: float | None = None
+    #: cuda_event only: the audited calls' event time less CUPTI's span of the same calls (ms,
+    #: median over the case), subtracted from every sample after the event overhead when within
+    #: escape.MAX_RESIDUAL_MS; the uncorrected event time is sample + overhead + this
+    cupti_residual_ms: float | None = None
     #: a failure of the whole case (worker crash, timeout) that is not one variant's
     error: str | None = None
     gpu_state_before: Mapping[str, Any] | None = None

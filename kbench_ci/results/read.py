@@ -111,6 +111,7 @@ def _case_result(
         case_id=case_id, dims=dict(dims), seed=seed, variants=variants,
         timing_method=str(data.get("timing_method") or timing_method or ""),
         timing_description=data.get("timing_description"), event_overhead_ms=data.get("event_overhead_ms"),
+        cupti_residual_ms=data.get("cupti_residual_ms"),
         error=data.get("error"), gpu_state_before=data.get("gpu_state_before"), gpu_state_after=data.get("gpu_state_after"),
     )
 
