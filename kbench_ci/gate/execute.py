@@ -26,7 +26,7 @@ from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.parent import WorkerOutcome, WorkerPool, run_case_in_worker
-from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
+from kbench_ci.measure.protocol import Begin, CaseFinished, CaseJob, LoadError, SideSpec, StoppingRule, WorkerEvent
 from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, GpuSlot, PhaseTimes
@@ -550,15 +550,19 @@ def run_worker(
 ) -> WorkerRun:
     """Run ``job`` in a worker subprocess; time each phase from the worker's ``begin`` events."""
     buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0, "audit": 0.0}
-    state = _PhaseClock("load", time.perf_counter())
+    # Phases are timed by the worker's own timestamps (the system-wide monotonic clock), not
+    # by when the parent's 50 ms poll sees them.
+    state = _PhaseClock("load", time.monotonic())
+    finished_at: list[float] = []
     load_errors: list[LoadError] = []
 
     def listen(event: WorkerEvent) -> None:
         if isinstance(event, Begin):
             bucket = _PHASE_BUCKET.get(event.phase, "load")
-            now = time.perf_counter()
-            buckets[state.bucket] += now - state.since
-            state.bucket, state.since = bucket, now
+            buckets[state.bucket] += max(event.at - state.since, 0.0)
+            state.bucket, state.since = bucket, max(event.at, state.since)
+        elif isinstance(event, CaseFinished):
+            finished_at.append(event.at)
         elif isinstance(event, LoadError):
             load_errors.append(event)
         if on_event is not None:
@@ -572,7 +576,8 @@ def run_worker(
         result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
     if result is not None and result.event_overhead_ms is not None:
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
-    buckets[state.bucket] += time.perf_counter() - state.since
+    # The last phase ends at the worker's last CaseFinished (a crashed worker sends none).
+    buckets[state.bucket] += max((finished_at[-1] if finished_at else time.monotonic()) - state.since, 0.0)
     return WorkerRun(
         result=result,
         environment=outcome.environment,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -103,6 +104,9 @@ class Begin:
 
     variant: str
     phase: Phase
+    #: when, on the system-wide monotonic clock: the parent reads events every 50 ms, and a
+    #: 20 ms phase timed on arrival read as 0 or 50 ms
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +139,12 @@ class GpuStateReport:
 class TimingDescription:
     text: str
     event_overhead_ms: float | None
+    #: subtracted from the case's samples after the event overhead (escape.event_residual_ms)
+    cupti_residual_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LoadError:
-    #: subtracted from the case's samples after the event overhead (escape.event_residual_ms)
-    cupti_residual_ms: float | None = None
     """A broken user-file contract or a missing package: the CLI's message and exit code."""
 
     variant: str
@@ -170,6 +174,8 @@ class CaseFinished:
 
     retire: bool = False
     reason: str | None = None
+    #: when, on the system-wide monotonic clock (see Begin.at)
+    at: float = field(default_factory=time.monotonic)
 
 
 WorkerEvent = (
