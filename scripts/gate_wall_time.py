@@ -27,7 +27,8 @@ timing, audit (CUPTI), and the rest (reports, polling, clean-up; from the proces
 time). The issue's target is checked per row: wall <= 1.5 x (correctness + timing + audit +
 JIT) + build.
 
-``--gpus SPEC`` is passed on to compare (multi-GPU is not built yet: the option is for later).
+``--gpus SPEC`` is passed on to compare (e.g. ``--gpus 0,0``: two warm workers on one GPU, to see the
+distribution; their timings are not valid).
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def main() -> int:
     parser.add_argument("--hang-timeout", type=float, default=30.0, help="the hanging kernel's timeout (s)")
     parser.add_argument("--old-code", metavar="REV", help="also run kbench-ci as it was at REV")
     parser.add_argument("--modes", default="warm,cached,fresh", help="comma list of warm, cached, fresh")
-    parser.add_argument("--gpus", help="passed on to compare (multi-GPU: not built yet)")
+    parser.add_argument("--gpus", help="passed on to compare, e.g. all or 0,1")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per compare run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print it")
     parser.add_argument("--smoke", action="store_true", help="CPU: Triton kernels only, N=4096, device cpu")
