@@ -13,7 +13,7 @@ import typer
 from kbench_ci.cli.console import error_boundary
 from kbench_ci.errors import UsageError
 from kbench_ci.history.show import trends, write_site
-from kbench_ci.history.store import DEFAULT_BRANCH, entries, entry_from_report, record
+from kbench_ci.history.store import DEFAULT_BRANCH, entries, entries_from_report, record_all
 from kbench_ci.suite.settings import DEFAULT_THRESHOLD
 
 __all__ = ["HELP", "app"]
@@ -35,10 +35,11 @@ def record_command(
     ] = None,
 ) -> None:
     with error_boundary():
-        entry = entry_from_report(report, commit=commit)
-        tip = record(entry, Path.cwd(), branch=branch, remote=push)
-    typer.echo(f"recorded {len(entry.points)} cases of {entry.commit[:12]} ({entry.gpu}) on {branch} at {tip[:12]}"
-               + (f", pushed to {push}" if push else ""))
+        recorded = entries_from_report(report, commit=commit)
+        tip = record_all(recorded, Path.cwd(), branch=branch, remote=push)
+    where = ", ".join(f"{len(entry.points)} on {entry.gpu}" for entry in recorded)
+    typer.echo(f"recorded {sum(len(e.points) for e in recorded)} cases of {recorded[0].commit[:12]} ({where}) on {branch} "
+               f"at {tip[:12]}" + (f", pushed to {push}" if push else ""))
 
 
 @app.command("show", help="Render history.md, index.html and a chart per case from the data branch.")

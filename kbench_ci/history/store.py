@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,30 +61,49 @@ class HistoryEntry:
         return f"{ENTRIES}/{_slug(self.gpu)}/{self.commit}.json"
 
 
-def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None) -> HistoryEntry:
-    """The entry of a ``run`` or ``compare`` results.json: each timed case's median (the head's,
-    for a compare). ``commit``: the commit measured; a compare's head sha when not given."""
+def entries_from_results(
+    payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None
+) -> tuple[HistoryEntry, ...]:
+    """The entries of a ``run`` or ``compare`` results.json, one per GPU model: each timed case's
+    median (the head's, for a compare). A merged report of shards on several GPU models names
+    each case's model (its ``gpu``); otherwise the run's GPU is every case's. ``commit``: the
+    commit measured; a compare's head sha when not given."""
     schema = payload.get("schema")
     if schema == "kbench-ci/compare":
         commit = commit or (payload.get("head") or {}).get("sha")
-        points = tuple(
-            CasePoint(case["case_id"], *_median_of(case.get("head"))) for case in payload.get("cases", ())
+        measured = [
+            (case, CasePoint(case["case_id"], *_median_of(case.get("head")))) for case in payload.get("cases", ())
             if _median_of(case.get("head"))[1] > 0
-        )
+        ]
     elif schema == "kbench-ci/run":
-        points = tuple(
-            CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"]))
+        measured = [
+            (case, CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"])))
             for case in payload.get("cases", ()) if case.get("median_ms") is not None and case.get("n_samples")
-        )
+        ]
     else:
         raise UsageError(f"results.json has schema {schema!r}, not a run's or a compare's",
                          hint="record the report folder of `kbench-ci run` or `kbench-ci compare`")
     if not commit or not _SHA.match(commit):
         raise UsageError(f"no full commit sha to record these results under (got {commit!r})",
                          hint="pass --commit $(git rev-parse HEAD)")
-    gpu = (payload.get("environment") or {}).get("gpu_name") or "cpu"
+    run_gpu = str((payload.get("environment") or {}).get("gpu_name") or "cpu")
     when = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
-    return HistoryEntry(commit=commit, recorded_at=when, gpu=str(gpu), points=points)
+    by_gpu: dict[str, list[CasePoint]] = {}
+    for case, point in measured:
+        by_gpu.setdefault(str(case.get("gpu") or run_gpu), []).append(point)
+    if not by_gpu:
+        by_gpu[run_gpu] = []
+    return tuple(HistoryEntry(commit=commit, recorded_at=when, gpu=gpu, points=tuple(points))
+                 for gpu, points in sorted(by_gpu.items()))
+
+
+def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None) -> HistoryEntry:
+    """The one entry of a results.json measured on one GPU model (UsageError for several)."""
+    found = entries_from_results(payload, commit=commit, now=now)
+    if len(found) > 1:
+        raise UsageError(f"these results hold {len(found)} GPU models ({', '.join(e.gpu for e in found)})",
+                         hint="record them with entries_from_results: one entry per model")
+    return found[0]
 
 
 def _median_of(variant: Mapping[str, Any] | None) -> tuple[float, int]:
@@ -98,12 +117,22 @@ def _median_of(variant: Mapping[str, Any] | None) -> tuple[float, int]:
 
 
 def record(entry: HistoryEntry, repo: Path, *, branch: str = DEFAULT_BRANCH, remote: str | None = None) -> str:
-    """Add ``entry`` to the branch (and push it to ``remote``); the branch's new commit.
+    """Add ``entry`` to the branch (and push it to ``remote``); the branch's new commit."""
+    return record_all((entry,), repo, branch=branch, remote=remote)
+
+
+def record_all(
+    recorded: Sequence[HistoryEntry], repo: Path, *, branch: str = DEFAULT_BRANCH, remote: str | None = None
+) -> str:
+    """Add ``recorded`` (one commit's entries, one per GPU model) to the branch in one commit
+    (and push it to ``remote``); the branch's new commit.
 
     A writer that lost the race (the local ref moved, or the push was rejected) records again on
     top of the new tip: nothing another job recorded meanwhile is lost."""
-    text = json.dumps(entry.as_json(), indent=1, sort_keys=True) + "\n"
-    message = f"kbench-ci history: {entry.commit[:12]} on {entry.gpu}"
+    if not recorded:
+        raise ValueError("nothing to record")
+    files = {entry.path: json.dumps(entry.as_json(), indent=1, sort_keys=True) + "\n" for entry in recorded}
+    message = f"kbench-ci history: {recorded[0].commit[:12]} on {', '.join(entry.gpu for entry in recorded)}"
     for _ in range(MAX_ATTEMPTS):
         local = branch_tip(branch, repo)
         parent = local
@@ -111,7 +140,7 @@ def record(entry: HistoryEntry, repo: Path, *, branch: str = DEFAULT_BRANCH, rem
             # The remote is the truth: its tip holds every entry any job pushed.
             parent = fetch_branch(branch, remote, repo) or local
         try:
-            commit = commit_files_to_branch(branch, {entry.path: text}, message, repo, parent=parent, expected=local)
+            commit = commit_files_to_branch(branch, files, message, repo, parent=parent, expected=local)
         except RefMoved:
             continue  # another writer in this clone: record again on its tip
         if remote is None or push_branch(branch, remote, repo):
@@ -133,8 +162,8 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
 
 
-def entry_from_report(folder: Path, *, commit: str | None = None) -> HistoryEntry:
-    """The entry of the results.json in a ``run`` or ``compare`` report folder."""
+def entries_from_report(folder: Path, *, commit: str | None = None) -> tuple[HistoryEntry, ...]:
+    """The entries (one per GPU model) of the results.json in a ``run`` or ``compare`` report folder."""
     path = folder / "results.json"
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -142,4 +171,4 @@ def entry_from_report(folder: Path, *, commit: str | None = None) -> HistoryEntr
         raise UsageError(f"{path} not found", hint="pass the --output-dir of a `kbench-ci run` or `compare`") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
-    return entry_from_results(payload, commit=commit)
+    return entries_from_results(payload, commit=commit)

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from kbench_ci.errors import UsageError
-from kbench_ci.history.store import CasePoint, HistoryEntry, entries, entry_from_results, record
+from kbench_ci.history.store import (
+    CasePoint,
+    HistoryEntry,
+    entries,
+    entries_from_results,
+    entry_from_results,
+    record,
+    record_all,
+)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -114,3 +122,25 @@ def test_results_without_a_commit_or_of_another_kind_are_refused() -> None:
     assert info.value.hint is not None and "--commit" in info.value.hint
     with pytest.raises(UsageError, match="not a run's or a compare's"):
         entry_from_results({"schema": "kbench-ci/bench"})
+
+
+def test_a_merge_of_shards_on_two_gpu_models_records_each_case_under_its_own_model(repo: Path) -> None:
+    """A merged report names each case's GPU: its points must not all land under the first
+    shard's model, and both models' entries go on the branch in one commit."""
+    ok = {"status": "ok", "rounds_ms": [[1.0, 3.0], [2.0]]}
+    merged = {
+        "schema": "kbench-ci/compare", "head": {"sha": SHAS[0]}, "environment": {"gpu_name": "NVIDIA H200"},
+        "cases": [{"case_id": "k[N=8]", "head": ok, "gpu": "NVIDIA H200"},
+                  {"case_id": "k[N=8]", "head": {**ok, "rounds_ms": [[5.0]]}, "gpu": "NVIDIA A100-SXM4-80GB"},
+                  {"case_id": "j[N=8]", "head": ok, "gpu": "NVIDIA A100-SXM4-80GB"}],
+    }
+    a100, h200 = entries_from_results(merged)
+    assert (a100.gpu, [(p.case_id, p.median_ms) for p in a100.points]) == ("NVIDIA A100-SXM4-80GB", [("k[N=8]", 5.0), ("j[N=8]", 2.0)])
+    assert (h200.gpu, [(p.case_id, p.median_ms) for p in h200.points]) == ("NVIDIA H200", [("k[N=8]", 2.0)])
+    with pytest.raises(UsageError, match="2 GPU models"):
+        entry_from_results(merged)
+    record_all((a100, h200), repo)
+    assert git(repo, "rev-list", "--count", "kbench-history") == "1"
+    assert sorted(git(repo, "ls-tree", "-r", "--name-only", "kbench-history").splitlines()) == [
+        f"entries/NVIDIA-A100-SXM4-80GB/{SHAS[0]}.json", f"entries/NVIDIA-H200/{SHAS[0]}.json"]
+    assert {(e.gpu, len(e.points)) for e in entries(repo)} == {("NVIDIA A100-SXM4-80GB", 2), ("NVIDIA H200", 1)}
