@@ -11,7 +11,13 @@ The cases are read back into the same frozen types the commands wrote them from
 (:mod:`kbench_ci.results.read`), judged by the same :func:`~kbench_ci.gate.verdicts.evaluate_gate`
 and rendered by the same report code, with a GPU column when the shards ran on different GPU
 models. The geometric mean of head/base is taken per GPU model: a ratio measured on one GPU says
-nothing about another. Nothing here prints.
+nothing about another.
+
+A matrix may also run the whole suite on each of several GPU models (each model's jobs split it
+into shards of their own): when one shard index ran on more than one model, the shards of each
+model must add up on their own, every model measures the same commits and cases, each case is
+reported once per model (a section per model in benchmark.md, ``gpu`` on each case in
+results.json), and the gate is over all of them. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from kbench_ci.errors import MergeInputError, UsageError
 from kbench_ci.gate.compare import compare_payload
@@ -58,6 +64,8 @@ from kbench_ci.suite.shards import assign_shards
 __all__ = [
     "MergeOutcome", "MergeRequest", "ShardCheck", "ShardProblem", "ShardSource", "check_shards", "merge_shards", "read_shard",
 ]
+
+CaseT = TypeVar("CaseT")
 
 RESULTS = "results.json"
 REPORT = "benchmark.md"
@@ -204,7 +212,48 @@ def _commit_text(source: ShardSource) -> str:
 class ShardCheck:
     problems: tuple[ShardProblem, ...]
     #: the shards whose cases count: of the first shard's count, commits and plan, each index once
+    #: (per GPU model, when ``per_model``)
     counted: tuple[ShardSource, ...]
+    #: the whole suite ran on each of several GPU models (see the module doc)
+    per_model: bool = False
+
+    def picked(self) -> list[tuple[ShardSource, dict[str, Any]]]:
+        """Each case once (once per GPU model when ``per_model``), with the shard that measured it."""
+        if not self.per_model:
+            return _cases_by_shard(self.counted)
+        models = sorted({s.gpu for s in self.counted})
+        return [pair for model in models for pair in _cases_by_shard([s for s in self.counted if s.gpu == model])]
+
+
+def runs_per_model(sources: Sequence[ShardSource]) -> bool:
+    """True when the same shard index ran on more than one GPU model: the whole suite on each."""
+    models_of: dict[int, set[str]] = {}
+    for source in sources:
+        models_of.setdefault(source.shard.index, set()).add(source.gpu)
+    return any(len(models) > 1 for models in models_of.values())
+
+
+def check_shards_per_model(sources: Sequence[ShardSource]) -> ShardCheck:
+    """The shards of each GPU model must add up on their own (each model may split the suite into
+    its own count), and every model must measure the same commits and cases as the first."""
+    first = sources[0]
+    problems: list[ShardProblem] = []
+    counted: list[ShardSource] = []
+    for model in sorted({s.gpu for s in sources}):
+        group = [s for s in sources if s.gpu == model]
+        lead = group[0]
+        if lead.commits != first.commits:
+            problems.append(ShardProblem(f"{lead.label} on {model}", f"{model}: {lead.describe()} measured "
+                                         f"{_commit_text(lead)}, {first.gpu} {_commit_text(first)}: shards of different commits"))
+            continue
+        if set(lead.shard.all_case_ids) != set(first.shard.all_case_ids):
+            problems.append(ShardProblem(f"{lead.label} on {model}", f"{model}: {lead.describe()} planned other cases than "
+                                         f"{first.gpu} (a different suite, --kernel or kbench.toml): give every job the same options"))
+            continue
+        check = check_shards(group)
+        problems += [replace(p, shard=f"{p.shard} on {model}", message=f"{model}: {p.message}") for p in check.problems]
+        counted += check.counted
+    return ShardCheck(tuple(problems), tuple(counted), per_model=True)
 
 
 def check_shards(sources: Sequence[ShardSource]) -> ShardCheck:
@@ -281,7 +330,7 @@ def merge_shards(request: MergeRequest) -> MergeOutcome:
             f"{odd.directory} holds a `{odd.command}` results.json, {sources[0].directory} a `{sources[0].command}` one",
             hint="merge the shards of one command: all compare or all run",
         )
-    check = check_shards(sources)
+    check = check_shards_per_model(sources) if runs_per_model(sources) else check_shards(sources)
     if sources[0].command == "compare":
         return _merge_compare(request, sources, check)
     return _merge_run(request, sources, check)
@@ -327,8 +376,28 @@ def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], 
     return lines
 
 
-def _merge_json(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], geomeans: Sequence[GpuGeomean]) -> dict[str, Any]:
+def _per_model(cases: Sequence[CaseT], gpus: Sequence[str], models: Sequence[str]) -> list[tuple[CaseT, ...]]:
+    """``cases`` split by GPU model, in the order of ``models``."""
+    return [tuple(c for c, gpu in zip(cases, gpus, strict=True) if gpu == model) for model in models]
+
+
+def _one_document(command: Command, summary: str, preamble: Sequence[str], models: Sequence[str],
+                  sections: Sequence[str]) -> str:
+    """One benchmark.md for the whole suite run on each of several GPU models: the merged verdict
+    and preamble, then each model's own report as a section (its headings one level down)."""
+    parts = [f"# kbench-ci {command}", "", f"**{summary}**", "", *preamble,
+             "The whole suite ran on each GPU model: a section per model below.", ""]
+    for model, section in zip(models, sections, strict=True):
+        lines = section.splitlines()
+        body = [("#" + line if line.startswith("#") else line) for line in lines[1:]]  # drop its title
+        parts += [f"## {model}", *body, ""]
+    return "\n".join(parts)
+
+
+def _merge_json(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], geomeans: Sequence[GpuGeomean],
+                *, per_model: bool = False) -> dict[str, Any]:
     return {
+        "per_gpu_model": per_model,
         "shards": [
             {"index": s.shard.index, "count": s.shard.count, "directory": str(s.directory), "gpu": s.gpu,
              "cases": len(s.measured), "complete": s.complete, "unsharded": s.unsharded}
@@ -356,17 +425,20 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
     first = sources[0].payload
     settings_data = first["settings"]
     settings = settings_from_json(settings_data)
-    picked = _cases_by_shard(check.counted)
+    picked = check.picked()
     cases = [compare_case_from_json(case, seed=settings.seed) for _, case in picked]
     if request.threshold is not None:
         cases = [_rejudge(case, request.threshold) for case in cases]
-    gpu_of = {case["case_id"]: source.gpu for source, case in picked}
-    total = len(set(sources[0].shard.all_case_ids))
+    #: each case's GPU model, in the order of ``cases`` (a case id is there once per model when per_model)
+    gpus = [source.gpu for source, _ in picked]
+    gpu_of = dict(zip((c.case_id for c in cases), gpus, strict=True))
+    plan_size = len(set(sources[0].shard.all_case_ids))
+    models = sorted(set(gpus))
+    total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
     limit = request.max_geomean_slowdown if request.max_geomean_slowdown is not None else settings_data.get("max_geomean_slowdown")
-    models = sorted(set(gpu_of.values()))
     geomeans = []
     for model in models:
-        group = [c for c in cases if gpu_of[c.case_id] == model]
+        group = [c for c, gpu in zip(cases, gpus, strict=True) if gpu == model]
         judged = evaluate_gate(group, max_geomean_slowdown=limit)
         geomeans.append(GpuGeomean(model, judged.geomean_ratio, len(group), judged.geomean_failed))
     if len(models) > 1:
@@ -403,10 +475,20 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         setup_s=max(float((s.payload.get("seconds") or {}).get("setup") or 0.0) for s in sources), max_geomean_slowdown=limit,
     )
     payload = compare_payload(outcome)
-    payload["cases"] = [{**case, "gpu": gpu_of[case["case_id"]]} for case in payload["cases"]]
-    payload["merge"] = _merge_json(sources, problems, geomeans)
+    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], gpus, strict=True)]
+    payload["merge"] = _merge_json(sources, problems, geomeans, per_model=check.per_model)
     write_json_atomically(results_path, payload)
-    write_text_atomically(report_path, render_compare(outcome, gpu_of=gpu_of, preamble=_preamble(sources, problems, geomeans, limit)))
+    preamble = _preamble(sources, problems, geomeans, limit)
+    if check.per_model:
+        sections = [
+            render_compare(replace(outcome, cases=group, total_cases=plan_size,
+                                   gate=evaluate_gate(group, total=plan_size, max_geomean_slowdown=limit)))
+            for group in _per_model(cases, gpus, models)
+        ]
+        text = _one_document("compare", gate.summary, preamble, models, sections)
+    else:
+        text = render_compare(outcome, gpu_of=gpu_of, preamble=preamble)
+    write_text_atomically(report_path, text)
     return MergeOutcome(
         command="compare", sources=tuple(sources), problems=problems, passed=gate.passed, summary=gate.summary,
         failing=gate.failing, geomeans=tuple(geomeans), gpu_of=gpu_of, results_path=results_path, report_path=report_path,
@@ -417,12 +499,15 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
     problems = check.problems
     first = sources[0].payload
     settings = settings_from_json(first["settings"])
-    picked = _cases_by_shard(check.counted)
+    picked = check.picked()
     cases: list[RunCase] = [
         run_case_from_json(case, seed=settings.seed, timing_method=settings.timing_method) for _, case in picked
     ]
-    gpu_of = {case["case_id"]: source.gpu for source, case in picked}
-    total = len(set(sources[0].shard.all_case_ids))
+    gpus = [source.gpu for source, _ in picked]
+    gpu_of = dict(zip((c.case_id for c in cases), gpus, strict=True))
+    plan_size = len(set(sources[0].shard.all_case_ids))
+    models = sorted(set(gpus))
+    total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
     results_path, report_path = request.output_dir / RESULTS, request.output_dir / REPORT
     outcome = RunOutcome(
         cases=tuple(cases), total_cases=total, config_path=Path(str(first.get("config") or "kbench.toml")),
@@ -437,11 +522,19 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
     )
     payload = run_payload(outcome, None, run_request)
     payload["gate"] = {**payload["gate"], "passed": passed, "complete": outcome.complete and not problems, "summary": summary}
-    payload["cases"] = [{**case, "gpu": gpu_of[case["case_id"]]} for case in payload["cases"]]
-    payload["merge"] = _merge_json(sources, problems, ())
+    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], gpus, strict=True)]
+    payload["merge"] = _merge_json(sources, problems, (), per_model=check.per_model)
     write_json_atomically(results_path, payload)
-    write_text_atomically(report_path, render_run(outcome, gpu_of=gpu_of, preamble=_preamble(sources, problems, (), None),
-                                                  verdict=summary))
+    preamble = _preamble(sources, problems, (), None)
+    if check.per_model:
+        sections = []
+        for group in _per_model(cases, gpus, models):
+            part = replace(outcome, cases=group, total_cases=plan_size)
+            sections.append(render_run(part, verdict=part.summary))
+        text = _one_document("run", summary, preamble, models, sections)
+    else:
+        text = render_run(outcome, gpu_of=gpu_of, preamble=preamble, verdict=summary)
+    write_text_atomically(report_path, text)
     failing = tuple(c.case_id for c in cases if c.status != "ok")
     return MergeOutcome(
         command="run", sources=tuple(sources), problems=problems, passed=passed, summary=summary, failing=failing,

@@ -158,6 +158,46 @@ def test_a_gpu_column_when_shards_ran_on_different_models(compares: dict[str, Pa
     assert "Geometric mean of head/base per GPU model" in report
 
 
+def _on_model(folder: Path, into: Path, model: str) -> Path:
+    """``folder``'s results as if its job had run on ``model``: only the recorded GPU differs."""
+    shutil.copytree(folder, into)
+    data = json.loads((into / "results.json").read_text())
+    data["environment"]["gpu_name"] = model
+    (into / "results.json").write_text(json.dumps(data))
+    return into
+
+
+def test_the_whole_suite_on_two_gpu_models_merges_into_one_report(compares: dict[str, Path], tmp_path: Path) -> None:
+    """A matrix of GPU models x shards: each model's three shards add up on their own, each case
+    is reported once per model, and the gate is over both."""
+    a100 = "NVIDIA A100-SXM4-80GB"
+    others = [_on_model(compares[k], tmp_path / f"a100-{k}", a100) for k in "123"]
+    out = tmp_path / "merged"
+    whole = results(compares["all"])
+    done = kbench(tmp_path, "merge", *(str(compares[k]) for k in "123"), *map(str, others), "--output-dir", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr  # `twice` is incorrect on both models
+    merged = results(out)
+    assert merged["merge"]["per_gpu_model"] is True and merged["merge"]["problems"] == []
+    assert sorted((c["gpu"], c["case_id"]) for c in merged["cases"]) == sorted(
+        (gpu, case_id) for gpu in ("cpu", a100) for case_id in _ids(whole))
+    for kind in FIXED_VERDICTS:
+        assert merged["gate"]["counts"][kind] == 2 * whole["gate"]["counts"][kind], kind
+    assert merged["gate"]["complete"] is True and merged["gate"]["passed"] is False
+    assert set(merged["merge"]["geomean_by_gpu"]) == {"cpu", a100}
+    report = (out / "benchmark.md").read_text()
+    assert report.startswith("# kbench-ci compare\n") and report.count("\n# ") == 0  # one document
+    assert f"## {a100}" in report and "## cpu" in report
+    assert len([line for line in report.splitlines() if line.startswith("| kernel ")]) == 2  # a table per model
+
+    # One model's shard missing: named with its model, and the merged gate cannot pass.
+    done = kbench(tmp_path, "merge", *(str(compares[k]) for k in "123"), str(others[0]), str(others[2]),
+                  "--output-dir", str(tmp_path / "m2"), "--no-fail")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert f"{a100}: shard 2/3 is missing" in done.stderr
+    (problem,) = results(tmp_path / "m2")["merge"]["problems"]
+    assert problem["shard"] == f"2/3 on {a100}" and problem["cases"] == _ids(results(compares["2"]))
+
+
 def test_bad_input_is_one_line_and_exit_2(compares: dict[str, Path], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
