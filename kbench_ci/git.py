@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -591,10 +591,26 @@ def branch_tip(branch: str, cwd: Path) -> str | None:
     return rev_parse(f"refs/heads/{_check_ref(branch, 'branch')}", cwd)
 
 
+def _hash_bytes(data: bytes, cwd: Path) -> str:
+    """Write ``data`` as a blob, byte for byte (``_plumbing`` speaks text); its object id."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=cwd, env=env, input=data, capture_output=True,
+                              timeout=_CLI_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"'git hash-object' took more than {_CLI_TIMEOUT_S}s") from None
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"'git hash-object' failed: {lines[-1] if lines else done.returncode}")
+    return done.stdout.decode("ascii").strip()
+
+
 def commit_files_to_branch(
-    branch: str, files: dict[str, str], message: str, cwd: Path, *, parent: str | None, expected: str | None
+    branch: str, files: Mapping[str, str | bytes], message: str, cwd: Path, *, parent: str | None, expected: str | None
 ) -> str:
-    """Commit ``files`` (path in the tree -> text) on top of ``parent``'s tree (None: a new root)
+    """Commit ``files`` (path in the tree -> text, or bytes as they are) on top of ``parent``'s tree (None: a new root)
     and move ``refs/heads/BRANCH`` from ``expected`` (None: the branch must not exist yet) to that
     commit, atomically: RefMoved when the branch is elsewhere by then. The work tree, the index
     and HEAD are never touched."""
@@ -604,8 +620,9 @@ def commit_files_to_branch(
         index = Path(folder) / "index"
         if parent is not None:
             _plumbing(["read-tree", parent], cwd, index_file=index)
-        for path, text in files.items():
-            blob = _plumbing(["hash-object", "-w", "--stdin"], cwd, stdin=text)
+        for path, content in files.items():
+            blob = _hash_bytes(content, cwd) if isinstance(content, bytes) else _plumbing(
+                ["hash-object", "-w", "--stdin"], cwd, stdin=content)
             _plumbing(["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], cwd, index_file=index)
         tree = _plumbing(["write-tree"], cwd, index_file=index)
     commit = _plumbing(["commit-tree", tree, *(["-p", parent] if parent else []), "-m", message], cwd)

@@ -27,7 +27,6 @@ Steps:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import glob
 import os
@@ -770,26 +769,26 @@ def history_argvs(env: Mapping[str, str], cli: str) -> list[list[str]]:
     return argvs
 
 
-def inline_charts(page: str, folder: Path) -> str:
-    """index.html with every chart it shows inlined as a data: URL, so the site is text files
-    that the history branch holds as they are (and Pages serves as one page)."""
-
-    def inline(match: re.Match[str]) -> str:
+def chart_files(page: str, folder: Path) -> dict[str, bytes]:
+    """The charts index.html shows (PNG files beside it, by name), as bytes: committed beside the
+    page, as Pages serves them. A name that is not a plain file in ``folder`` is left out."""
+    found = {}
+    for match in _CHART.finditer(page):
         chart = folder / match.group(1)
-        if not _plain_file(chart):
-            return match.group(0)
-        return f"<img src='data:image/png;base64,{base64.b64encode(chart.read_bytes()).decode('ascii')}'"
-
-    return _CHART.sub(inline, page)
+        if _plain_file(chart):
+            found[match.group(1)] = chart.read_bytes()
+    return found
 
 
 def publish_site(folder: Path, branch: str, cwd: Path, *, remote: str = HISTORY_REMOTE) -> str:
-    """Commit ``history show``'s index.html (charts inlined) and history.md to the root of the
+    """Commit ``history show``'s index.html, its PNG charts and history.md to the root of the
     history branch, beside its entries, and push it; the new commit. A push rejected because
     another job moved the branch is retried on the new tip."""
-    files = {
-        "index.html": inline_charts(read_report_file(folder / "index.html"), folder),
+    page = read_report_file(folder / "index.html")
+    files: dict[str, str | bytes] = {
+        "index.html": page,
         "history.md": read_report_file(folder / "history.md"),
+        **chart_files(page, folder),
     }
     for _ in range(PUBLISH_ATTEMPTS):
         local = branch_tip(branch, cwd)

@@ -4,9 +4,9 @@ push to the default branch only."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +14,9 @@ import pytest
 
 from kbench_ci.errors import UsageError
 from kbench_ci.github.action import (
+    chart_files,
     compare_argv,
     history_argvs,
-    inline_charts,
     merge_argv,
     not_a_default_branch_push,
     publish_site,
@@ -158,21 +158,26 @@ def _head_run(sha: str, samples: list[float]) -> dict:
             "cases": [{"case_id": "vadd[N=1024]", "verdict": "unchanged", "head": head}]}
 
 
-def test_publish_commits_the_site_with_its_charts_inlined(clone: tuple[Path, Path], tmp_path: Path) -> None:
+def test_publish_commits_the_site_with_its_charts_as_binary_files(clone: tuple[Path, Path], tmp_path: Path) -> None:
     origin, checkout = clone
     site = tmp_path / "site"
     site.mkdir()
-    png = bytes(range(256)) * 4  # binary, not text
+    png = bytes(range(256)) * 4  # binary, not text: every byte value, CR and LF included
     (site / "NVIDIA_H200__vadd_N_1024_.png").write_bytes(png)
-    (site / "index.html").write_text("<h2 id='NVIDIA_H200__vadd_N_1024_.png'>x</h2>\n<img src='NVIDIA_H200__vadd_N_1024_.png' alt='x'>\n")
+    (site / "unused.png").write_bytes(b"not shown on the page")
+    page = "<h2 id='NVIDIA_H200__vadd_N_1024_.png'>x</h2>\n<img src='NVIDIA_H200__vadd_N_1024_.png' alt='x'>\n"
+    (site / "index.html").write_text(page)
     (site / "history.md").write_text("# kbench-ci history\n")
     tip = publish_site(site, "kbench-history", checkout)
     assert git(origin, "rev-parse", "kbench-history") == tip
-    page = git(origin, "show", "kbench-history:index.html")
-    assert f"src='data:image/png;base64,{base64.b64encode(png).decode()}'" in page
+    assert git(origin, "show", "kbench-history:index.html") == page.strip()
+    committed = subprocess.run(["git", "show", "kbench-history:NVIDIA_H200__vadd_N_1024_.png"], cwd=origin,
+                               capture_output=True, check=True).stdout
+    assert committed == png  # byte for byte
+    assert "unused.png" not in git(origin, "ls-tree", "--name-only", "kbench-history")
     assert git(origin, "show", "kbench-history:history.md") == "# kbench-ci history"
     assert git(checkout, "status", "--porcelain") == ""  # the work tree is untouched
-    assert inline_charts("<img src='../../etc/passwd.png'>", site) == "<img src='../../etc/passwd.png'>"
+    assert chart_files("<img src='../../etc/passwd.png'>", site) == {}
 
 
 def test_history_step_records_and_publishes_on_main(clone: tuple[Path, Path], tmp_path: Path, runner: dict) -> None:
@@ -192,7 +197,10 @@ def test_history_step_records_and_publishes_on_main(clone: tuple[Path, Path], tm
     assert f"entries/NVIDIA-H200/{sha}.json" in files and "index.html" in files and "history.md" in files
     page = git(origin, "show", "kbench-history:index.html")
     anchor = trend_anchor("NVIDIA H200", "vadd[N=1024]")
-    assert f"id='{anchor}'" in page and "data:image/png;base64," in page
+    assert f"id='{anchor}'" in page and f"<img src='{anchor}'" in page
+    assert anchor in files  # the chart itself, a real PNG beside the page
+    chart = subprocess.run(["git", "show", f"kbench-history:{anchor}"], cwd=origin, capture_output=True, check=True).stdout
+    assert chart.startswith(b"\x89PNG\r\n\x1a\n")
     assert git(checkout, "status", "--porcelain") == ""
 
 
