@@ -51,6 +51,7 @@ from kbench_ci.gate.execute import (
     check_runnable,
     distribute,
     implementation_of,
+    job_timeout_s,
     make_job,
     run_worker,
     select_kernels,
@@ -476,8 +477,9 @@ def _compare_one(
         job = make_job(plan.head, sides, settings, rounds=n_rounds, stopping=stopping)  # type: ignore[arg-type]
         return run_worker(
             job,
-            # More rounds take longer: the timeout grows with them, and with the adaptive budget.
-            timeout_s=timeout * max(1.0, n_rounds / settings.rounds) + settings.time_budget_s,
+            # More rounds and more variants take longer: the timeout grows with them, and with the
+            # adaptive budget.
+            timeout_s=job_timeout_s(timeout, job) * max(1.0, n_rounds / settings.rounds) + settings.time_budget_s,
             worker=worker,
             on_event=worker_listener(on_progress, index, total, case.case_id, stage["name"], gpu),
         )

@@ -37,6 +37,14 @@ from kbench_ci.suite.settings import Execution, parallel_builds
 BUILD_TIMEOUT_S = 900.0
 
 
+def job_timeout_s(case_timeout_s: float, job: CaseJob) -> float:
+    """The time a worker job may take: the case timeout is for a case of two timed variants (a
+    compare's base and head; a run's solution counts as two), and each further variant (a suite
+    baseline: torch.compile's first call alone can take a minute) adds half of it."""
+    variants = len(job.sides) + len(job.baselines)
+    return case_timeout_s * max(1.0, variants / 2)
+
+
 def make_job(
     case: Case,
     sides: Sequence[SideSpec],

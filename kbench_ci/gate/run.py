@@ -39,6 +39,7 @@ from kbench_ci.gate.execute import (
     check_runnable,
     distribute,
     implementation_of,
+    job_timeout_s,
     make_job,
     run_worker,
     select_kernels,
@@ -193,7 +194,7 @@ def run_suite(
                 job = make_job(case, (spec,), replace(settings, device=lane.device))
                 timeout = request.case_timeout_s or case.kernel.timeout_s
                 run = run_worker(
-                    job, timeout_s=timeout, worker=lane.worker,
+                    job, timeout_s=job_timeout_s(timeout, job), worker=lane.worker,
                     on_event=worker_listener(on_progress, index, len(cases), case.case_id, "measure", gpu),
                 )
             result = run.result if run is not None else None

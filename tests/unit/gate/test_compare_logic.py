@@ -507,3 +507,24 @@ def test_cuda_kernels_need_a_gpu(repo: TempRepo, tmp_path: Path) -> None:
         worker=FakeWorker(),
     )
     assert [c.verdict for c in outcome.cases] == [Verdict.UNCHANGED]
+
+
+class TimeoutRecorder(FakeWorker):
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[tuple[int, int, float]] = []
+
+    def __call__(self, job: CaseJob, *, timeout_s: float, on_event: Any = None) -> tuple[CaseResult, WorkerOutcome]:
+        self.timeouts.append((len(job.sides), len(job.baselines), timeout_s))
+        return super().__call__(job, timeout_s=timeout_s, on_event=on_event)
+
+
+def test_the_case_timeout_grows_with_the_suite_baselines_of_the_case(tmp_path: Path) -> None:
+    repo = TempRepo(tmp_path / "repo")
+    toml = _toml([("plain", "plain.py")], extra="timeout = 100") + "\n".join([
+        "[[kernels]]", 'name = "with_baselines"', 'solution = "k/plain.py"', 'ref = "k/ref.py"',
+        "shapes = [{N = 16}]", 'baselines = ["pytorch-eager", "torch-compile"]']) + "\n"
+    repo.commit({"kbench.toml": toml, "k/ref.py": "def reference(**_): pass\n", "k/plain.py": PY.format(tag="v1")}, "base")
+    worker = TimeoutRecorder()
+    run_compare(_request(repo, tmp_path, time_budget_s=0.0), worker=worker, build_fn=fake_nvcc)
+    assert sorted(worker.timeouts) == [(2, 0, 100.0), (2, 2, 200.0)]
