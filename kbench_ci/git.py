@@ -358,9 +358,9 @@ class GitRepo:
         """Whether the working tree differs from HEAD, untracked (not ignored) files included.
 
         kbench-ci's own output never counts as a change: the folders in ``own_outputs`` (this
-        run's ``--output-dir``) and any untracked folder that holds only a kbench-ci report (an
-        earlier run's, into another folder), so a first ``compare`` without a .gitignore entry
-        does not make the next one read "dirty".
+        run's ``--output-dir``), any untracked folder that holds only a kbench-ci report (an
+        earlier run's, into another folder) and any untracked ``--json-summary`` file, so a
+        first ``compare`` without a .gitignore entry does not make the next one read "dirty".
         """
         root = self.root.resolve()
         excluded = []
@@ -390,6 +390,8 @@ class GitRepo:
             relative = Path(name.rstrip("/"))
             if any(relative == folder or folder in relative.parents for folder in excluded):
                 continue
+            if status == "??" and not name.endswith("/") and _a_kbench_summary(root / relative):
+                continue
             if status == "??" and name.endswith("/"):
                 if _only_a_kbench_report(root / relative):
                     continue
@@ -413,6 +415,18 @@ class GitRepo:
 
 #: what a kbench-ci output folder holds (results first; the pair of a run, a --json-summary)
 _REPORT_FILES = frozenset({"results.json", "benchmark.md", "summary.json", "pr-number.txt"})
+
+
+def _a_kbench_summary(path: Path) -> bool:
+    """An untracked file that is a ``--json-summary`` of kbench-ci (its schema is its first key)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            return False
+        with path.open("rb") as handle:
+            start = handle.read(200)
+    except OSError:
+        return False
+    return b'"schema": "kbench-ci/summary"' in start
 
 
 def _only_a_kbench_report(folder: Path) -> bool:

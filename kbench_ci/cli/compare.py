@@ -35,6 +35,7 @@ from kbench_ci.cli.suite_common import (
 )
 from kbench_ci.errors import UsageError
 from kbench_ci.results.outcome import CompareOutcome, CompareRequest
+from kbench_ci.results.schema import SUMMARY_SCHEMA
 from kbench_ci.suite import settings
 from kbench_ci.suite.loader import parse_threshold
 
@@ -180,7 +181,7 @@ def compare(
         passed=gate.passed, no_fail=no_fail, failure=gate.summary + (f": {failing}" if failing else ""),
         json_summary=json_summary,
         summary_for=lambda code: {
-            "command": "compare", **gate.as_json(), "exit_code": code,
+            "schema": SUMMARY_SCHEMA, "command": "compare", **gate.as_json(), "exit_code": code,
             "base": outcome.base.as_json(), "head": outcome.head.as_json(),
             "results": str(outcome.results_path), "report": str(outcome.report_path),
             "shard": outcome.shard.label if outcome.shard is not None else None,

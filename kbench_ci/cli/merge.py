@@ -22,6 +22,7 @@ from kbench_ci.errors import ExitCode
 from kbench_ci.gate.merge import MergeOutcome, MergeRequest, merge_shards
 from kbench_ci.results.atomic import write_json_atomically
 from kbench_ci.results.outdir import check_output_file, output_folder
+from kbench_ci.results.schema import SUMMARY_SCHEMA
 from kbench_ci.suite.loader import parse_threshold
 
 __all__ = ["HELP", "merge"]
@@ -86,7 +87,8 @@ def merge(
     if json_summary is not None:
         with error_boundary():
             write_json_atomically(json_summary, {
-                "command": "merge", "merged": outcome.command, "passed": outcome.passed, "complete": outcome.complete,
+                "schema": SUMMARY_SCHEMA, "command": "merge", "merged": outcome.command, "passed": outcome.passed,
+                "complete": outcome.complete,
                 "summary": outcome.summary, "problems": [p.as_json() for p in outcome.problems],
                 "failing_cases": list(outcome.failing), "exit_code": int(code),
                 "results": str(outcome.results_path), "report": str(outcome.report_path),

@@ -34,6 +34,7 @@ from kbench_ci.cli.suite_common import (
     finish,
 )
 from kbench_ci.results.outcome import RunOutcome, RunRequest
+from kbench_ci.results.schema import SUMMARY_SCHEMA
 from kbench_ci.suite import settings
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def run(
     finish(
         passed=outcome.passed, no_fail=no_fail, failure=outcome.summary, json_summary=json_summary,
         summary_for=lambda code: {
-            "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
+            "schema": SUMMARY_SCHEMA, "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
             "exit_code": code, "results": str(outcome.results_path), "report": str(outcome.report_path),
             "shard": outcome.shard.label if outcome.shard is not None else None,
         },

@@ -114,3 +114,8 @@ COMPARE_SCHEMA = "kbench-ci/compare"
 
 
 COMPARE_SCHEMA_VERSION = 1
+
+
+#: the small JSON of ``--json-summary`` (compare, run, merge): its first key, so that the file,
+#: written inside a repository, is known as kbench-ci's own and never makes the tree dirty
+SUMMARY_SCHEMA = "kbench-ci/summary"

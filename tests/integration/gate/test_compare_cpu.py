@@ -115,6 +115,7 @@ def test_no_fail_reports_but_exits_0(history: TempRepo, tmp_path: Path) -> None:
     assert results(out)["gate"]["passed"] is False
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["passed"] is False and summary["exit_code"] == 0
+    assert next(iter(summary)) == "schema" and summary["schema"] == "kbench-ci/summary"  # the file says whose it is
 
 
 def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path) -> None:
