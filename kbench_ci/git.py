@@ -582,43 +582,29 @@ _DATA_AUTHOR = {
 }
 
 
-def _plumbing(args: Sequence[str], cwd: Path, *, index_file: Path | None = None, stdin: str | None = None) -> str:
-    """git with its own index file (never the user's), output stripped; GitError on failure."""
+def _plumbing(args: Sequence[str], cwd: Path, *, index_file: Path | None = None, stdin: str | bytes | None = None) -> str:
+    """git with its own index file (never the user's), output stripped; GitError on failure.
+    ``stdin`` as bytes goes in byte for byte (a binary blob); as text, encoded."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **_DATA_AUTHOR}
     if index_file is not None:
         env["GIT_INDEX_FILE"] = str(index_file)
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+        done = subprocess.run(["git", *args], cwd=cwd, env=env, input=data, capture_output=True,
                               timeout=_CLI_TIMEOUT_S, check=False)
     except FileNotFoundError:
         raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
     except subprocess.TimeoutExpired:
         raise GitError(f"'git {' '.join(args)}' took more than {_CLI_TIMEOUT_S}s") from None
     if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
-    return done.stdout.strip()
+    return done.stdout.decode("utf-8", "replace").strip()
 
 
 def branch_tip(branch: str, cwd: Path) -> str | None:
     """The commit ``refs/heads/BRANCH`` points at, or None where it does not exist."""
     return rev_parse(f"refs/heads/{_check_ref(branch, 'branch')}", cwd)
-
-
-def _hash_bytes(data: bytes, cwd: Path) -> str:
-    """Write ``data`` as a blob, byte for byte (``_plumbing`` speaks text); its object id."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        done = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=cwd, env=env, input=data, capture_output=True,
-                              timeout=_CLI_TIMEOUT_S, check=False)
-    except FileNotFoundError:
-        raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"'git hash-object' took more than {_CLI_TIMEOUT_S}s") from None
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"'git hash-object' failed: {lines[-1] if lines else done.returncode}")
-    return done.stdout.decode("ascii").strip()
 
 
 def commit_files_to_branch(
@@ -635,8 +621,7 @@ def commit_files_to_branch(
         if parent is not None:
             _plumbing(["read-tree", parent], cwd, index_file=index)
         for path, content in files.items():
-            blob = _hash_bytes(content, cwd) if isinstance(content, bytes) else _plumbing(
-                ["hash-object", "-w", "--stdin"], cwd, stdin=content)
+            blob = _plumbing(["hash-object", "-w", "--stdin"], cwd, stdin=content)
             _plumbing(["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], cwd, index_file=index)
         tree = _plumbing(["write-tree"], cwd, index_file=index)
     commit = _plumbing(["commit-tree", tree, *(["-p", parent] if parent else []), "-m", message], cwd)
