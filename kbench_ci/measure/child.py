@@ -29,7 +29,13 @@ import torch
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
-from kbench_ci.measure.escape import AuditedCallFailed, apply_event_residual, audit_together, describe_residual
+from kbench_ci.measure.escape import (
+    MAX_RESIDUAL_MS,
+    AuditedCallFailed,
+    apply_event_residual,
+    audit_together,
+    describe_residual,
+)
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
@@ -514,7 +520,9 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
     description = timer.describe()
     if isinstance(timer, CudaEventTimer):
         description += "; " + describe_residual(residual_ms)
-    emit(TimingDescription(description, timer.event_overhead_ms, residual_ms))
+    # results.json records the residual only where the samples were moved by it
+    applied = residual_ms if residual_ms is not None and abs(residual_ms) <= MAX_RESIDUAL_MS else None
+    emit(TimingDescription(description, timer.event_overhead_ms, applied))
 
 
 def _audit_escapes(
@@ -526,14 +534,16 @@ def _audit_escapes(
     audited again without it."""
     pending = list(variants)
     while pending:
-        for variant in pending:
-            emit(Begin(variant.label, "audit"))
+        settlers: dict[str, Callable[[], None]] = {v.label: v.settle for v in pending}
         calls = {v.label: partial(v.kernel.call, prepared[v.label][1]) for v in pending}
-        try:
-            outcome = audit_together(timer, calls)
-        finally:
-            for variant in pending:
-                variant.settle()
+
+        def begin(label: str) -> None:
+            emit(Begin(label, "audit"))  # a crash from here on is this variant's
+
+        def settle(label: str, settlers: dict[str, Callable[[], None]] = settlers) -> None:
+            settlers[label]()  # its torch settings put back before the next variant's calls
+
+        outcome = audit_together(timer, calls, before=begin, after=settle)
         if isinstance(outcome, AuditedCallFailed):
             failed = next(v for v in pending if v.label == outcome.label)
             _raise_if_context_lost(outcome.error, device)

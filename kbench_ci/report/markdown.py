@@ -278,7 +278,8 @@ def audit_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | No
 
 AUDIT_EXPLAINED = (
     "Each timed variant's call was made again under CUPTI after its timing rounds: _event time_ is what the "
-    "CUDA events measured for those calls (overhead subtracted, as in the samples), _CUPTI span_ the time from "
-    "their first GPU activity to their last, on any stream. GPU work before the start event or after the end "
-    "event fails the variant."
+    "CUDA events measured for those calls (the run's event overhead subtracted), _CUPTI span_ the time from "
+    "their first GPU activity to their last, on any stream. Their difference, the median over the case, has "
+    "also been taken off the _timed median_ (see the timing row), so the timed median reads CUPTI's time. GPU "
+    "work before the start event or after the end event fails the variant."
 )

@@ -66,7 +66,8 @@ class EscapeAudit:
     """
 
     status: EscapeStatus
-    #: per audited call: the event time (ms, event overhead subtracted, as in the samples)
+    #: per audited call: the event time (ms, the run's event overhead subtracted; the samples are
+    #: moved further by the case's CUPTI residual, CaseResult.cupti_residual_ms)
     event_ms: tuple[float, ...] = ()
     #: per audited call: CUPTI's span from the call's first GPU activity to its last (ms)
     cupti_span_ms: tuple[float, ...] = ()
@@ -99,8 +100,9 @@ class CaseResult:
     #: against CUPTI at start-up; the uncorrected event time of a sample is sample + this
     event_overhead_ms: float | None = None
     #: cuda_event only: the audited calls' event time less CUPTI's span of the same calls (ms,
-    #: median over the case), subtracted from every sample after the event overhead when within
-    #: escape.MAX_RESIDUAL_MS; the uncorrected event time is sample + overhead + this
+    #: median over the case), subtracted from every sample after the event overhead; None where
+    #: none was applied (no readable audit, or beyond escape.MAX_RESIDUAL_MS: the timing
+    #: description says which). The uncorrected event time is sample + overhead + this
     cupti_residual_ms: float | None = None
     #: a failure of the whole case (worker crash, timeout) that is not one variant's
     error: str | None = None

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pytest
 
+from kbench_ci.measure import escape
 from kbench_ci.measure.cupti import TraceEvent
 from kbench_ci.measure.escape import (
     ESCAPE_TOLERANCE_NS,
@@ -216,8 +218,9 @@ def test_the_residual_is_described_as_applied_not_applied_or_missing() -> None:
 
 
 def test_every_sample_of_every_variant_moves_by_the_one_residual() -> None:
-    """One shift for the whole case: base and head move alike, so their ratio keeps its
-    meaning, and the audited calls move with the samples they stand for."""
+    """One shift for the whole case: base and head move alike. The audited calls keep the event
+    times they were measured with: next to CUPTI's span they show what the shift corrected
+    (shifted too, the report's event-vs-CUPTI column would read 0 by construction)."""
     base = VariantResult(label="base", kind="cuda", role="solution", status="ok", rounds_ms=((0.0130, 0.0131), (0.0132,)),
                          discarded_ms=(0.02,), escape_audit=audited("passed", [13.45] * 3, [14.0] * 3))
     head = VariantResult(label="head", kind="cuda", role="solution", status="ok", rounds_ms=((0.0260,),),
@@ -229,7 +232,7 @@ def test_every_sample_of_every_variant_moves_by_the_one_residual() -> None:
     assert new_base.discarded_ms == pytest.approx((0.02055,))
     assert new_head.rounds_ms[0] == pytest.approx((0.02655,))
     assert new_eager.rounds_ms[0] == pytest.approx((0.05055,))
-    assert new_head.escape_audit is not None and new_head.escape_audit.event_ms == pytest.approx((0.027,) * 3)
+    assert new_head.escape_audit == head.escape_audit
 
 
 def test_a_residual_beyond_its_bound_or_from_too_few_calls_moves_nothing() -> None:
@@ -239,3 +242,72 @@ def test_a_residual_beyond_its_bound_or_from_too_few_calls_moves_nothing() -> No
     assert residual == pytest.approx(-2 * MAX_RESIDUAL_MS) and results == (far,)
     few = replace(far, escape_audit=audited("passed", [10.0] * 2, [10.5] * 2))
     assert apply_event_residual([few]) == ((few,), None)
+
+
+class FakeTimer:
+    """measure_isolated as the worker's timer calls it, without a GPU: the call, then a sample."""
+
+    hold_us = 20.0
+    device = "cuda:0"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def measure_isolated(self, fn: Any, count: int, **_: Any) -> list[float]:
+        for _ in range(count):
+            fn()
+        return [0.1] * count
+
+
+def fake_cupti(monkeypatch: pytest.MonkeyPatch, traces: list[list[TraceEvent]]) -> None:
+    """Each ActivityTrace opened gets the next of ``traces`` as its events."""
+
+    class Trace:
+        def __enter__(self) -> Trace:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            self.events = traces.pop(0)
+
+    monkeypatch.setattr(escape, "ActivityTrace", Trace)
+    monkeypatch.setattr(escape, "_Marker", lambda device: (lambda: None))
+    monkeypatch.setattr(escape.torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(escape.time, "sleep", lambda seconds: None)
+
+
+def test_each_variant_is_begun_and_settled_around_its_own_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's Begin for a variant comes just before its calls (a crash there is that
+    variant's, not the last one's), and its torch settings are put back before the next
+    variant's calls run."""
+    log: list[str] = []
+    fake_cupti(monkeypatch, [trace_of([[Work(3_000, 90_000)]] * 4)])
+    audits = escape.audit_together(
+        FakeTimer(log), {"base": lambda: log.append("base call"), "head": lambda: log.append("head call")}, 2,  # type: ignore[arg-type]
+        before=lambda label: log.append(f"begin {label}"), after=lambda label: log.append(f"settle {label}"),
+    )
+    assert log == ["begin base", "base call", "base call", "settle base", "begin head", "head call", "head call", "settle head"]
+    assert isinstance(audits, dict) and {a.status for a in audits.values()} == {"passed"}
+
+
+def test_a_raising_call_is_named_and_its_variant_still_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[str] = []
+    fake_cupti(monkeypatch, [trace_of([[Work(3_000, 90_000)]] * 2)])
+
+    def boom() -> None:
+        raise RuntimeError("illegal memory access")
+
+    outcome = escape.audit_together(FakeTimer(log), {"base": lambda: None, "head": boom}, 2,  # type: ignore[arg-type]
+                                    after=lambda label: log.append(f"settle {label}"))
+    assert isinstance(outcome, escape.AuditedCallFailed) and outcome.label == "head"
+    assert log == ["settle base", "settle head"]
+
+
+def test_a_shared_trace_that_cannot_be_read_is_read_again_one_variant_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One variant must not make every other variant's audit "unavailable"."""
+    broken = trace_of([[Work(3_000, 90_000)]] * 4)
+    broken.remove(max((e for e in broken if e.on_gpu and MARKER_NAME in e.name), key=lambda e: e.start_ns))
+    escaping = [[Work(3_000, 90_000), Work(5_000, 400_000, stream=13)]] * 2
+    fake_cupti(monkeypatch, [broken, trace_of([[Work(3_000, 90_000)]] * 2), trace_of(escaping)])
+    audits = escape.audit_together(FakeTimer([]), {"base": lambda: None, "head": lambda: None}, 2)  # type: ignore[arg-type]
+    assert isinstance(audits, dict)
+    assert (audits["base"].status, audits["head"].status) == ("passed", "escaped")
