@@ -39,8 +39,8 @@ BUILD_TIMEOUT_S = 900.0
 
 def job_timeout_s(case_timeout_s: float, job: CaseJob) -> float:
     """The time a worker job may take: the case timeout is for a case of two timed variants (a
-    compare's base and head; a run's solution counts as two), and each further variant (a suite
-    baseline: torch.compile's first call alone can take a minute) adds half of it."""
+    compare's base and head; a run's solution with one baseline, or alone), and each further
+    variant (a suite baseline: torch.compile's first call alone can take a minute) adds half of it."""
     variants = len(job.sides) + len(job.baselines)
     return case_timeout_s * max(1.0, variants / 2)
 
@@ -584,8 +584,10 @@ def run_worker(
         result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
     if result is not None and result.event_overhead_ms is not None:
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
-    # The last phase ends at the worker's last CaseFinished (a crashed worker sends none).
-    buckets[state.bucket] += max((finished_at[-1] if finished_at else time.monotonic()) - state.since, 0.0)
+    # The last phase ends at the worker's last CaseFinished, when it came after the last Begin (a
+    # crashed or timed-out worker sends none, or a stale one).
+    ended = finished_at[-1] if finished_at and finished_at[-1] >= state.since else time.monotonic()
+    buckets[state.bucket] += max(ended - state.since, 0.0)
     return WorkerRun(
         result=result,
         environment=outcome.environment,

@@ -75,3 +75,24 @@ def test_phases_are_timed_by_the_workers_timestamps_not_by_when_the_parent_reads
     job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
     phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
     assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 0.1, 0.23, 0.02))
+
+
+def test_a_stale_case_finished_does_not_end_a_later_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CaseFinished from before the last Begin (a worker that timed out, whose late event the
+    retry's stream still carries) must not make the retry's last phase zero."""
+    clock = FakeClock()
+    monkeypatch.setattr(execute.time, "monotonic", clock)
+
+    def worker(job: CaseJob, *, timeout_s: float, on_event: Callable[[WorkerEvent], None]) -> tuple[CaseResult, WorkerOutcome]:
+        on_event(Begin("base", "timing", at=clock.now + 1.0))  # type: ignore[arg-type]
+        on_event(CaseFinished(at=clock.now + 0.5))
+        on_event(Begin("base", "audit", at=clock.now + 2.0))  # type: ignore[arg-type]
+        clock.now += 2.75  # then the worker died: no CaseFinished of its own
+        return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
+
+    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
+    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
+                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
+    job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+    phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
+    assert (phases.load_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 1.0, 0.75))
