@@ -13,6 +13,7 @@ Every git command kbench-ci runs starts here, through one of two choke points:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -422,11 +423,10 @@ def _a_kbench_summary(path: Path) -> bool:
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
             return False
-        with path.open("rb") as handle:
-            start = handle.read(200)
-    except OSError:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
         return False
-    return b'"schema": "kbench-ci/summary"' in start
+    return isinstance(data, dict) and next(iter(data), None) == "schema" and data["schema"] == "kbench-ci/summary"
 
 
 def _only_a_kbench_report(folder: Path) -> bool:

@@ -361,6 +361,19 @@ def test_kbench_outputs_never_make_the_tree_dirty(history: History) -> None:
     assert repo.is_dirty() is True
     (other / "results.json").unlink()
     other.rmdir()
+    # A --json-summary file written into the repository (issue 13's known gap), but not a file
+    # that only mentions the schema, has it as another key than the first, or links to one.
+    (history.root / "summary.json").write_text('{\n "schema": "kbench-ci/summary",\n "command": "compare"\n}\n')
+    assert repo.is_dirty() is False
+    for name, text in (("gate.json", '{"command": "compare", "note": "schema: kbench-ci/summary"}\n'),
+                       ("late.json", '{"command": "compare", "schema": "kbench-ci/summary"}\n'),
+                       ("kernel.py", '# {"schema": "kbench-ci/summary"}\n')):
+        (history.root / name).write_text(text)
+        assert repo.is_dirty() is True, name
+        (history.root / name).unlink()
+    (history.root / "linked.json").symlink_to(history.root / "summary.json")
+    assert repo.is_dirty() is True
+    (history.root / "linked.json").unlink()
     # A real change still counts with the outputs excluded.
     (history.root / "kernels/saxpy.py").write_text("edited\n")
     assert repo.is_dirty(own_outputs=(out, mine)) is True
