@@ -140,7 +140,6 @@ class MergeOutcome:
     summary: str
     failing: tuple[str, ...]
     geomeans: tuple[GpuGeomean, ...]
-    gpu_of: Mapping[str, str]
     results_path: Path
     report_path: Path
 
@@ -376,6 +375,12 @@ def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], 
     return lines
 
 
+def _failing(cases: Sequence[CaseComparison], gpus: Sequence[str]) -> tuple[str, ...]:
+    """The cases that fail the gate, each with the GPU model it failed on (a case id is there
+    once per model)."""
+    return tuple(f"{c.case_id} on {gpu}" for c, gpu in zip(cases, gpus, strict=True) if c.fails_gate)
+
+
 def _per_model(cases: Sequence[CaseT], gpus: Sequence[str], models: Sequence[str]) -> list[tuple[CaseT, ...]]:
     """``cases`` split by GPU model, in the order of ``models``."""
     return [tuple(c for c, gpu in zip(cases, gpus, strict=True) if gpu == model) for model in models]
@@ -388,8 +393,11 @@ def _one_document(command: Command, summary: str, preamble: Sequence[str], model
     parts = [f"# kbench-ci {command}", "", f"**{summary}**", "", *preamble,
              "The whole suite ran on each GPU model: a section per model below.", ""]
     for model, section in zip(models, sections, strict=True):
-        lines = section.splitlines()
-        body = [("#" + line if line.startswith("#") else line) for line in lines[1:]]  # drop its title
+        body, fenced = [], False
+        for line in section.splitlines()[1:]:  # its title dropped
+            if line.startswith("```"):
+                fenced = not fenced
+            body.append("#" + line if line.startswith("#") and not fenced else line)  # headings one level down
         parts += [f"## {model}", *body, ""]
     return "\n".join(parts)
 
@@ -431,7 +439,6 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         cases = [_rejudge(case, request.threshold) for case in cases]
     #: each case's GPU model, in the order of ``cases`` (a case id is there once per model when per_model)
     gpus = [source.gpu for source, _ in picked]
-    gpu_of = dict(zip((c.case_id for c in cases), gpus, strict=True))
     plan_size = len(set(sources[0].shard.all_case_ids))
     models = sorted(set(gpus))
     total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
@@ -455,6 +462,8 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         gate = evaluate_gate(cases, total=total, max_geomean_slowdown=limit)
     if problems:
         gate = replace(gate, passed=False, complete=False, summary=_with_problems(gate.summary, problems))
+    if check.per_model:
+        gate = replace(gate, failing=_failing(cases, gpus))  # a case id is there once per model
     remeasure_rounds = int(settings_data.get("remeasure_rounds") or settings.rounds * 2)
     base, head = revision_from_json("base", first[BASE]), revision_from_json("head", first[HEAD])
     compare_request = CompareRequest(
@@ -487,11 +496,12 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         ]
         text = _one_document("compare", gate.summary, preamble, models, sections)
     else:
-        text = render_compare(outcome, gpu_of=gpu_of, preamble=preamble)
+        text = render_compare(outcome, gpu_of=dict(zip((c.case_id for c in cases), gpus, strict=True)), preamble=preamble)
     write_text_atomically(report_path, text)
     return MergeOutcome(
         command="compare", sources=tuple(sources), problems=problems, passed=gate.passed, summary=gate.summary,
-        failing=gate.failing, geomeans=tuple(geomeans), gpu_of=gpu_of, results_path=results_path, report_path=report_path,
+        failing=gate.failing, geomeans=tuple(geomeans),
+        results_path=results_path, report_path=report_path,
     )
 
 
@@ -504,7 +514,6 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
         run_case_from_json(case, seed=settings.seed, timing_method=settings.timing_method) for _, case in picked
     ]
     gpus = [source.gpu for source, _ in picked]
-    gpu_of = dict(zip((c.case_id for c in cases), gpus, strict=True))
     plan_size = len(set(sources[0].shard.all_case_ids))
     models = sorted(set(gpus))
     total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
@@ -533,10 +542,12 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
             sections.append(render_run(part, verdict=part.summary))
         text = _one_document("run", summary, preamble, models, sections)
     else:
-        text = render_run(outcome, gpu_of=gpu_of, preamble=preamble, verdict=summary)
+        text = render_run(outcome, gpu_of=dict(zip((c.case_id for c in cases), gpus, strict=True)), preamble=preamble,
+                          verdict=summary)
     write_text_atomically(report_path, text)
-    failing = tuple(c.case_id for c in cases if c.status != "ok")
+    failing = tuple(f"{c.case_id} on {gpu}" if check.per_model else c.case_id
+                    for c, gpu in zip(cases, gpus, strict=True) if c.status != "ok")
     return MergeOutcome(
         command="run", sources=tuple(sources), problems=problems, passed=passed, summary=summary, failing=failing,
-        geomeans=(), gpu_of=gpu_of, results_path=results_path, report_path=report_path,
+        geomeans=(), results_path=results_path, report_path=report_path,
     )

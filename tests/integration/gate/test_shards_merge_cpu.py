@@ -183,6 +183,8 @@ def test_the_whole_suite_on_two_gpu_models_merges_into_one_report(compares: dict
     for kind in FIXED_VERDICTS:
         assert merged["gate"]["counts"][kind] == 2 * whole["gate"]["counts"][kind], kind
     assert merged["gate"]["complete"] is True and merged["gate"]["passed"] is False
+    failing = sorted(merged["gate"]["failing_cases"])  # each with the model it failed on
+    assert failing == sorted(f"{case_id} on {gpu}" for gpu in ("cpu", a100) for case_id in whole["gate"]["failing_cases"])
     assert set(merged["merge"]["geomean_by_gpu"]) == {"cpu", a100}
     report = (out / "benchmark.md").read_text()
     assert report.startswith("# kbench-ci compare\n") and report.count("\n# ") == 0  # one document
