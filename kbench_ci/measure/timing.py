@@ -17,7 +17,7 @@ least twice the L2 size, outside the timed region.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import torch
@@ -38,7 +38,7 @@ _MAX_KEEP_BUSY_S = 5.0
 _MIN_SAMPLE_MS = 1e-6
 
 
-def shift_samples(samples: tuple[float, ...], by_ms: float) -> tuple[float, ...]:
+def shift_samples(samples: Sequence[float], by_ms: float) -> tuple[float, ...]:
     """``samples`` less ``by_ms`` each, never below the smallest sample a statistic can take."""
     return tuple(max(sample - by_ms, _MIN_SAMPLE_MS) for sample in samples)
 
@@ -158,7 +158,7 @@ class CudaEventTimer:
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         """Device time of each call, less the calibrated event overhead (see calibrate_overhead)."""
         overhead = self._overhead_ms()
-        return [max(sample - overhead, _MIN_SAMPLE_MS) for sample in self.measure_raw(fn, count, hooks)]
+        return list(shift_samples(self.measure_raw(fn, count, hooks), overhead))
 
     def _overhead_ms(self) -> float:
         """The event overhead to subtract, calibrated on first use."""
@@ -241,7 +241,7 @@ class CudaEventTimer:
         overhead = self._overhead_ms()
         hold_cycles = int(hold_us * self._spin_rate())
         stream = torch.cuda.current_stream(self.device)
-        samples = []
+        raw = []
         for _ in range(count):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(self.device)
@@ -253,8 +253,8 @@ class CudaEventTimer:
             end.record(stream)
             after_end()
             torch.cuda.synchronize(self.device)
-            samples.append(max(start.elapsed_time(end) - overhead, _MIN_SAMPLE_MS))
-        return samples
+            raw.append(start.elapsed_time(end))
+        return list(shift_samples(raw, overhead))
 
     def describe(self) -> str:
         flush = f"L2 flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm L2"
