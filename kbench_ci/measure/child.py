@@ -30,11 +30,11 @@ from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.escape import (
-    MAX_RESIDUAL_MS,
     AuditedCallFailed,
     apply_event_residual,
     audit_together,
     describe_residual,
+    residual_applies,
 )
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
@@ -521,7 +521,7 @@ def _time_in_rounds(variants: list[_Variant], job: CaseJob, device: torch.device
     if isinstance(timer, CudaEventTimer):
         description += "; " + describe_residual(residual_ms)
     # results.json records the residual only where the samples were moved by it
-    applied = residual_ms if residual_ms is not None and abs(residual_ms) <= MAX_RESIDUAL_MS else None
+    applied = residual_ms if residual_ms is not None and residual_applies(residual_ms) else None
     emit(TimingDescription(description, timer.event_overhead_ms, applied))
 
 
@@ -532,20 +532,20 @@ def _audit_escapes(
     """Trace the variants' timed calls under CUPTI, all in one trace: GPU work outside the
     timer makes a variant incorrect. A call that raises fails its variant, and the others are
     audited again without it."""
+    by_label = {v.label: v for v in variants}
+
+    def begin(label: str) -> None:
+        emit(Begin(label, "audit"))  # a crash from here on is this variant's
+
+    def settle(label: str) -> None:
+        by_label[label].settle()  # its torch settings put back before the next variant's calls
+
     pending = list(variants)
     while pending:
-        settlers: dict[str, Callable[[], None]] = {v.label: v.settle for v in pending}
         calls = {v.label: partial(v.kernel.call, prepared[v.label][1]) for v in pending}
-
-        def begin(label: str) -> None:
-            emit(Begin(label, "audit"))  # a crash from here on is this variant's
-
-        def settle(label: str, settlers: dict[str, Callable[[], None]] = settlers) -> None:
-            settlers[label]()  # its torch settings put back before the next variant's calls
-
         outcome = audit_together(timer, calls, before=begin, after=settle)
         if isinstance(outcome, AuditedCallFailed):
-            failed = next(v for v in pending if v.label == outcome.label)
+            failed = by_label[outcome.label]
             _raise_if_context_lost(outcome.error, device)
             _fail(failed, "error", f"failed while audited under CUPTI: {_describe(outcome.error)}")
             pending.remove(failed)

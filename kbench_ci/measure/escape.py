@@ -331,7 +331,7 @@ def apply_event_residual(results: Sequence[VariantResult]) -> tuple[tuple[Varian
     Returns the results and the residual (None: too few audited calls); a residual beyond
     :data:`MAX_RESIDUAL_MS` is returned but not applied."""
     residual = event_residual_ms(r.escape_audit for r in results if r.escape_audit is not None)
-    if residual is None or abs(residual) > MAX_RESIDUAL_MS:
+    if residual is None or not residual_applies(residual):
         return tuple(results), residual
     return tuple(
         replace(
@@ -343,11 +343,16 @@ def apply_event_residual(results: Sequence[VariantResult]) -> tuple[tuple[Varian
     ), residual
 
 
+def residual_applies(residual_ms: float) -> bool:
+    """Whether a residual is small enough to move the samples by (:data:`MAX_RESIDUAL_MS`)."""
+    return abs(residual_ms) <= MAX_RESIDUAL_MS
+
+
 def describe_residual(residual_ms: float | None) -> str:
     """The report's words for what :func:`event_residual_ms` did to the samples."""
     if residual_ms is None:
         return "no CUPTI residual applied (too few audited calls)"
-    if abs(residual_ms) > MAX_RESIDUAL_MS:
+    if not residual_applies(residual_ms):
         return (f"CUPTI residual {residual_ms * 1e3:+.2f} us not applied (beyond ±{MAX_RESIDUAL_MS * 1e3:g} us: "
                 "the audited calls ran unlike the timed ones)")
     return (f"samples moved by {-residual_ms * 1e3:+.2f} us to CUPTI's time of the case's own kernels (the audited "
