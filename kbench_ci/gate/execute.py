@@ -540,10 +540,12 @@ _CALIBRATED_OVERHEAD_MS: dict[str, float] = {}
 
 @dataclass(slots=True)
 class _PhaseClock:
-    """The phase a worker is in and since when (perf_counter seconds)."""
+    """The phase a worker is in and since when, and when the worker last said the case had
+    finished (seconds on the system-wide monotonic clock, the worker's events' own)."""
 
     bucket: str
     since: float
+    finished: float | None = None
 
 
 _PHASE_BUCKET = {"load": "load", "compile": "load", "correctness": "correctness", "timing": "timing", "audit": "audit"}
@@ -561,7 +563,6 @@ def run_worker(
     # Phases are timed by the worker's own timestamps (the system-wide monotonic clock), not
     # by when the parent's 50 ms poll sees them.
     state = _PhaseClock("load", time.monotonic())
-    finished_at: list[float] = []
     load_errors: list[LoadError] = []
 
     def listen(event: WorkerEvent) -> None:
@@ -570,7 +571,7 @@ def run_worker(
             buckets[state.bucket] += max(event.at - state.since, 0.0)
             state.bucket, state.since = bucket, max(event.at, state.since)
         elif isinstance(event, CaseFinished):
-            finished_at.append(event.at)
+            state.finished = event.at
         elif isinstance(event, LoadError):
             load_errors.append(event)
         if on_event is not None:
@@ -586,7 +587,7 @@ def run_worker(
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
     # The last phase ends at the worker's last CaseFinished, when it came after the last Begin (a
     # crashed or timed-out worker sends none, or a stale one).
-    ended = finished_at[-1] if finished_at and finished_at[-1] >= state.since else time.monotonic()
+    ended = state.finished if state.finished is not None and state.finished >= state.since else time.monotonic()
     buckets[state.bucket] += max(ended - state.since, 0.0)
     return WorkerRun(
         result=result,
