@@ -375,15 +375,38 @@ def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], 
     return lines
 
 
-def _failing(cases: Sequence[CaseComparison], gpus: Sequence[str]) -> tuple[str, ...]:
-    """The cases that fail the gate, each with the GPU model it failed on (a case id is there
-    once per model)."""
-    return tuple(f"{c.case_id} on {gpu}" for c, gpu in zip(cases, gpus, strict=True) if c.fails_gate)
+@dataclass(frozen=True, slots=True)
+class _Spread:
+    """Where the picked cases ran: each case's GPU model (in the order of the cases), the models,
+    and how many cases the merged run should hold."""
 
+    gpus: tuple[str, ...]
+    models: tuple[str, ...]
+    #: the cases of one model's plan
+    plan_size: int
+    #: the plan once, or once per model when the whole suite ran on each
+    total: int
+    per_model: bool
 
-def _per_model(cases: Sequence[CaseT], gpus: Sequence[str], models: Sequence[str]) -> list[tuple[CaseT, ...]]:
-    """``cases`` split by GPU model, in the order of ``models``."""
-    return [tuple(c for c, gpu in zip(cases, gpus, strict=True) if gpu == model) for model in models]
+    @staticmethod
+    def of(check: ShardCheck, sources: Sequence[ShardSource], picked: Sequence[tuple[ShardSource, Any]]) -> _Spread:
+        gpus = tuple(source.gpu for source, _ in picked)
+        plan_size = len(set(sources[0].shard.all_case_ids))
+        models = len({s.gpu for s in sources}) if check.per_model else 1
+        return _Spread(gpus, tuple(sorted(set(gpus))), plan_size, plan_size * models, check.per_model)
+
+    def by_model(self, cases: Sequence[CaseT]) -> list[tuple[CaseT, ...]]:
+        """``cases`` split by GPU model, in the order of ``models``."""
+        return [tuple(c for c, gpu in zip(cases, self.gpus, strict=True) if gpu == model) for model in self.models]
+
+    def gpu_of(self, case_ids: Sequence[str]) -> dict[str, str]:
+        """case id -> GPU model, for the report's GPU column (a case id once: not per_model)."""
+        return dict(zip(case_ids, self.gpus, strict=True))
+
+    def named(self, case_ids: Sequence[str], keep: Sequence[bool]) -> tuple[str, ...]:
+        """The kept case ids, each with the GPU model it ran on when a case id is there once per model."""
+        return tuple(f"{case_id} on {gpu}" if self.per_model else case_id
+                     for case_id, gpu, kept in zip(case_ids, self.gpus, keep, strict=True) if kept)
 
 
 def _one_document(command: Command, summary: str, preamble: Sequence[str], models: Sequence[str],
@@ -437,18 +460,14 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
     cases = [compare_case_from_json(case, seed=settings.seed) for _, case in picked]
     if request.threshold is not None:
         cases = [_rejudge(case, request.threshold) for case in cases]
-    #: each case's GPU model, in the order of ``cases`` (a case id is there once per model when per_model)
-    gpus = [source.gpu for source, _ in picked]
-    plan_size = len(set(sources[0].shard.all_case_ids))
-    models = sorted(set(gpus))
-    total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
+    spread = _Spread.of(check, sources, picked)
+    total = spread.total
     limit = request.max_geomean_slowdown if request.max_geomean_slowdown is not None else settings_data.get("max_geomean_slowdown")
     geomeans = []
-    for model in models:
-        group = [c for c, gpu in zip(cases, gpus, strict=True) if gpu == model]
+    for model, group in zip(spread.models, spread.by_model(cases), strict=True):
         judged = evaluate_gate(group, max_geomean_slowdown=limit)
         geomeans.append(GpuGeomean(model, judged.geomean_ratio, len(group), judged.geomean_failed))
-    if len(models) > 1:
+    if len(spread.models) > 1:
         # One geometric mean per GPU model: the gate fails when any is over the limit.
         gate = evaluate_gate(cases, total=total)
         over = [g for g in geomeans if g.failed]
@@ -462,8 +481,8 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         gate = evaluate_gate(cases, total=total, max_geomean_slowdown=limit)
     if problems:
         gate = replace(gate, passed=False, complete=False, summary=_with_problems(gate.summary, problems))
-    if check.per_model:
-        gate = replace(gate, failing=_failing(cases, gpus))  # a case id is there once per model
+    if check.per_model:  # a case id is there once per model
+        gate = replace(gate, failing=spread.named([c.case_id for c in cases], [c.fails_gate for c in cases]))
     remeasure_rounds = int(settings_data.get("remeasure_rounds") or settings.rounds * 2)
     base, head = revision_from_json("base", first[BASE]), revision_from_json("head", first[HEAD])
     compare_request = CompareRequest(
@@ -484,19 +503,19 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         setup_s=max(float((s.payload.get("seconds") or {}).get("setup") or 0.0) for s in sources), max_geomean_slowdown=limit,
     )
     payload = compare_payload(outcome)
-    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], gpus, strict=True)]
+    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], spread.gpus, strict=True)]
     payload["merge"] = _merge_json(sources, problems, geomeans, per_model=check.per_model)
     write_json_atomically(results_path, payload)
     preamble = _preamble(sources, problems, geomeans, limit)
     if check.per_model:
         sections = [
-            render_compare(replace(outcome, cases=group, total_cases=plan_size,
-                                   gate=evaluate_gate(group, total=plan_size, max_geomean_slowdown=limit)))
-            for group in _per_model(cases, gpus, models)
+            render_compare(replace(outcome, cases=group, total_cases=spread.plan_size,
+                                   gate=evaluate_gate(group, total=spread.plan_size, max_geomean_slowdown=limit)))
+            for group in spread.by_model(cases)
         ]
-        text = _one_document("compare", gate.summary, preamble, models, sections)
+        text = _one_document("compare", gate.summary, preamble, spread.models, sections)
     else:
-        text = render_compare(outcome, gpu_of=dict(zip((c.case_id for c in cases), gpus, strict=True)), preamble=preamble)
+        text = render_compare(outcome, gpu_of=spread.gpu_of([c.case_id for c in cases]), preamble=preamble)
     write_text_atomically(report_path, text)
     return MergeOutcome(
         command="compare", sources=tuple(sources), problems=problems, passed=gate.passed, summary=gate.summary,
@@ -513,10 +532,8 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
     cases: list[RunCase] = [
         run_case_from_json(case, seed=settings.seed, timing_method=settings.timing_method) for _, case in picked
     ]
-    gpus = [source.gpu for source, _ in picked]
-    plan_size = len(set(sources[0].shard.all_case_ids))
-    models = sorted(set(gpus))
-    total = plan_size * (len({s.gpu for s in sources}) if check.per_model else 1)
+    spread = _Spread.of(check, sources, picked)
+    total = spread.total
     results_path, report_path = request.output_dir / RESULTS, request.output_dir / REPORT
     outcome = RunOutcome(
         cases=tuple(cases), total_cases=total, config_path=Path(str(first.get("config") or "kbench.toml")),
@@ -531,22 +548,20 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
     )
     payload = run_payload(outcome, None, run_request)
     payload["gate"] = {**payload["gate"], "passed": passed, "complete": outcome.complete and not problems, "summary": summary}
-    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], gpus, strict=True)]
+    payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], spread.gpus, strict=True)]
     payload["merge"] = _merge_json(sources, problems, (), per_model=check.per_model)
     write_json_atomically(results_path, payload)
     preamble = _preamble(sources, problems, (), None)
     if check.per_model:
         sections = []
-        for group in _per_model(cases, gpus, models):
-            part = replace(outcome, cases=group, total_cases=plan_size)
+        for group in spread.by_model(cases):
+            part = replace(outcome, cases=group, total_cases=spread.plan_size)
             sections.append(render_run(part, verdict=part.summary))
-        text = _one_document("run", summary, preamble, models, sections)
+        text = _one_document("run", summary, preamble, spread.models, sections)
     else:
-        text = render_run(outcome, gpu_of=dict(zip((c.case_id for c in cases), gpus, strict=True)), preamble=preamble,
-                          verdict=summary)
+        text = render_run(outcome, gpu_of=spread.gpu_of([c.case_id for c in cases]), preamble=preamble, verdict=summary)
     write_text_atomically(report_path, text)
-    failing = tuple(f"{c.case_id} on {gpu}" if check.per_model else c.case_id
-                    for c, gpu in zip(cases, gpus, strict=True) if c.status != "ok")
+    failing = spread.named([c.case_id for c in cases], [c.status != "ok" for c in cases])
     return MergeOutcome(
         command="run", sources=tuple(sources), problems=problems, passed=passed, summary=summary, failing=failing,
         geomeans=(), results_path=results_path, report_path=report_path,
