@@ -22,6 +22,12 @@ class FakeClock:
         return self.now
 
 
+def _job() -> CaseJob:
+    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
+    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
+                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
+    return CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+
 def test_audit_time_is_its_own_bucket_and_ends_at_the_next_phase(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()
     monkeypatch.setattr(execute.time, "monotonic", clock)
@@ -35,10 +41,7 @@ def test_audit_time_is_its_own_bucket_and_ends_at_the_next_phase(monkeypatch: py
             clock.now += seconds
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
-    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
-    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
-                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
-    job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+    job = _job()
     run = execute.run_worker(job, timeout_s=60, worker=worker)
     phases = run.phases
     assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((6.0, 3.0, 11.5, 0.25))
@@ -69,10 +72,7 @@ def test_phases_are_timed_by_the_workers_timestamps_not_by_when_the_parent_reads
         clock.now += 0.3  # the parent's own work after the case
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
-    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
-    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
-                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
-    job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+    job = _job()
     phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
     assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 0.1, 0.23, 0.02))
 
@@ -90,9 +90,6 @@ def test_a_stale_case_finished_does_not_end_a_later_phase(monkeypatch: pytest.Mo
         clock.now += 2.75  # then the worker died: no CaseFinished of its own
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
-    side = SideSpec(label="base", solution=str(Path("k.py")), ref=str(Path("ref.py")), implementation="pytorch")
-    settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
-                               trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
-    job = CaseJob(case_id="k", dims={}, sides=(side,), baselines=(), settings=settings)
+    job = _job()
     phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
     assert (phases.load_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 1.0, 0.75))
