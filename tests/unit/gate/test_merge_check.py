@@ -4,11 +4,12 @@ cases it would have measured."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from kbench_ci.gate.merge import ShardSource, check_shards
+from kbench_ci.gate.merge import ShardSource, check_shards, check_shards_per_model, runs_per_model
 from kbench_ci.results.outcome import ShardRecord
 from kbench_ci.suite.shards import assign_shards
 
@@ -63,3 +64,24 @@ def test_an_unfinished_shard_and_a_case_measured_twice_are_named() -> None:
     assert unfinished.shard == "2/3" and unfinished.cases == (two.measured[-1],)
     twice = next(p for p in problems if "is in shard" in p.message)
     assert twice.shard == "3/3" and twice.cases == (source(1).measured[0],)
+
+
+def test_the_whole_suite_on_each_model_is_checked_model_by_model() -> None:
+    """Shard index 1 on two models: each model's shards must add up on their own, every model
+    must have measured the first model's commits and plan, and a problem names its model."""
+    a100 = "NVIDIA A100"
+    cpu = [source(k) for k in (1, 2, 3)]
+    on_a100 = [replace(source(k, count=2), gpu=a100, directory=Path(f"a100-{k}")) for k in (1, 2)]  # its own N
+    assert runs_per_model(cpu + on_a100) and not runs_per_model(cpu)
+    check = check_shards_per_model(cpu + on_a100)
+    assert check.problems == () and check.per_model and len(check.counted) == 5
+    assert sorted(c for s in check.counted for c in s.measured) == sorted(PLAN * 2)  # every case once per model
+
+    missing = check_shards_per_model(cpu + on_a100[:1]).problems
+    assert [p.shard for p in missing] == ["2/2 on NVIDIA A100"] and missing[0].message.startswith(f"{a100}: shard 2/2 is missing")
+    other_head = [replace(s, commits=("b" * 40, "f" * 40)) for s in on_a100]
+    (problem,) = check_shards_per_model(cpu + other_head).problems
+    assert problem.shard == "1/2 on NVIDIA A100" and "different commits" in problem.message
+    other_plan = [replace(source(k, count=2, plan=PLAN[:-1]), gpu=a100) for k in (1, 2)]
+    (problem,) = check_shards_per_model(cpu + other_plan).problems
+    assert problem.shard == "1/2 on NVIDIA A100" and "planned other cases than cpu" in problem.message
