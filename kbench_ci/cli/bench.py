@@ -98,7 +98,7 @@ def bench(
     ] = False,
 ) -> None:
     # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.
-    from kbench_ci.cuda import parse_ptr_size_options  # noqa: PLC0415
+    from kbench_ci.cuda.size_expr import parse_ptr_size_options  # noqa: PLC0415
     from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench  # noqa: PLC0415
     from kbench_ci.measure.baselines import parse_baselines  # noqa: PLC0415
     from kbench_ci.measure.impls import resolve_implementation  # noqa: PLC0415

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from kbench_ci.cli.console import err
+from kbench_ci.cuda.driver import CudaDevice, cuda_devices
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.results.outcome import GpuSlot, ShardRequest
 from kbench_ci.suite.shards import parse_shard, read_timings
@@ -74,15 +76,13 @@ def resolve_device(device: str, gpu: int | None) -> str:
     """``auto``: the chosen GPU (``--gpu``, default 0) when CUDA is there, else CPU with a
     one-line warning."""
     gpu = 0 if gpu is None else gpu
-    # torch-free start-up: torch is imported only once a command needs a device, never for --help.
-    import torch  # noqa: PLC0415
-
     choice = device.strip().lower()
     if choice not in ("auto", "cuda", "cpu"):
         raise UsageError(f"unknown --device '{device}'", hint="use auto, cuda or cpu")
     if choice == "cpu":
         return "cpu"
-    if not torch.cuda.is_available():
+    devices = usable_cuda_devices()
+    if not devices:
         if choice == "cuda":
             raise EnvironmentProblem(
                 "--device cuda was asked for but no CUDA device is available", hint="use --device cpu"
@@ -92,7 +92,7 @@ def resolve_device(device: str, gpu: int | None) -> str:
             "(PyTorch on CPU tensors, Triton under TRITON_INTERPRET=1, host_time timing)"
         )
         return "cpu"
-    count = torch.cuda.device_count()
+    count = len(devices)
     if not 0 <= gpu < count:
         raise UsageError(
             f"--gpu {gpu} does not exist; this machine has {count} CUDA device(s)", hint=f"use 0..{count - 1}"
@@ -113,14 +113,22 @@ def parse_gpus(text: str) -> tuple[int, ...] | None:
     return tuple(int(entry) for entry in entries)
 
 
-def cuda_device_names() -> list[str]:
-    """The model of each CUDA device this process sees, by index (none: no CUDA). torch is
-    imported here, when ``--gpus`` names several GPUs, never at start-up."""
-    import torch  # noqa: PLC0415
+def usable_cuda_devices() -> tuple[CudaDevice, ...]:
+    """The CUDA devices a worker can measure on: the driver's, none where the installed torch is
+    a CPU-only build (its version says ``+cpu``). Asked of the driver, not torch: the parent
+    never imports torch, so the warm worker starts (and imports it) at once."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return ()
+    if "+cpu" in torch_version:
+        return ()
+    return cuda_devices()
 
-    if not torch.cuda.is_available():
-        return []
-    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+def cuda_device_names() -> list[str]:
+    """The model of each CUDA device this process sees, by index (none: no usable CUDA)."""
+    return [device.name for device in usable_cuda_devices()]
 
 
 def resolve_gpus(device: str, gpu: int | None, gpus: str | None) -> tuple[str, tuple[GpuSlot, ...]]:

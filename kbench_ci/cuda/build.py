@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
-
+from kbench_ci.cuda.driver import cuda_devices
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,
@@ -127,18 +126,25 @@ class BuildResult:
 
 
 def detect_arch(gpu_index: int | None = None) -> str:
-    """The ``sm_XY`` of a GPU, or of ``KBENCH_CUDA_ARCH`` when set (CI without a GPU uses it)."""
+    """The ``sm_XY`` of a GPU (default: the first this process sees), or of ``KBENCH_CUDA_ARCH``
+    when set (CI without a GPU uses it). Asked of the driver, not torch: the parent builds
+    while the worker imports torch."""
     override = os.environ.get("KBENCH_CUDA_ARCH", "").strip()
     if override:
         return _normalise_arch(override, origin="KBENCH_CUDA_ARCH")
-    if not torch.cuda.is_available():
+    devices = cuda_devices()
+    if not devices:
         raise EnvironmentProblem(
             "cannot pick a CUDA architecture: no CUDA GPU is visible",
             hint="run on a GPU machine or set KBENCH_CUDA_ARCH (e.g. KBENCH_CUDA_ARCH=sm_90)",
         )
-    device = torch.cuda.current_device() if gpu_index is None else gpu_index
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm_{major}{minor}"
+    index = 0 if gpu_index is None else gpu_index
+    if not 0 <= index < len(devices):
+        raise EnvironmentProblem(
+            f"cannot pick a CUDA architecture: GPU {index} does not exist ({len(devices)} visible)",
+            hint=f"use a GPU index 0..{len(devices) - 1}, or set KBENCH_CUDA_ARCH",
+        )
+    return devices[index].arch
 
 
 def _normalise_arch(text: str, *, origin: str) -> str:

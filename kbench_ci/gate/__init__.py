@@ -1,8 +1,7 @@
 """The commands' work: run cases (``execute``), judge them (``verdicts``), and the three
-pipelines ``bench``, ``run`` and ``compare``, each writing results.json and benchmark.md."""
+pipelines ``bench`` (:mod:`~kbench_ci.gate.bench`), ``run`` (:mod:`~kbench_ci.gate.run`) and
+``compare`` (:mod:`~kbench_ci.gate.compare`), each writing results.json and benchmark.md.
 
-from kbench_ci.gate.bench import BenchOutcome, BenchRequest, parse_dimension_args, run_bench
-from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.run import run_suite
-
-__all__ = ["BenchOutcome", "BenchRequest", "parse_dimension_args", "run_bench", "run_compare", "run_suite"]
+Nothing is imported here: ``bench`` reads CUDA signatures (whose type table needs torch), and
+``compare``, ``run`` and ``merge`` must start without torch. Import the submodule you need.
+"""

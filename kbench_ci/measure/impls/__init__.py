@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbench_ci.errors import UsageError
-from kbench_ci.measure.inputs import InputSet
+
+if TYPE_CHECKING:
+    # a type only: the registry is read by the parent, which never imports torch (inputs does)
+    from kbench_ci.measure.inputs import InputSet
 
 IMPLEMENTATIONS = ("cuda-cpp", "cutlass", "triton", "cute-dsl", "pytorch")
 ALIASES = {

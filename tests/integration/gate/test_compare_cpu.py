@@ -36,14 +36,17 @@ HEAD_KERNELS = [
 ]
 
 
-def kbench(cwd: Path, *args: str, tmpdir: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def kbench(
+    cwd: Path, *args: str, tmpdir: Path | None = None, timeout: float = 240, python_options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     environment = dict(os.environ)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
     if tmpdir is not None:
         environment["TMPDIR"] = str(tmpdir)
     return subprocess.run(
-        [sys.executable, "-c", _SHIM, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment,
+        [sys.executable, *python_options, "-c", _SHIM, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env=environment,
     )
 
 
@@ -130,6 +133,20 @@ def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path
     assert data["head"]["ref"] == "docs" and data["head"]["tree"] == "worktree"
     assert all(case["threshold"] == 0.02 for case in data["cases"])
     assert history.worktrees() == [str(history.root)]
+
+
+def test_the_parent_process_never_imports_torch(history: TempRepo, tmp_path: Path) -> None:
+    # The warm worker imports torch; the parent (git, builds, the report) must not, or the
+    # worker starts seconds later (issue 11). -X importtime lists the parent's imports only.
+    out = tmp_path / "out"
+    completed = kbench(history.root, "compare", "--base", "main", "--device", "auto", "--output-dir", str(out),
+                       "--kernel", "scale", "--rounds", "3", python_options=("-X", "importtime"))
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert verdicts(results(out)) == {"scale": results(out)["cases"][0]["verdict"]}
+    imported = [line.rsplit("|", 1)[1].strip() for line in completed.stderr.splitlines() if line.startswith("import time:")]
+    assert "kbench_ci.gate.compare" in imported  # the listing is the parent's
+    assert [name for name in imported if name == "torch" or name.startswith("torch.")] == []
+    assert results(out)["environment"]["torch_version"]  # the worker did import it
 
 
 def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ A100 = "NVIDIA A100-SXM4-80GB"
 def models(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     names = [H200, H200, H200, H200]
     monkeypatch.setattr(options, "cuda_device_names", lambda: names)
-    # one GPU named: resolve_device as for --gpu (torch's own view, mocked here)
+    # one GPU named: resolve_device as for --gpu (the driver's view, mocked here)
     monkeypatch.setattr(options, "resolve_device", lambda device, gpu: f"cuda:{0 if gpu is None else gpu}")
     return names
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from kbench_ci.cuda import build as build_mod
 from kbench_ci.cuda.build import (
@@ -26,6 +25,7 @@ from kbench_ci.cuda.build import (
     needs_arch_specific,
     plan_build,
 )
+from kbench_ci.cuda.driver import CudaDevice
 from kbench_ci.errors import (
     BuildError,
     EnvironmentProblem,
@@ -266,26 +266,22 @@ def test_malformed_kbench_cuda_arch_is_an_environment_problem(
 def test_no_gpu_and_no_override_is_an_environment_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("KBENCH_CUDA_ARCH", raising=False)
+    monkeypatch.setattr(build_mod, "cuda_devices", lambda: ())
     with pytest.raises(EnvironmentProblem) as info:
         detect_arch()
     assert "KBENCH_CUDA_ARCH" in (info.value.hint or "")
     assert info.value.exit_code is ExitCode.ENVIRONMENT
 
 
-def test_arch_comes_from_the_gpu_capability(monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[int] = []
-
-    def capability(device: int) -> tuple[int, int]:
-        asked.append(device)
-        return (8, 9) if device == 1 else (9, 0)
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+def test_arch_comes_from_the_drivers_capability_of_that_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KBENCH_CUDA_ARCH", raising=False)
+    devices = (CudaDevice(0, "NVIDIA H200", 9, 0), CudaDevice(1, "NVIDIA L40S", 8, 9))
+    monkeypatch.setattr(build_mod, "cuda_devices", lambda: devices)
     assert detect_arch() == "sm_90"
     assert detect_arch(1) == "sm_89"
-    assert asked == [0, 1]
+    with pytest.raises(EnvironmentProblem, match="GPU 2 does not exist"):
+        detect_arch(2)
 
 
 def test_plan_without_arch_uses_the_override(
