@@ -159,9 +159,14 @@ def run_compare(repo: Path, out: Path, args: argparse.Namespace, *, environment:
     if args.gpus:
         command += ["--gpus", args.gpus]
     env = {**os.environ, **environment, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
+    if args.log_dir:
+        env["KBENCH_CI_LOG"] = "debug"
     started = time.perf_counter()
     done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=args.timeout)
     process_wall = time.perf_counter() - started
+    if args.log_dir:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+        (args.log_dir / f"{out.name}.stderr").write_text(f"wall {process_wall:.3f} s\n" + done.stderr)
     if done.returncode != 0 or not (out / "results.json").is_file():
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"compare failed (exit {done.returncode}) in {out}")
@@ -220,6 +225,7 @@ def main() -> int:
     parser.add_argument("--gpus", help="passed on to compare, e.g. all or 0,1")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per compare run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print it")
+    parser.add_argument("--log-dir", type=Path, help="run compare with KBENCH_CI_LOG=debug; its stderr to DIR/out-N.stderr")
     parser.add_argument("--smoke", action="store_true", help="CPU: Triton kernels only, N=4096, device cpu")
     args = parser.parse_args()
     if args.smoke:

@@ -13,6 +13,7 @@ import typer
 
 from kbench_ci import __version__
 from kbench_ci.cli import bench, build, comment, compare, history, merge, run
+from kbench_ci.cli.console import configure_logging
 
 __all__ = ["app", "main"]
 
@@ -53,6 +54,7 @@ app.add_typer(history.app, name="history", help=history.HELP)
 
 def main() -> None:
     """The ``kbench-ci`` console script and ``python -m kbench_ci``."""
+    configure_logging()
     app()
 
 

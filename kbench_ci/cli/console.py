@@ -8,11 +8,13 @@ its one-line message and exit code, and Ctrl-C, SIGTERM and SIGHUP into 128 + th
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,31 @@ from kbench_ci.measure.protocol import Progress, WorkerEvent
 if TYPE_CHECKING:
     from kbench_ci.gate.execute import SuiteProgress
 
-__all__ = ["ProgressLine", "Terminated", "err", "error_boundary", "suite_progress", "stop_signals"]
+__all__ = ["LOG_ENV", "ProgressLine", "Terminated", "configure_logging", "err", "error_boundary", "suite_progress", "stop_signals"]
+
+
+#: ``KBENCH_CI_LOG=debug``: where the time of a run goes (worker start, each case's hand-over,
+#: the report), one stderr line per step with the milliseconds since start-up
+LOG_ENV = "KBENCH_CI_LOG"
+
+
+def configure_logging(environ: Mapping[str, str] | None = None) -> None:
+    """Library modules log through :mod:`logging` and never print; with ``KBENCH_CI_LOG`` set
+    (``debug``, ``info``) their records go to stderr at that level, each with the milliseconds
+    since start-up. Unset, nothing changes: warnings reach stderr as Python prints them."""
+    level_name = (os.environ if environ is None else environ).get(LOG_ENV, "").strip().upper()
+    if not level_name:
+        return
+    level = logging.getLevelName(level_name)
+    if not isinstance(level, int):
+        err(f"kbench-ci: warning: {LOG_ENV}={level_name.lower()!r} is not a log level (use debug or info); ignored")
+        return
+    # kbench-ci's own records only: GitPython logs every git command it runs at debug
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("kbench-ci %(relativeCreated)7.0f ms %(name)s: %(message)s"))
+    logger = logging.getLogger("kbench_ci")
+    logger.addHandler(handler)
+    logger.setLevel(level)
 
 
 def err(message: str) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import logging
 import sys
 import time
 from collections.abc import Mapping
@@ -95,6 +96,8 @@ from kbench_ci.suite.settings import (
     job_settings,
 )
 from kbench_ci.suite.settings import execution as suite_execution_settings
+
+_log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
 # Value objects
@@ -310,9 +313,10 @@ def run_compare(
         # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
             execution or suite_execution_settings(head_suite.settings, options), device=request.device, gpus=gpus,
-            build_fn=build_fn, worker=worker,
+            build_fn=build_fn, worker=worker, kinds=head_kinds.values(),
         ))
         shared.start(_build_requests(plans, request, head_suite, base_suite, head_kinds))
+        _log.debug("set up in %.0f ms (git, suites); builds begun, workers starting", 1e3 * setup_s)
         if on_progress is not None:
             on_progress(SuiteProgress(0, len(plans), "", "start"))
 
@@ -352,6 +356,7 @@ def run_compare(
                 raise compared.problem
 
         distribute(plans, shared.lanes, measure, record)
+        _log.debug("%d cases measured; writing the report, then stopping workers and removing worktrees", len(plans))
         return write()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import logging
 import os
 import queue
 import shutil
@@ -13,7 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -32,6 +33,8 @@ from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, GpuSlot, PhaseTimes
 from kbench_ci.suite.model import Case, KernelSpec
 from kbench_ci.suite.settings import Execution, parallel_builds
+
+_log = logging.getLogger(__name__)
 
 #: seconds a kernel's own ``build`` command or nvcc may run
 BUILD_TIMEOUT_S = 900.0
@@ -335,6 +338,16 @@ class SuiteExecution:
                 lane.pool.start(lane.device)
 
 
+#: the module each implementation kind's first case imports, heavy enough (Triton: ~0.5 s) to
+#: import in the worker while the parent still sets up
+_PRELOAD = {"triton": "triton", "cute-dsl": "cutlass"}
+
+
+def preload_modules(kinds: Iterable[str]) -> tuple[str, ...]:
+    """What a worker for a suite of these implementation kinds imports before its first case."""
+    return tuple(sorted({_PRELOAD[kind] for kind in kinds if kind in _PRELOAD}))
+
+
 def visible_device(index: int, environ: Mapping[str, str] | None = None) -> str:
     """``CUDA_VISIBLE_DEVICES`` for a worker that is to see only the parent's GPU ``index``: the
     index itself, or the parent's own ``CUDA_VISIBLE_DEVICES`` entry at that place (a runner that
@@ -354,13 +367,16 @@ def lane_device(device: str, gpu: GpuSlot | None) -> str:
 @contextmanager
 def suite_execution(
     execution: Execution, *, device: str, gpus: Sequence[GpuSlot] = (), build_fn: BuildFn | None = None,
-    worker: WorkerFn | None = None,
+    worker: WorkerFn | None = None, kinds: Iterable[str] = (),
 ) -> Iterator[SuiteExecution]:
     """The builder and worker pools of one suite run; on the way out (an error, Ctrl-C or SIGTERM
     included) the workers are stopped, compilers still running are killed and the staging
     folder is removed. ``gpus`` (two or more): one warm worker per entry, each pinned to its GPU
-    with ``CUDA_VISIBLE_DEVICES``. ``worker`` (tests) stands in for every pool."""
+    with ``CUDA_VISIBLE_DEVICES``. ``kinds``: the suite's implementation kinds, whose heavy modules
+    the workers import before the first case. ``worker`` (tests) stands in for every pool."""
     with ExitStack() as stack:
+        # the first callback runs last (LIFO): once everything below is stopped and removed
+        stack.callback(_log.debug, "workers stopped, compilers ended, staging folder removed")
         staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
         builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache))
@@ -377,7 +393,9 @@ def suite_execution(
                 pinned = dict(environment)
                 if gpu is not None and device.startswith("cuda"):
                     pinned["CUDA_VISIBLE_DEVICES"] = visible_device(gpu.index)
-                pool = stack.enter_context(WorkerPool(warm=execution.warm_worker, environment=pinned))
+                pool = stack.enter_context(
+                    WorkerPool(warm=execution.warm_worker, environment=pinned, preload=preload_modules(kinds))
+                )
                 lane_worker = pool.run_case
             lanes.append(Lane(gpu, lane_device(device, gpu), lane_worker, pool))
         yield SuiteExecution(builder, tuple(lanes))
@@ -561,7 +579,7 @@ def run_worker(
     """Run ``job`` in a worker subprocess; time each phase from the worker's ``begin`` events."""
     buckets = {"load": 0.0, "correctness": 0.0, "timing": 0.0, "audit": 0.0}
     # Phases are timed by the worker's own timestamps (the system-wide monotonic clock), not
-    # by when the parent's 50 ms poll sees them.
+    # by when the parent's poll (every 10 ms) sees them.
     state = _PhaseClock("load", time.monotonic())
     load_errors: list[LoadError] = []
 

@@ -172,7 +172,7 @@ def run_suite(
 
     with suite_execution(
         execution or suite_execution_settings(suite.settings, options), device=request.device, gpus=gpus,
-        build_fn=build_fn, worker=worker,
+        build_fn=build_fn, worker=worker, kinds=kinds.values(),
     ) as shared:
         shared.start([BuildRequest(k, "solution", kinds[k.name], suite.root) for k in kernels])
         if on_progress is not None:

@@ -20,6 +20,7 @@ case instead, as before the warm worker, for debugging.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -54,9 +55,11 @@ from kbench_ci.results.model import CaseResult, VariantResult
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
+_log = logging.getLogger(__name__)
+
 #: how often the parent reads the events file and checks the worker and the deadline: a case's
-#: end is seen at most this late
-_POLL_SECONDS = 0.05
+#: end is seen at most this late, and the next case waits that long (a read is ~20 µs)
+_POLL_SECONDS = 0.01
 
 
 @dataclass(slots=True)
@@ -133,11 +136,15 @@ class WorkerPool:
     """
 
     def __init__(
-        self, *, warm: bool = True, environment: Mapping[str, str] | None = None, python: str | None = None
+        self, *, warm: bool = True, environment: Mapping[str, str] | None = None, python: str | None = None,
+        preload: Sequence[str] = (),
     ) -> None:
         self.warm = warm
         self.environment = dict(environment or {})
         self.python = python or sys.executable
+        #: modules every worker imports before its first case (``triton`` for a suite with
+        #: Triton kernels), while the parent is still setting up
+        self.preload = tuple(preload)
         #: process ids of every worker this pool started, in order
         self.started_pids: list[int] = []
         self._worker: _Worker | None = None
@@ -250,7 +257,9 @@ class WorkerPool:
         try:
             with open(stderr_path, "wb") as stderr:
                 process = subprocess.Popen(
-                    [self.python, "-m", "kbench_ci.measure.worker", str(lifeline_read)],
+                    # With the device, the worker creates its CUDA context and imports what the
+                    # cases need before the first job comes (kbench_ci.measure.worker).
+                    [self.python, "-m", "kbench_ci.measure.worker", str(lifeline_read), device, *self.preload],
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                     pass_fds=(lifeline_read,),
                     start_new_session=True,  # so a timeout kills the kernel's whole process group
@@ -261,6 +270,7 @@ class WorkerPool:
         finally:
             os.close(lifeline_read)
         self.started_pids.append(process.pid)
+        _log.debug("worker %d started for %s (preload: %s)", process.pid, device, ", ".join(self.preload) or "nothing")
         return _Worker(process, lifeline_write, stderr_path, device)
 
     def _run_once(
@@ -285,8 +295,10 @@ class WorkerPool:
                 worker = self._ready(job.settings.device)
                 stderr_from = worker.stderr_size()
                 worker.send(ticket)
+            sent = time.monotonic()
+            _log.debug("case %s sent to worker %d", job.case_id, worker.process.pid)
             cursor = _Cursor()
-            deadline = time.monotonic() + timeout_s
+            deadline = sent + timeout_s
             offset = 0
             timed_out = False
             try:
@@ -305,6 +317,13 @@ class WorkerPool:
                 self._discard()
                 raise
             if cursor.finished is not None and not timed_out:
+                seen = time.monotonic()
+                _log.debug(
+                    "case %s finished in worker %d: taken %.0f ms after it was sent, done %.0f ms after, "
+                    "seen %.1f ms later", job.case_id, worker.process.pid,
+                    1e3 * ((cursor.started.at if cursor.started is not None else sent) - sent),
+                    1e3 * (cursor.finished.at - sent), 1e3 * (seen - cursor.finished.at),
+                )
                 worker.served += 1
                 if cursor.finished.retire:
                     outcome.retired = cursor.finished.reason
@@ -343,6 +362,7 @@ class _Cursor:
 
     variant: str | None = None
     phase: str | None = None
+    started: CaseStarted | None = None
     finished: CaseFinished | None = None
 
 
@@ -448,6 +468,7 @@ def _drain(
             outcome.load_error = event
         elif isinstance(event, CaseStarted):
             outcome.worker_pids.append(event.worker_pid)
+            cursor.started = event
         elif isinstance(event, CaseFinished):
             cursor.finished = event
         if on_event is not None:

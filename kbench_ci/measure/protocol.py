@@ -104,8 +104,8 @@ class Begin:
 
     variant: str
     phase: Phase
-    #: when, on the system-wide monotonic clock: the parent reads events every 50 ms, and a
-    #: 20 ms phase timed on arrival read as 0 or 50 ms
+    #: when, on the system-wide monotonic clock: the parent reads events only every few ms, and
+    #: a 20 ms phase timed on arrival read as 0 or one poll interval
     at: float = field(default_factory=time.monotonic)
 
 
@@ -161,6 +161,8 @@ class CaseStarted:
 
     worker_pid: int
     served_before: int
+    #: when, on the system-wide monotonic clock (see Begin.at)
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True, slots=True)
