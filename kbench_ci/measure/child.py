@@ -15,6 +15,7 @@ final. :func:`serve` at the end is the worker's loop: one case after another in 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import os
 import sys
@@ -704,6 +705,10 @@ def serve(next_ticket: Callable[[], JobTicket]) -> int:
     left (:mod:`kbench_ci.measure.isolation`).
     """
     baseline = ProcessBaseline.capture()
+    # Everything alive now (torch, triton, the warm-up's objects) is the worker's own and lives
+    # as long as it: out of the collector's sight, so the full collection after each case
+    # (ProcessBaseline.after_case) scans only what the case made: ~0.1 ms, not ~100 ms.
+    gc.freeze()
     served = 0
     while True:
         ticket = next_ticket()
