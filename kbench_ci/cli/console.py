@@ -37,12 +37,13 @@ LOG_ENV = "KBENCH_CI_LOG"
 
 def configure_logging(environ: Mapping[str, str] | None = None) -> None:
     """Library modules log through :mod:`logging` and never print; with ``KBENCH_CI_LOG`` set
-    (``debug``, ``info``) their records go to stderr at that level, each with the milliseconds
-    since start-up. Unset, nothing changes: warnings reach stderr as Python prints them."""
+    (``debug``, ``info``, or a number) their records go to stderr at that level, each with the
+    milliseconds since start-up (since :mod:`logging` was imported: the first few ms of the
+    process are not counted). Unset, nothing changes: warnings reach stderr as Python prints them."""
     level_name = (os.environ if environ is None else environ).get(LOG_ENV, "").strip().upper()
     if not level_name:
         return
-    level = logging.getLevelName(level_name)
+    level = int(level_name) if level_name.isdigit() else logging.getLevelName(level_name)
     if not isinstance(level, int):
         err(f"kbench-ci: warning: {LOG_ENV}={level_name.lower()!r} is not a log level (use debug or info); ignored")
         return
@@ -52,6 +53,7 @@ def configure_logging(environ: Mapping[str, str] | None = None) -> None:
     logger = logging.getLogger("kbench_ci")
     logger.addHandler(handler)
     logger.setLevel(level)
+    logger.propagate = False  # a root handler a dependency set up would print every line twice
 
 
 def err(message: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from importlib import metadata
+import importlib.util
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -114,16 +115,37 @@ def parse_gpus(text: str) -> tuple[int, ...] | None:
 
 
 def usable_cuda_devices() -> tuple[CudaDevice, ...]:
-    """The CUDA devices a worker can measure on: the driver's, none where the installed torch is
-    a CPU-only build (its version says ``+cpu``). Asked of the driver, not torch: the parent
-    never imports torch, so the warm worker starts (and imports it) at once."""
-    try:
-        torch_version = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return ()
-    if "+cpu" in torch_version:
+    """The CUDA devices a worker can measure on: the driver's, none where the installed torch was
+    built without CUDA. Asked of the driver and of torch's ``version.py``, not of torch itself:
+    the parent never imports torch, so the warm worker starts (and imports it) at once. A torch
+    that cannot use these GPUs for another reason (a driver too old for its CUDA) is found by
+    the worker, which stops the run with exit 3."""
+    if torch_cuda_build() is None:
         return ()
     return cuda_devices()
+
+
+#: ``cuda: Optional[str] = '13.0'`` (or ``= None``) in torch/version.py, as torch's build writes it
+_TORCH_CUDA_LINE = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*(?P<value>.+?)\s*$", re.MULTILINE)
+
+
+def torch_cuda_build(version_file: Path | None = None) -> str | None:
+    """The CUDA version the installed torch was built for (``"13.0"``), read from its
+    ``version.py`` without importing it; None for a CPU-only build or no torch. A file that
+    cannot be read or parsed counts as CUDA (``"unknown"``): the worker will tell."""
+    if version_file is None:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.origin:
+            return None
+        version_file = Path(spec.origin).parent / "version.py"
+    try:
+        match = _TORCH_CUDA_LINE.search(version_file.read_text(encoding="utf-8"))
+    except OSError:
+        return "unknown"
+    if match is None:
+        return "unknown"
+    value = match.group("value")
+    return None if value == "None" else value.strip("'\"")
 
 
 def cuda_device_names() -> list[str]:

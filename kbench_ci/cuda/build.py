@@ -257,11 +257,13 @@ def plan_build(
     output: Path | None = None,
     extra_flags: Sequence[str] = (),
     nvcc: str | None = None,
+    gpu_index: int | None = None,
 ) -> BuildPlan:
-    """Decide the exact nvcc command for ``source``; runs nothing."""
+    """Decide the exact nvcc command for ``source``; runs nothing. Without ``arch``, for the
+    architecture of GPU ``gpu_index`` (default: the first), the one the library will run on."""
     source = Path(source).resolve()
     source_text = _read_source(source)
-    target = _normalise_arch(arch, origin="arch") if arch else detect_arch()
+    target = _normalise_arch(arch, origin="arch") if arch else detect_arch(gpu_index)
     effective_arch, arch_flags = _arch_flags(target, source_text)
     output = Path(output).resolve() if output is not None else shared_library_path(source)
 

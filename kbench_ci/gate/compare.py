@@ -313,7 +313,8 @@ def run_compare(
         # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
             execution or suite_execution_settings(head_suite.settings, options), device=request.device, gpus=gpus,
-            build_fn=build_fn, worker=worker, kinds=head_kinds.values(),
+            build_fn=build_fn, worker=worker,
+            kinds=[*head_kinds.values(), *(kind for k in base_kernels if (kind := _base_kind(k, request.device)[0]))],
         ))
         shared.start(_build_requests(plans, request, head_suite, base_suite, head_kinds))
         _log.debug("set up in %.0f ms (git, suites); builds begun, workers starting", 1e3 * setup_s)

@@ -127,7 +127,8 @@ def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd
 
 
 def _build_side(
-    kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path, *, cache: build_module.BuildCache | None
+    kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path, *, cache: build_module.BuildCache | None,
+    gpu_index: int | None = None,
 ) -> tuple[str, bool]:
     """:func:`default_build` with the build cache: the command, and whether the library came
     from the cache. A kernel's own ``build`` command is never cached: it may read anything."""
@@ -141,7 +142,7 @@ def _build_side(
                 "build command succeeded but wrote no library at {out}", command=custom, compiler_output=text
             )
         return custom, False
-    plan = build_module.plan_build(source, cutlass=kind == "cutlass", output=output)
+    plan = build_module.plan_build(source, cutlass=kind == "cutlass", output=output, gpu_index=gpu_index)
     command = build_module.format_command(plan)
     try:
         built = build_module.build(plan, use_cache=False, cache=cache, timeout_s=BUILD_TIMEOUT_S)
@@ -198,9 +199,12 @@ class SideBuilder:
 
     def __init__(
         self, staging: Path, build_fn: BuildFn | None = None, *, cache: build_module.BuildCache | None = None,
-        parallel: int | None = None,
+        parallel: int | None = None, gpu_index: int | None = None,
     ) -> None:
         self.staging = Path(staging)
+        #: the GPU the libraries will run on (``--gpu N``; with ``--gpus``, all are one model):
+        #: nvcc targets its architecture
+        self.gpu_index = gpu_index
         self.build_fn = build_fn
         self.cache = cache
         self._pool = ThreadPoolExecutor(max_workers=parallel or parallel_builds(), thread_name_prefix="kbench-build")
@@ -282,7 +286,9 @@ class SideBuilder:
             if self.build_fn is not None:
                 command, cached = self.build_fn(kernel, request.kind, source, output, request.cwd), False
             else:
-                command, cached = _build_side(kernel, request.kind, source, output, request.cwd, cache=self.cache)
+                command, cached = _build_side(
+                    kernel, request.kind, source, output, request.cwd, cache=self.cache, gpu_index=self.gpu_index,
+                )
             return staged_source, BuildOutcome(
                 label, kernel.name, True, time.perf_counter() - started, command, cached=cached,
             )
@@ -343,9 +349,19 @@ class SuiteExecution:
 _PRELOAD = {"triton": "triton", "cute-dsl": "cutlass"}
 
 
-def preload_modules(kinds: Iterable[str]) -> tuple[str, ...]:
-    """What a worker for a suite of these implementation kinds imports before its first case."""
-    return tuple(sorted({_PRELOAD[kind] for kind in kinds if kind in _PRELOAD}))
+def preload_modules(kinds: Iterable[str], device: str = "cuda") -> tuple[str, ...]:
+    """What a worker for a suite of these implementation kinds imports before its first case (on
+    the CPU no CuTe DSL: those cases refuse it)."""
+    wanted = {_PRELOAD[kind] for kind in kinds if kind in _PRELOAD}
+    if not device.startswith("cuda"):
+        wanted.discard("cutlass")
+    return tuple(sorted(wanted))
+
+
+def _gpu_index(device: str) -> int | None:
+    """``cuda:1`` → 1; None for ``cuda`` or the CPU (builds then target the first GPU)."""
+    kind, _, index = device.partition(":")
+    return int(index) if kind == "cuda" and index.isdigit() else None
 
 
 def visible_device(index: int, environ: Mapping[str, str] | None = None) -> str:
@@ -379,12 +395,13 @@ def suite_execution(
         stack.callback(_log.debug, "workers stopped, compilers ended, staging folder removed")
         staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
-        builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache))
+        builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache, gpu_index=_gpu_index(device)))
         environment = execution.worker_environment()
         if execution.cache_dir is None:
             # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to
             # a folder of this run's own, removed with it (a first call JIT-compiles afresh).
             environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment()
+        preload = preload_modules(kinds, device)
         lanes = []
         for gpu in (tuple(gpus) if len(gpus) > 1 else (None,)):
             pool = None
@@ -394,7 +411,7 @@ def suite_execution(
                 if gpu is not None and device.startswith("cuda"):
                     pinned["CUDA_VISIBLE_DEVICES"] = visible_device(gpu.index)
                 pool = stack.enter_context(
-                    WorkerPool(warm=execution.warm_worker, environment=pinned, preload=preload_modules(kinds))
+                    WorkerPool(warm=execution.warm_worker, environment=pinned, preload=preload)
                 )
                 lane_worker = pool.run_case
             lanes.append(Lane(gpu, lane_device(device, gpu), lane_worker, pool))

@@ -14,6 +14,7 @@ final. :func:`serve` at the end is the worker's loop: one case after another in 
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import importlib
@@ -29,9 +30,10 @@ from typing import Any, TextIO
 
 import torch
 
-from kbench_ci.errors import KbenchError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
+from kbench_ci.measure.cupti import first_line
 from kbench_ci.measure.escape import (
     AuditedCallFailed,
     apply_event_residual,
@@ -115,7 +117,8 @@ def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:
     """What every case would do first, done while the parent still sets up (git worktrees,
     builds): the CUDA context on ``device_name``, the environment report, NVML, and the modules
     in ``preload`` (``triton``: ~0.5 s to import). Nothing here may fail the worker: a broken
-    device or package is reported by the case that needs it, with its own message."""
+    device or package is reported by the case that needs it, with its own message (a module
+    that fails to import is taken out of ``sys.modules`` again, so the case imports it afresh)."""
     try:
         device = torch.device(device_name)
         if device.type == "cuda":
@@ -123,24 +126,68 @@ def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:
             torch.empty(1, device=device)  # creates the context
             read_gpu_state(device)
         _environment(device)
-        for name in preload:
-            importlib.import_module(name)
     except Exception:  # noqa: BLE001, S110  (see above: the case reports it)
         pass
+    for name in preload:
+        before = frozenset(sys.modules)
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit):  # noqa: BLE001  (a package's import that exits, too)
+            for module in set(sys.modules) - before:
+                if module == name or module.startswith(f"{name}."):
+                    del sys.modules[module]
+
+
+def _environment(device: torch.device) -> dict[str, Any]:
+    """The machine as results.json records it, a copy of its own for each caller: the same for
+    every case of this worker, so read once (the driver and package versions cost tens of ms
+    each to look up)."""
+    return copy.deepcopy(_environment_once(device))
 
 
 @functools.cache
-def _environment(device: torch.device) -> Mapping[str, Any]:
-    """The machine as results.json records it: the same for every case of this worker, so read
-    once (the driver version and package versions cost tens of ms each to look up)."""
+def _environment_once(device: torch.device) -> dict[str, Any]:
     return to_jsonable(capture_environment(device))  # type: ignore[no-any-return]
+
+
+def _device_problem(device: torch.device) -> EnvironmentProblem | None:
+    """A CUDA device this torch cannot use: a CPU-only build the parent could not tell from its
+    files, a driver too old for the CUDA torch was built with, an index past the last GPU. The
+    machine's problem (exit 3), not the kernel's: it must not read as a crash of the case."""
+    if device.type != "cuda":
+        return None
+    try:
+        torch.cuda.init()  # type: ignore[no-untyped-call]
+        count = torch.cuda.device_count()
+    except Exception as exc:  # noqa: BLE001  (torch's words are the message)
+        reason = first_line(exc)
+    else:
+        if (device.index or 0) < count:
+            return None
+        reason = f"it sees {count} CUDA device(s)"
+    return EnvironmentProblem(
+        f"torch {torch.__version__} in the worker cannot use {device}: {reason}",
+        hint="install a CUDA build of torch that this machine's driver supports, or use --device cpu",
+    )
 
 
 def run_case(job: CaseJob, emit: Emit) -> None:
     device = torch.device(job.settings.device)
+    problem = _device_problem(device)
+    if problem is not None:
+        _emit_load_error(job.sides[0].label, problem, emit)
+        for side in job.sides:
+            emit(VariantDone(VariantResult(
+                label=side.label, kind=side.implementation, role="solution", status="error", message=problem.one_line(),
+            )))
+        for name in job.baselines:
+            emit(VariantDone(VariantResult(
+                label=name, kind=name, role="baseline", status="error", message=problem.one_line(),
+            )))
+        return
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    emit(EnvironmentReport(dict(_environment(device))))
+    emit(EnvironmentReport(_environment(device)))
     if device.type == "cuda":
         emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))
 
@@ -705,6 +752,7 @@ def serve(next_ticket: Callable[[], JobTicket]) -> int:
     left (:mod:`kbench_ci.measure.isolation`).
     """
     baseline = ProcessBaseline.capture()
+    gc.collect()  # the imports' and the warm-up's garbage goes now, not into the frozen set
     # Everything alive now (torch, triton, the warm-up's objects) is the worker's own and lives
     # as long as it: out of the collector's sight, so the full collection after each case
     # (ProcessBaseline.after_case) scans only what the case made: ~0.1 ms, not ~100 ms.

@@ -13,10 +13,11 @@ from kbench_ci.cli.console import LOG_ENV, configure_logging
 @pytest.fixture
 def clean_logger() -> Iterator[logging.Logger]:
     logger = logging.getLogger("kbench_ci")
-    handlers, level = list(logger.handlers), logger.level
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
     yield logger
     logger.handlers[:] = handlers
     logger.setLevel(level)
+    logger.propagate = propagate
 
 
 def test_debug_shows_kbench_ci_records_with_milliseconds(clean_logger: logging.Logger,
@@ -25,7 +26,8 @@ def test_debug_shows_kbench_ci_records_with_milliseconds(clean_logger: logging.L
     logging.getLogger("kbench_ci.measure.parent").debug("worker %d started", 7)
     logging.getLogger("git.cmd").debug("Popen(['git', 'status'])")  # a dependency's chatter stays out
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1
+    assert len(lines) == 1  # once: not again through a root handler
+    assert clean_logger.propagate is False
     assert lines[0].startswith("kbench-ci ") and lines[0].endswith("ms kbench_ci.measure.parent: worker 7 started")
 
 
@@ -38,3 +40,7 @@ def test_unset_changes_nothing_and_a_bad_level_is_named(clean_logger: logging.Lo
     assert "KBENCH_CI_LOG='loud' is not a log level (use debug or info); ignored" in capsys.readouterr().err
     logging.getLogger("kbench_ci.gate").debug("hidden")
     assert capsys.readouterr().err == ""
+    configure_logging({LOG_ENV: "20"})  # a number is a level too: info
+    logging.getLogger("kbench_ci.gate").debug("hidden")
+    logging.getLogger("kbench_ci.gate").info("shown")
+    assert capsys.readouterr().err.endswith("kbench_ci.gate: shown\n")

@@ -284,6 +284,15 @@ def test_arch_comes_from_the_drivers_capability_of_that_gpu(monkeypatch: pytest.
         detect_arch(2)
 
 
+def test_a_build_targets_the_gpu_it_will_run_on(kernel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --gpu 1 on a machine of two models: the library is built for GPU 1, not GPU 0
+    monkeypatch.delenv("KBENCH_CUDA_ARCH", raising=False)
+    devices = (CudaDevice(0, "NVIDIA H200", 9, 0), CudaDevice(1, "NVIDIA L40S", 8, 9))
+    monkeypatch.setattr(build_mod, "cuda_devices", lambda: devices)
+    assert "-arch=sm_89" in plan_build(kernel_dir / "kernel.cu", nvcc="nvcc", gpu_index=1).command
+    assert "-arch=sm_90" in plan_build(kernel_dir / "kernel.cu", nvcc="nvcc").command
+
+
 def test_plan_without_arch_uses_the_override(
     kernel_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,6 +5,7 @@ without a GPU."""
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,7 +88,7 @@ def test_no_driver_library_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None
 def two_h200(monkeypatch: pytest.MonkeyPatch) -> None:
     devices = (CudaDevice(0, "NVIDIA H200", 9, 0), CudaDevice(1, "NVIDIA H200", 9, 0))
     monkeypatch.setattr(options, "cuda_devices", lambda: devices)
-    monkeypatch.setattr(options.metadata, "version", lambda name: "2.11.0+cu130")
+    monkeypatch.setattr(options, "torch_cuda_build", lambda: "13.0")
 
 
 def test_auto_and_cuda_pick_the_gpu_the_driver_lists(two_h200: None) -> None:
@@ -102,9 +103,34 @@ def test_auto_and_cuda_pick_the_gpu_the_driver_lists(two_h200: None) -> None:
 def test_a_cpu_only_torch_has_no_usable_gpu(two_h200: None, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     # the driver sees GPUs, but a worker with this torch could not use them
-    monkeypatch.setattr(options.metadata, "version", lambda name: "2.13.0+cpu")
+    monkeypatch.setattr(options, "torch_cuda_build", lambda: None)
     assert options.resolve_device("auto", None) == "cpu"
     assert "no CUDA device found; running on CPU" in capsys.readouterr().err
     with pytest.raises(EnvironmentProblem, match="--device cuda was asked for but no CUDA device"):
         options.resolve_device("cuda", None)
     assert options.cuda_device_names() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\nhip: Optional[str] = None\n", "13.0"),
+        ("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n", None),
+        # a CPU build whose version says nothing of it (conda-forge, aarch64 wheels, USE_CUDA=0)
+        ("__version__ = '2.5.1'\ncuda = None\n", None),
+        ('cuda = "12.4"\n', "12.4"),
+        ("__version__ = '9.9'\n", "unknown"),  # cannot tell: the worker will
+    ],
+)
+def test_torchs_cuda_build_is_read_from_its_version_file(tmp_path: Path, text: str, expected: str | None) -> None:
+    version_file = tmp_path / "version.py"
+    version_file.write_text(text)
+    assert options.torch_cuda_build(version_file) == expected
+
+
+def test_the_installed_torch_is_read_without_importing_it() -> None:
+    # this machine's torch: a CPU build in CI, a CUDA build on a GPU machine; either way read
+    # from its file, and the same answer torch itself gives
+    import torch
+
+    assert options.torch_cuda_build() == torch.version.cuda
