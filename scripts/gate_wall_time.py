@@ -175,6 +175,15 @@ def run_compare(repo: Path, out: Path, args: argparse.Namespace, *, environment:
     return data
 
 
+def bare_worker_start(device: str, *, triton: bool) -> float:
+    """Seconds for a fresh python to import torch (and triton) and make a context on ``device``:
+    the least any run that measures in a new process pays before its first case."""
+    code = "import torch\n" + ("import triton\n" if triton else "") + f"torch.empty(1, device={device!r})\n"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - started
+
+
 def first_call_jit_s(data: dict[str, Any]) -> float:
     """First calls and compile steps of every variant of every measurement, in seconds."""
     total = 0.0
@@ -272,6 +281,9 @@ def main() -> int:
         print(f"\nspeed-up of the warm worker (cold cache) over {'the old code' if args.old_code else 'a fresh worker'}: "
               f"{baseline['wall'] / by_label['warm, cold cache']['wall']:.2f}x")
     print("target: wall <= 1.5 x (correctness + timing + audit + JIT) + build")
+    floor = bare_worker_start(args.device, triton=True)
+    print(f"a bare process that does what a worker must before its first case (python, import torch and "
+          f"triton, a CUDA context on {args.device}): {floor:.2f} s")
     if not args.keep:
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0

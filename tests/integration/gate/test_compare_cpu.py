@@ -237,6 +237,24 @@ def test_acceptance_script_smoke(tmp_path: Path) -> None:
         assert needle in completed.stdout, needle
 
 
+def test_wall_time_script_smoke(tmp_path: Path) -> None:
+    # scripts/gate_wall_time.py (issue 11's figures) on the CPU: it runs, splits the wall time
+    # and prints the bare worker start it is bounded by
+    environment = dict(os.environ)
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    environment["TMPDIR"] = str(tmp_path)
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gate_wall_time.py"), "--smoke", "--modes", "warm",
+         "--time-budget", "0.2", "--log-dir", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=300, env=environment, cwd=ROOT,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    for needle in ("warm, cold cache", "start-up", "correctness", "timing", "report/other", "target:",
+                   "a bare process that does what a worker must"):
+        assert needle in completed.stdout, needle
+    assert "finished in worker" in (tmp_path / "logs" / "out-0.stderr").read_text()
+
+
 def test_every_config_problem_is_reported_at_once_by_the_cli(history: TempRepo, tmp_path: Path) -> None:
     history.write({"kbench.toml": (
         '[defaults]\nrounsd = 4\n[[kernels]]\nname = "x"\nshape = [{N = 1}]\nsolution = "k/x.py"\n'
