@@ -124,8 +124,7 @@ def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:
         if device.type == "cuda":
             torch.cuda.set_device(device)
             torch.empty(1, device=device)  # creates the context
-            read_gpu_state(device)
-        _environment(device)
+        _environment(device)  # starts NVML too (the driver version)
     except Exception:  # noqa: BLE001, S110  (see above: the case reports it)
         pass
     for name in preload:
@@ -176,14 +175,8 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     problem = _device_problem(device)
     if problem is not None:
         _emit_load_error(job.sides[0].label, problem, emit)
-        for side in job.sides:
-            emit(VariantDone(VariantResult(
-                label=side.label, kind=side.implementation, role="solution", status="error", message=problem.one_line(),
-            )))
-        for name in job.baselines:
-            emit(VariantDone(VariantResult(
-                label=name, kind=name, role="baseline", status="error", message=problem.one_line(),
-            )))
+        for label in job.variant_labels():
+            emit(VariantDone(job.failed_result(label, problem.one_line())))
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -231,9 +224,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[_Vari
         except KbenchError as exc:
             torch_globals.restore()
             # A side that cannot load is an error of that side only (a compare reports it).
-            emit(VariantDone(VariantResult(
-                label=side.label, kind=side.implementation, role="solution", status="error", message=exc.one_line(),
-            )))
+            emit(VariantDone(job.failed_result(side.label, exc.one_line())))
             if index == 0:
                 _emit_load_error(side.label, exc, emit)
             continue

@@ -195,12 +195,12 @@ class WorkerPool:
             if blamed is None or blamed in outcome.variants:
                 # Nothing identifiable to blame: give every unfinished variant the incident.
                 for label in labels:
-                    outcome.variants.setdefault(label, _failed(job, label, incident))
+                    outcome.variants.setdefault(label, job.failed_result(label, incident))
                 break
-            outcome.variants[blamed] = _failed(job, blamed, incident)
+            outcome.variants[blamed] = job.failed_result(blamed, incident)
             current = replace(current, skip=tuple(set(current.skip) | {blamed}))
         for label in labels:
-            outcome.variants.setdefault(label, _failed(job, label, "not run: the worker stopped before reaching it"))
+            outcome.variants.setdefault(label, job.failed_result(label, "not run: the worker stopped before reaching it"))
         result = CaseResult(
             case_id=job.case_id,
             dims=job.dims,
@@ -347,12 +347,6 @@ def run_case_in_worker(
     """Run one ``job`` in a worker of its own (``bench``: one case, nothing to keep warm)."""
     with WorkerPool(warm=False, python=python) as pool:
         return pool.run_case(job, timeout_s=timeout_s, on_event=on_event)
-
-
-def _failed(job: CaseJob, label: str, message: str) -> VariantResult:
-    is_side = label in {side.label for side in job.sides}
-    kind = next((side.implementation for side in job.sides if side.label == label), label)
-    return VariantResult(label=label, kind=kind, role="solution" if is_side else "baseline", status="error", message=message)
 
 
 @dataclass(slots=True)

@@ -90,6 +90,13 @@ class CaseJob:
     def variant_labels(self) -> tuple[str, ...]:
         return tuple(side.label for side in self.sides) + tuple(self.baselines)
 
+    def failed_result(self, label: str, message: str) -> VariantResult:
+        """The final result of variant ``label`` (a side or a baseline) that could not be measured."""
+        side = next((side for side in self.sides if side.label == label), None)
+        if side is None:
+            return VariantResult(label=label, kind=label, role="baseline", status="error", message=message)
+        return VariantResult(label=label, kind=side.implementation, role="solution", status="error", message=message)
+
 
 # --------------------------------------------------------------------------------------------
 # Events: what a worker reports, one JSON line each, in the order it happens

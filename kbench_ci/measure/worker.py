@@ -2,10 +2,11 @@ r"""The worker process's entry point: the lifeline to the parent, then :func:`se
 
 ``python -m kbench_ci.measure.worker LIFELINE_FD [DEVICE [MODULE ...]]``, started by
 :mod:`kbench_ci.measure.parent` and nothing else. With a ``DEVICE`` it warms up before the
-first job (:func:`~kbench_ci.measure.child.warm_up`: the CUDA context, and the ``MODULE``\ s its
-cases will import), while the parent is still setting up. The parent writes one :class:`~kbench_ci.measure.protocol.JobTicket` per case
-down the lifeline pipe; :mod:`kbench_ci.measure.lifeline` says why jobs and the lifeline share a
-pipe, and how user code that ends the process is reported. Nothing imports this module:
+first job (:func:`~kbench_ci.measure.child.warm_up`: the CUDA context, and the ``MODULE``\ s
+its cases will import), while the parent is still setting up. The parent writes one
+:class:`~kbench_ci.measure.protocol.JobTicket` per case down the lifeline pipe;
+:mod:`kbench_ci.measure.lifeline` says why jobs and the lifeline share a pipe, and how user code
+that ends the process is reported. Nothing imports this module:
 ``python -m`` warns about a module that is imported before it runs as ``__main__``.
 """
 

@@ -280,8 +280,9 @@ def test_arch_comes_from_the_drivers_capability_of_that_gpu(monkeypatch: pytest.
     monkeypatch.setattr(build_mod, "cuda_devices", lambda: devices)
     assert detect_arch() == "sm_90"
     assert detect_arch(1) == "sm_89"
-    with pytest.raises(EnvironmentProblem, match="GPU 2 does not exist"):
+    with pytest.raises(EnvironmentProblem, match="GPU 2 does not exist") as info:
         detect_arch(2)
+    assert info.value.exit_code is ExitCode.ENVIRONMENT
 
 
 def test_a_build_targets_the_gpu_it_will_run_on(kernel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
