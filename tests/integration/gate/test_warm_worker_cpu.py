@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+import torch
+
+from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.gate.compare import run_compare
 from kbench_ci.gate.execute import SuiteProgress
 from kbench_ci.gate.run import run_suite
@@ -190,3 +194,20 @@ def test_nothing_a_case_leaves_behind_reaches_the_next_case(tmp_path: Path) -> N
     assert {r["triton_cache"] for r in records} == {str(tmp_path / "cache" / "triton")}
     # Within a case the module is the same one: its state is the case's own business.
     assert any(r["calls_before"] > 0 for r in records)
+
+
+def test_a_gpu_the_workers_torch_cannot_use_stops_the_run_with_exit_3(tmp_path: Path) -> None:
+    # The parent asks the driver, not torch; were it to pick a GPU this torch cannot use (here a
+    # CPU build asked for cuda:0), the worker says so: the run stops as the machine's problem
+    # (exit 3) with torch's reason, instead of every case failing as a crash.
+    if torch.cuda.is_available():
+        pytest.skip("this torch can use CUDA")
+    repo = make_suite_repo(tmp_path / "repo", FOUR_CASES[1:])
+    with pytest.raises(EnvironmentProblem) as info:
+        run_compare(
+            CompareRequest(start=repo.root, base="main", device="cuda:0", output_dir=tmp_path / "out"),
+            execution=Execution(warm_worker=True, cache_dir=tmp_path / "cache"),
+        )
+    assert info.value.exit_code is ExitCode.ENVIRONMENT
+    assert "in the worker cannot use cuda:0" in info.value.message
+    assert "CUDA build of torch" in (info.value.hint or "")
