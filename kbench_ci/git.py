@@ -28,7 +28,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 from kbench_ci.errors import EnvironmentProblem, GitError, UsageError
-from kbench_ci.results.schema import SUMMARY_SCHEMA
 
 if TYPE_CHECKING:
     # For annotations only; at run time GitPython is imported by _gitpython() (see there why).
@@ -427,7 +426,7 @@ def _a_kbench_summary(path: Path) -> bool:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and next(iter(data), None) == "schema" and data["schema"] == SUMMARY_SCHEMA
+    return isinstance(data, dict) and next(iter(data), None) == "schema" and data["schema"] == "kbench-ci/summary"
 
 
 def _only_a_kbench_report(folder: Path) -> bool:
