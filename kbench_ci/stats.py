@@ -829,3 +829,74 @@ def _two_sided_normal_p(deviation: float, variance: float) -> float:
     z = max(abs(deviation) - 0.5, 0.0) / math.sqrt(variance)
     # erfc keeps precision in the far tail, where 1 - cdf would cancel to 0.
     return math.erfc(z / _SQRT2)
+
+
+# --- The memoisation probe (measure/memo_probe.py) -------------------------------------------
+
+#: the smallest slowdown of new content over remembered content that is ever read as caching
+MEMO_MIN_EFFECT = 0.05
+#: the effect must also exceed this many times the relative spread of a single timed call
+MEMO_NOISE_FACTOR = 3.0
+#: the one-sided sign test's level: new content slower in so many pairs that a kernel as fast on
+#: both would do it by chance at most this often (10 pairs: 9 slower; 20: 16; 30: 22)
+MEMO_SIGN_P = 0.011
+#: fewer pairs than this decide nothing
+MEMO_MIN_PAIRS = 6
+
+
+def sign_test_p(successes: int, trials: int) -> float:
+    """P(X >= successes) for X ~ Binomial(trials, 1/2): the one-sided sign test."""
+    return math.fsum(math.comb(trials, k) for k in range(successes, trials + 1)) / 2.0**trials
+
+
+@dataclass(frozen=True, slots=True)
+class MemoEvidence:
+    """Calls on content a variant never saw, each against a call on content it had seen."""
+
+    #: what the remembered content was: "the same content just before", "content it saw many times"
+    seen_as: str
+    #: median of (time on new content) / (time on remembered content) over the pairs
+    ratio: float
+    #: pairs where the new content took longer, of all pairs
+    slower_pairs: int
+    pairs: int
+    #: the ratio that would have been read as caching
+    bound: float
+
+    @property
+    def cached(self) -> bool:
+        return self.pairs >= MEMO_MIN_PAIRS and self.ratio > self.bound and sign_test_p(self.slower_pairs, self.pairs) <= MEMO_SIGN_P
+
+    @property
+    def suspect(self) -> bool:
+        """Faster on seen content by more than the noise, but not yet in enough pairs: worth more pairs."""
+        return self.ratio > self.bound and not self.cached
+
+
+def relative_spread(samples: Sequence[float]) -> float:
+    """The spread of single samples around their median, as a fraction of it (scaled MAD: the
+    standard deviation for normal noise, robust to the odd slow call)."""
+    x = _as_samples(samples, "samples")
+    centre = float(np.median(x))
+    if centre <= 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(x - centre)) / centre)
+
+
+def memo_evidence(new: Sequence[float], seen: Sequence[float], noise: float, seen_as: str) -> MemoEvidence:
+    """Pairs ``(new[i], seen[i])`` of calls made back to back under the same conditions. A kernel
+    that computes takes as long on either; one that remembers results is faster on content it
+    has seen. Read as caching when the median ratio exceeds ``1 + max(MEMO_MIN_EFFECT,
+    MEMO_NOISE_FACTOR * noise)`` and the sign test says the new content was slower in more
+    pairs than chance allows (:data:`MEMO_SIGN_P`)."""
+    if len(new) != len(seen):
+        raise ValueError("new and seen need one sample per pair")
+    ratios = [a / b for a, b in zip(new, seen, strict=True) if b > 0]
+    bound = 1.0 + max(MEMO_MIN_EFFECT, MEMO_NOISE_FACTOR * noise)
+    return MemoEvidence(
+        seen_as=seen_as,
+        ratio=float(np.median(ratios)) if ratios else 1.0,
+        slower_pairs=sum(ratio > 1.0 for ratio in ratios),
+        pairs=len(ratios),
+        bound=bound,
+    )

@@ -23,25 +23,24 @@ by stream identity, so blocking streams and the legacy default stream (which joi
 pass.
 
 The same calls give the truth check of every report: the event time of each audited call next
-to CUPTI's span from its first GPU activity to its last. Their difference, pooled over the case,
-is the residual of the event-overhead correction (:func:`event_residual_ms`): the overhead is
-calibrated once per run on an empty kernel, and on an H200 it over-subtracted 0.48-0.67 us from
-every one of 60 audited calls of real kernels (6 cases, 2^22 elements).
+to CUPTI's span from its first GPU activity to its last. These calls are not the timed ones (a
+marker kernel sits between the hold and the start event, which shortens the event-to-kernel gap
+by ~0.9 us on an H200), so the samples are corrected elsewhere, on calls made exactly as timed
+(:mod:`kbench_ci.measure.calibration`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from kbench_ci.measure.cupti import ActivityTrace, CuptiUnavailable, TraceEvent, first_line
-from kbench_ci.measure.timing import CudaEventTimer, shift_samples
-from kbench_ci.results.model import EscapeAudit, EscapeStatus, VariantResult
-from kbench_ci.stats import median
+from kbench_ci.measure.timing import CudaEventTimer
+from kbench_ci.results.model import EscapeAudit, EscapeStatus
 
 #: calls made under CUPTI per variant (after its timing rounds)
 AUDITED_CALLS = 5
@@ -57,10 +56,6 @@ MIN_AUDIT_HOLD_US = 250.0
 SETTLE_S = 0.003
 #: the same between two variants, so a late launch is not blamed on the next variant
 BETWEEN_VARIANTS_SETTLE_S = 0.002
-#: the residual is taken from at least this many audited calls
-MIN_RESIDUAL_CALLS = 3
-#: a residual larger than this (ms) means the audited calls ran unlike the timed ones: not applied
-MAX_RESIDUAL_MS = 0.005
 
 
 class TraceUnreadable(Exception):
@@ -214,6 +209,11 @@ class _Marker:
         _Marker._kernel(self._flag)
 
 
+def make_marker(device: torch.device) -> Callable[[], None]:
+    """A marker kernel on ``device`` (RuntimeError where NVRTC cannot compile it)."""
+    return _Marker(device)
+
+
 @dataclass(frozen=True, slots=True)
 class AuditedCallFailed:
     """A variant's call raised while audited: the audit of the others must be made again."""
@@ -304,56 +304,3 @@ def judge_each(event_ms: Mapping[str, Sequence[float]], activity: Sequence[CallA
         audits[label] = judge(samples, activity[first:first + len(samples)], cost_s / len(event_ms))
         first += len(samples)
     return audits
-
-
-def event_residual_ms(audits: Iterable[EscapeAudit]) -> float | None:
-    """How much the event time of the audited calls reads above CUPTI's span of the same calls
-    (negative: below), the median over every call of the passed audits given; None with fewer
-    than :data:`MIN_RESIDUAL_CALLS` calls CUPTI saw work for. Subtracted from every sample of
-    the case (all variants alike), it makes the samples read CUPTI's time of the kernels rather
-    than the empty kernel's calibration; a ratio between two variants moves with it by at most
-    the residual over the smaller median (0.55 us of a 6 us kernel: a 2.0% change reads 1.8%
-    before the shift)."""
-    differences = [
-        event - span
-        for audit in audits if audit.status == "passed"
-        for event, span in zip(audit.event_ms, audit.cupti_span_ms, strict=False) if span > 0
-    ]
-    if len(differences) < MIN_RESIDUAL_CALLS:
-        return None
-    return median(differences)
-
-
-def apply_event_residual(results: Sequence[VariantResult]) -> tuple[tuple[VariantResult, ...], float | None]:
-    """Shift every timed sample of a case's variants (each alike) by the residual of their audits
-    (:func:`event_residual_ms`), so the samples read the kernels' CUPTI time. The audited calls'
-    own event times stay as measured: next to CUPTI's span they show what the shift corrected.
-    Returns the results and the residual (None: too few audited calls); a residual beyond
-    :data:`MAX_RESIDUAL_MS` is returned but not applied."""
-    residual = event_residual_ms(r.escape_audit for r in results if r.escape_audit is not None)
-    if residual is None or not residual_applies(residual):
-        return tuple(results), residual
-    return tuple(
-        replace(
-            result,
-            rounds_ms=tuple(shift_samples(samples, residual) for samples in result.rounds_ms),
-            discarded_ms=shift_samples(result.discarded_ms, residual),
-        )
-        for result in results
-    ), residual
-
-
-def residual_applies(residual_ms: float) -> bool:
-    """Whether a residual is small enough to move the samples by (:data:`MAX_RESIDUAL_MS`)."""
-    return abs(residual_ms) <= MAX_RESIDUAL_MS
-
-
-def describe_residual(residual_ms: float | None) -> str:
-    """The report's words for what :func:`event_residual_ms` did to the samples."""
-    if residual_ms is None:
-        return "no CUPTI residual applied (too few audited calls)"
-    if not residual_applies(residual_ms):
-        return (f"CUPTI residual {residual_ms * 1e3:+.2f} us not applied (beyond ±{MAX_RESIDUAL_MS * 1e3:g} us: "
-                "the audited calls ran unlike the timed ones)")
-    return (f"samples moved by {-residual_ms * 1e3:+.2f} us to CUPTI's time of the case's own kernels (the audited "
-            "calls' event time less CUPTI's span of the same calls, median over all variants)")

@@ -150,6 +150,14 @@ def call_by_name(
     return function(**kwargs)
 
 
+def takes_seed(function: Callable[..., Any]) -> bool:
+    """Does ``function`` name a ``seed`` parameter (not only ``**kwargs``)?"""
+    try:
+        return "seed" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     path: Path

@@ -119,7 +119,7 @@ def render_bench(
             str(c.mismatched) if c else "—",
             tolerance,
             (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else "")
-            + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
+            + (f"; {variant.fresh_inputs}" if variant.fresh_inputs else ""),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
     audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])

@@ -221,7 +221,7 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
             ", ".join(str(t.seed) for t in c.trials) if c else "—",
             tolerance_text(variant),
             ("yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"))
-            + (f"; replay audit: {variant.replay_audit}" if variant.replay_audit else ""),
+            + (f"; {variant.fresh_inputs}" if variant.fresh_inputs else ""),
             cell(variant.message, 300) if variant.status != "ok" else "",
         ])
     return table(["side", "correctness", "seeds", "tolerance", "re-checked after timing", "message"], rows)

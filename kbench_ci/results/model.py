@@ -36,9 +36,12 @@ class VariantResult:
     compile_ms: float | None = None
     #: the solution's outputs still matched the reference after the timing runs
     post_timing_check: bool | None = None
-    #: the replay audit of a timed solution: how many timed calls were given other inputs and
-    #: matched, or why it was skipped (measure/replay.py); None where none ran
-    replay_audit: str | None = None
+    #: how the timed calls' inputs varied, how many of their outputs were checked, and what the
+    #: memoisation probe read (measure/staging.py, measure/memo_probe.py); None where not timed
+    fresh_inputs: str | None = None
+    #: how far the samples were moved (ms, beyond the run's event overhead) to CUPTI's time of
+    #: the variant's GPU work under the timed conditions (measure/calibration.py); None: not moved
+    timing_shift_ms: float | None = None
     #: the CUPTI audit of GPU work around the timer (measure/escape.py); None where none ran
     escape_audit: EscapeAudit | None = None
     notes: tuple[str, ...] = ()
@@ -67,7 +70,7 @@ class EscapeAudit:
 
     status: EscapeStatus
     #: per audited call: the event time (ms, the run's event overhead subtracted; the samples are
-    #: moved further by the case's CUPTI residual, CaseResult.cupti_residual_ms)
+    #: moved further by VariantResult.timing_shift_ms)
     event_ms: tuple[float, ...] = ()
     #: per audited call: CUPTI's span from the call's first GPU activity to its last (ms)
     cupti_span_ms: tuple[float, ...] = ()
@@ -99,10 +102,9 @@ class CaseResult:
     #: cuda_event only: the event-pair overhead (ms) subtracted from every sample, calibrated
     #: against CUPTI at start-up; the uncorrected event time of a sample is sample + this
     event_overhead_ms: float | None = None
-    #: cuda_event only: the audited calls' event time less CUPTI's span of the same calls (ms,
-    #: median over the case), subtracted from every sample after the event overhead; None where
-    #: none was applied (no readable audit, or beyond escape.MAX_RESIDUAL_MS: the timing
-    #: description says which). The uncorrected event time is sample + overhead + this
+    #: cuda_event only: the median over the case's variants of the shift applied to their samples
+    #: after the event overhead (VariantResult.timing_shift_ms, measure/calibration.py); None
+    #: where none was (the timing description says why)
     cupti_residual_ms: float | None = None
     #: a failure of the whole case (worker crash, timeout) that is not one variant's
     error: str | None = None

@@ -98,7 +98,8 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         first_call_ms=data.get("first_call_ms"),
         compile_ms=data.get("compile_ms"),
         post_timing_check=data.get("post_timing_check"),
-        replay_audit=data.get("replay_audit"),
+        fresh_inputs=data.get("fresh_inputs"),
+        timing_shift_ms=data.get("timing_shift_ms"),
         escape_audit=escape_audit_from_json(data.get("escape_audit")),
         notes=tuple(data.get("notes", ())),
     )

@@ -12,7 +12,7 @@ import torch
 from kbench_ci.errors import EnvironmentProblem, MissingExtraError, UserFileError
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
 from kbench_ci.measure.inputs import InputSet, seed_everything
-from kbench_ci.measure.usercode import call_by_name, load_module, require_function
+from kbench_ci.measure.usercode import call_by_name, load_module, require_function, takes_seed
 
 #: the package each kind needs, and the extra that installs it
 _REQUIRED_PACKAGE = {"triton": ("triton", "triton", None), "cute-dsl": ("cutlass", "nvidia-cutlass-dsl", "cute")}
@@ -59,8 +59,11 @@ def inputs_from_setup(
     GPU chosen with --gpu (or the CPU in CPU mode) without the user's code knowing which.
     """
     seed_everything(seed)
+    # A setup() that draws from a generator of its own and takes ``seed`` gets the trial's seed:
+    # otherwise every correctness trial and every version of its inputs would be the same.
+    extra = {"seed": seed} if takes_seed(setup) and "seed" not in dims else None
     with torch.device(device):
-        returned = call_by_name(setup, dims, what=where)
+        returned = call_by_name(setup, dims, what=where, extra=extra)
     if not isinstance(returned, Mapping) or "inputs" not in returned or "outputs" not in returned:
         raise UserFileError(
             f"{where} must return {{'inputs': {{...}}, 'outputs': [names]}}, got {type(returned).__name__}"

@@ -106,13 +106,15 @@ def test_cheating_kernels_are_caught_and_never_timed(cheat: str, expected_messag
     assert eager["status"] == "ok" and eager["rounds_ms"]
 
 
-def test_kernel_honest_only_while_checked_is_caught_after_timing(tmp_path: Path) -> None:
+def test_kernel_honest_only_while_checked_is_caught_in_the_timed_calls(tmp_path: Path) -> None:
+    """Right on the correctness trials, then stops computing: the first timed call's check names it."""
     completed = bench_cheat("skips_work_after_checks", tmp_path)
     assert completed.returncode == 1
     solution = solution_of(tmp_path)
     assert solution["status"] == "incorrect"
-    assert solution["post_timing_check"] is False
-    assert "after the timing runs" in solution["message"]
+    assert solution["correctness"]["passed"] is True
+    assert "was given new input contents and its output 'y' does not match the reference" in solution["message"]
+    assert solution["message"].startswith("timed call ")
 
 
 def test_error_figures_are_reported_for_a_wrong_kernel(tmp_path: Path) -> None:
@@ -269,21 +271,25 @@ def test_results_replayed_from_a_cache_are_incorrect(cheat: str, tmp_path: Path)
     solution = solution_of(tmp_path)
     assert solution["status"] == "incorrect"
     if cheat == "replays_by_identity":
-        # Right on every fresh tensor: only the replay audit of the timed calls can see it.
+        # Right on every fresh tensor: only the checks of the timed calls can see it. (A pointer
+        # cache may already fail correctness: a fresh tensor can reuse a freed one's address.)
         assert solution["correctness"]["passed"] is True
-        assert solution["post_timing_check"] is True
-        assert "belong to other inputs: results replayed?" in solution["message"]
+        assert "was given new input contents" in solution["message"]
+        assert "remembers results" in solution["message"]
     report = (tmp_path / "benchmark.md").read_text()
-    assert "FAIL" in report or "incorrect" in report.lower()
+    assert "incorrect" in report.lower()
 
 
-def test_an_honest_kernel_passes_the_replay_audit_and_the_report_says_so(tmp_path: Path) -> None:
+def test_an_honest_kernel_passes_every_timed_check_and_the_report_says_how(tmp_path: Path) -> None:
     completed = bench_cheat("honest", tmp_path)
     assert completed.returncode == 0, completed.stderr
     solution = solution_of(tmp_path)
     assert solution["status"] == "ok"
-    assert solution["replay_audit"] == "1 timed calls given other inputs: all matched"
-    assert "replay audit: 1 timed calls given other inputs: all matched" in (tmp_path / "benchmark.md").read_text()
+    fresh = solution["fresh_inputs"]
+    assert "8 versions of the inputs" in fresh and "from setup(seed) at other seeds" in fresh
+    assert "outputs of all 11 timed calls checked against the reference" in fresh
+    assert "memoisation probe: new content vs the same content one call before" in fresh
+    assert fresh in (tmp_path / "benchmark.md").read_text()
 
 
 def test_backend_and_implementation_with_different_values_is_an_error(tmp_path: Path) -> None:

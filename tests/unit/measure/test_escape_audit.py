@@ -5,7 +5,7 @@ correlation ids. What the GPU does is tested under tests/gpu."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -15,16 +15,11 @@ from kbench_ci.measure.cupti import TraceEvent
 from kbench_ci.measure.escape import (
     ESCAPE_TOLERANCE_NS,
     MARKER_NAME,
-    MAX_RESIDUAL_MS,
     TraceUnreadable,
-    apply_event_residual,
     attribute_calls,
-    describe_residual,
-    event_residual_ms,
     judge,
     judge_each,
 )
-from kbench_ci.results.model import EscapeAudit, VariantResult
 
 CALLER = 101  # our thread
 OTHER_THREAD = 202
@@ -186,62 +181,6 @@ def test_a_trace_with_other_call_counts_than_made_is_unreadable() -> None:
     activity = attribute_calls(trace_of([[Work(3_000, 90_000)]] * 4), 4)
     with pytest.raises(TraceUnreadable, match="4 audited calls in the trace, 5 made"):
         judge_each({"base": [0.1] * 3, "head": [0.1] * 2}, activity, 0.0)
-
-
-def audited(status: str, event_us: list[float], span_us: list[float]) -> EscapeAudit:
-    return EscapeAudit(status=status, event_ms=tuple(e / 1e3 for e in event_us),  # type: ignore[arg-type]
-                       cupti_span_ms=tuple(s / 1e3 for s in span_us))
-
-
-def test_the_residual_is_the_median_event_less_span_over_every_passed_call() -> None:
-    """As measured on an H200: events with the empty kernel's overhead taken off read ~0.55 us
-    below CUPTI for real kernels; one slow first call under CUPTI does not move the median."""
-    base = audited("passed", [45.0, 13.45, 13.4, 13.5, 13.45], [13.2 + 0.8, 14.0, 13.95, 14.05, 14.0])
-    head = audited("passed", [13.6, 13.5, 13.55, 13.4, 13.5], [14.15, 14.05, 14.1, 13.95, 14.05])
-    assert event_residual_ms([base, head]) == pytest.approx(-0.00055)
-
-
-def test_the_residual_leaves_out_failed_audits_empty_spans_and_too_few_calls() -> None:
-    passed = audited("passed", [10.0, 10.0, 10.0], [10.5, 10.5, 10.5])
-    escaped = audited("escaped", [10.0] * 3, [500.0] * 3)
-    unavailable = EscapeAudit(status="unavailable", detail="no CUPTI")
-    nothing_launched = audited("passed", [0.002, 0.002, 0.002], [0.0, 0.0, 0.0])
-    assert event_residual_ms([passed, escaped, unavailable, nothing_launched]) == pytest.approx(-0.0005)
-    assert event_residual_ms([audited("passed", [10.0, 10.0], [10.5, 10.5])]) is None
-    assert event_residual_ms([unavailable]) is None
-
-
-def test_the_residual_is_described_as_applied_not_applied_or_missing() -> None:
-    assert "samples moved by +0.55 us to CUPTI's time" in describe_residual(-0.00055)
-    assert "not applied" in describe_residual(2 * MAX_RESIDUAL_MS)
-    assert "no CUPTI residual applied" in describe_residual(None)
-
-
-def test_every_sample_of_every_variant_moves_by_the_one_residual() -> None:
-    """One shift for the whole case: base and head move alike. The audited calls keep the event
-    times they were measured with: next to CUPTI's span they show what the shift corrected
-    (shifted too, the report's event-vs-CUPTI column would read 0 by construction)."""
-    base = VariantResult(label="base", kind="cuda", role="solution", status="ok", rounds_ms=((0.0130, 0.0131), (0.0132,)),
-                         discarded_ms=(0.02,), escape_audit=audited("passed", [13.45] * 3, [14.0] * 3))
-    head = VariantResult(label="head", kind="cuda", role="solution", status="ok", rounds_ms=((0.0260,),),
-                         escape_audit=audited("passed", [26.45] * 3, [27.0] * 3))
-    eager = VariantResult(label="pytorch-eager", kind="pytorch-eager", role="baseline", status="ok", rounds_ms=((0.05,),))
-    (new_base, new_head, new_eager), residual = apply_event_residual([base, head, eager])
-    assert residual == pytest.approx(-0.00055)
-    assert [list(r) for r in new_base.rounds_ms] == [pytest.approx([0.01355, 0.01365]), pytest.approx([0.01375])]
-    assert new_base.discarded_ms == pytest.approx((0.02055,))
-    assert new_head.rounds_ms[0] == pytest.approx((0.02655,))
-    assert new_eager.rounds_ms[0] == pytest.approx((0.05055,))
-    assert new_head.escape_audit == head.escape_audit
-
-
-def test_a_residual_beyond_its_bound_or_from_too_few_calls_moves_nothing() -> None:
-    far = VariantResult(label="base", kind="cuda", role="solution", status="ok", rounds_ms=((0.1,),),
-                        escape_audit=audited("passed", [100.0] * 3, [100.0 + 1e3 * 2 * MAX_RESIDUAL_MS] * 3))
-    results, residual = apply_event_residual([far])
-    assert residual == pytest.approx(-2 * MAX_RESIDUAL_MS) and results == (far,)
-    few = replace(far, escape_audit=audited("passed", [10.0] * 2, [10.5] * 2))
-    assert apply_event_residual([few]) == ((few,), None)
 
 
 class FakeTimer:

@@ -170,7 +170,9 @@ def test_every_variant_is_fully_warmed_before_round_0_in_the_reverse_of_its_orde
     settings = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=7,
                                trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
     run_case(CaseJob(case_id="k[N=256]", dims={"N": 256}, sides=sides, baselines=(), settings=settings), emit)
-    assert log[:10] == [
+    # (each variant's timed inputs are prepared first: a Begin each)
+    assert log[:2] == [("begin", "base"), ("begin", "head")]
+    assert log[2:12] == [
         ("begin", "head"), ("warm_up", "7"), ("begin", "base"), ("warm_up", "7"),
         ("begin", "base"), ("round", "base", "0"), ("warm_up", "3"),
         ("begin", "head"), ("round", "head", "0"), ("warm_up", "3"),
@@ -185,7 +187,7 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from kbench_ci.measure.child import _verdict_decided
+    from kbench_ci.measure.rounds import _verdict_decided
     from kbench_ci.stats import Verdict, classify, compare_rounds
 
     data = json.loads((Path(__file__).parents[2] / "fixtures" / "stats" / "borderline_aa_rounds.json").read_text())
@@ -193,5 +195,5 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     rule = _rule()
     assert classify(compare_rounds(base, head, n_bootstrap=rule.check_bootstrap), rule.threshold) is Verdict.UNCHANGED
     assert classify(compare_rounds(base, head), rule.threshold) is Verdict.INCONCLUSIVE
-    sides = [SimpleNamespace(label=label, role="solution") for label in ("base", "head")]
-    assert _verdict_decided(sides, {"base": base, "head": head}, rule) is False  # type: ignore[arg-type]
+    sides = [SimpleNamespace(variant=SimpleNamespace(role="solution"), rounds=rounds) for rounds in (base, head)]
+    assert _verdict_decided(sides, rule) is False  # type: ignore[arg-type]
