@@ -480,7 +480,10 @@ def _compare_one(
     )
 
     def run(n_rounds: int) -> WorkerRun:
-        job = make_job(plan.head, sides, settings, rounds=n_rounds, stopping=stopping)  # type: ignore[arg-type]
+        job = make_job(
+            plan.head, sides, settings, rounds=n_rounds, stopping=stopping,  # type: ignore[arg-type]
+            accept_changed_reference=accepts(request.accept, case.kernel.name, case.case_id),
+        )
         return run_worker(
             job,
             # More rounds and more variants take longer: the timeout grows with them, and with the
@@ -516,12 +519,42 @@ def _compare_one(
             + (f" ({_percent(first.estimate.ratio - 1.0)})" if first.estimate is not None else "")
         )
         message = f"{message}; {note}" if message else note
+    goalposts = moved_goalposts(plan.base.kernel if plan.base else None, plan.head.kernel, base_suite, head_suite)
+    if goalposts:
+        warning = f"this pull request changes what `{case.kernel.name}` is checked against: {'; '.join(goalposts)}"
+        message = f"{warning}. {message}" if message else warning
     comparison = CaseComparison(
         case_id=case.case_id, kernel=case.kernel.name, dims=base_dims, verdict=deciding.verdict,
         threshold=threshold, estimate=deciding.estimate, message=message, measurement=deciding, first=first,
         base_build=base_build, head_build=head_build, base_kind=base_kind, head_kind=head_kind, phases=phases,
+        goalposts=goalposts,
     )
     return comparison, (problems[0] if problems else None)
+
+
+def moved_goalposts(
+    base: KernelSpec | None, head: KernelSpec, base_suite: Suite | None, head_suite: Suite
+) -> tuple[str, ...]:
+    """What the head changed of what its kernel is checked and judged against: ref.py (its
+    reference() or setup()), the tolerances, threshold and shapes of its kbench.toml entry, the
+    suite's seed. Empty when nothing changed, or the kernel is new."""
+    if base is None or base_suite is None:
+        return ()
+    changes: list[str] = []
+    try:
+        if Path(base.ref).read_bytes() != Path(head.ref).read_bytes():
+            changes.append(f"{Path(head.ref).name} (its reference() or setup())")
+    except OSError:
+        pass
+    for name in ("atol", "rtol", "threshold"):
+        before, after = getattr(base, name), getattr(head, name)
+        if before != after:
+            changes.append(f"{name} {before} → {after}")
+    if [dict(s) for s in base.shapes] != [dict(s) for s in head.shapes]:
+        changes.append("its shapes")
+    if base_suite.settings.seed != head_suite.settings.seed:
+        changes.append(f"seed {base_suite.settings.seed} → {head_suite.settings.seed}")
+    return tuple(changes)
 
 
 def _base_kind(kernel: KernelSpec, device: str) -> tuple[str | None, str | None]:
@@ -584,6 +617,7 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
         "dims": dict(case.dims),
         "verdict": case.verdict.value,
         "accepted": case.accepted,
+        "goalposts": list(case.goalposts),
         "threshold": case.threshold,
         "ratio": estimate.ratio if estimate else None,
         "ci_low": estimate.ci_low if estimate else None,

@@ -55,9 +55,10 @@ def make_job(
     *,
     rounds: int | None = None,
     stopping: StoppingRule | None = None,
+    accept_changed_reference: bool = False,
 ) -> CaseJob:
     """One worker job: the same seed and dimensions for every side, and the kernel's baselines,
-    which the worker times against the last side (the head of a compare)."""
+    which the worker times with the first side (the base of a compare)."""
     return CaseJob(
         case_id=case.case_id,
         dims=dict(case.dims),
@@ -65,6 +66,7 @@ def make_job(
         baselines=tuple(case.kernel.baselines),
         settings=settings if rounds is None else replace(settings, rounds=rounds),
         stopping=stopping,
+        accept_changed_reference=accept_changed_reference,
     )
 
 

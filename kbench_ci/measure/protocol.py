@@ -72,6 +72,9 @@ class CaseJob:
     event_overhead_ms: float | None = None
     #: adaptive rounds between exactly two sides (compare); None: exactly ``settings.rounds``
     stopping: StoppingRule | None = None
+    #: compare: the case is accepted (``--accept``), so a head that fails the base's reference
+    #: after changing ref.py is noted, not failed
+    accept_changed_reference: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -146,7 +149,7 @@ class GpuStateReport:
 class TimingDescription:
     text: str
     event_overhead_ms: float | None
-    #: subtracted from the case's samples after the event overhead (escape.event_residual_ms)
+    #: the median of the variants' shifts beyond the event overhead (measure/calibration.py)
     cupti_residual_ms: float | None = None
 
 

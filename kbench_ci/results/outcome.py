@@ -369,6 +369,9 @@ class CaseComparison:
     accepted: bool = False
     #: the GPU that measured both sides (``--gpus``), None with one GPU
     gpu: GpuSlot | None = None
+    #: what the head changed of what this kernel is checked against (ref.py, tolerances,
+    #: threshold, shapes, seed): said at the top of the case in the report
+    goalposts: tuple[str, ...] = ()
 
     @property
     def fails_gate(self) -> bool:

@@ -159,6 +159,7 @@ def compare_case_from_json(data: Mapping[str, Any], *, seed: int) -> CaseCompari
         base_build=_build(builds.get(BASE)), head_build=_build(builds.get(HEAD)),
         base_kind=implementation.get(BASE), head_kind=implementation.get(HEAD), phases=phases,
         accepted=bool(data.get("accepted", False)),
+        goalposts=tuple(data.get("goalposts", ())),
     )
 
 
