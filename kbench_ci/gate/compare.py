@@ -549,7 +549,7 @@ def moved_goalposts(
     for name in ("atol", "rtol", "threshold"):
         before, after = getattr(base, name), getattr(head, name)
         if before != after:
-            changes.append(f"{name} {before} → {after}")
+            changes.append(f"{name} {'default' if before is None else before} → {'default' if after is None else after}")
     if [dict(s) for s in base.shapes] != [dict(s) for s in head.shapes]:
         changes.append("its shapes")
     if base_suite.settings.seed != head_suite.settings.seed:

@@ -686,3 +686,44 @@ def test_single_round_bootstraps_samples():
     assert classify(e, THRESHOLD) is Verdict.SLOWER
     base, head = make_rounds(201, n_rounds=1, n_samples=200)
     assert classify(compare_rounds(base, head), THRESHOLD) is Verdict.UNCHANGED
+
+
+# --- the memoisation probe's statistics (issue 22) ------------------------------------------
+
+
+def test_the_sign_test_is_exact_and_one_sided() -> None:
+    from kbench_ci.stats import sign_test_p
+
+    assert sign_test_p(10, 10) == pytest.approx(1 / 1024)
+    assert sign_test_p(9, 10) == pytest.approx(11 / 1024)
+    assert sign_test_p(0, 10) == pytest.approx(1.0)
+
+
+def test_a_cache_is_read_from_pairs_beyond_the_noise_and_the_sign_test() -> None:
+    from kbench_ci.stats import memo_evidence
+
+    new = [2.0, 2.1, 1.9, 2.0, 2.2, 2.0, 1.95, 2.05, 2.0, 2.1]
+    seen = [1.0] * 10
+    evidence = memo_evidence(new, seen, noise=0.01, seen_as="the same content one call before")
+    assert evidence.cached and evidence.ratio == pytest.approx(2.0, abs=0.05) and evidence.slower_pairs == 10
+    # the same effect in 8 of 10 pairs only: not yet (p = 0.055), but worth more pairs
+    mixed = memo_evidence([*new[:8], 0.9, 0.9], seen, noise=0.01, seen_as="x")
+    assert not mixed.cached and mixed.suspect
+    # within the noise: an honest kernel
+    honest = memo_evidence([1.02, 1.01, 1.03, 1.02, 1.01, 1.02, 1.04, 1.01, 1.02, 1.03], seen, noise=0.02, seen_as="x")
+    assert not honest.cached and not honest.suspect and honest.bound == pytest.approx(1.06)
+
+
+def test_too_few_pairs_decide_nothing_and_pairs_must_match() -> None:
+    from kbench_ci.stats import memo_evidence
+
+    assert not memo_evidence([3.0] * 5, [1.0] * 5, noise=0.0, seen_as="x").cached
+    with pytest.raises(ValueError):
+        memo_evidence([1.0, 2.0], [1.0], noise=0.0, seen_as="x")
+
+
+def test_relative_spread_is_robust_to_one_slow_sample() -> None:
+    from kbench_ci.stats import relative_spread
+
+    assert relative_spread([1.0] * 9 + [50.0]) == 0.0
+    assert relative_spread([0.9, 1.0, 1.1] * 5) == pytest.approx(0.14826, rel=1e-3)

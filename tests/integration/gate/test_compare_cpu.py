@@ -282,8 +282,9 @@ def test_accept_that_names_nothing_exits_2(history: TempRepo, tmp_path: Path) ->
     assert history.worktrees() == [str(history.root)]
 
 
-def test_suite_baselines_are_timed_with_the_head(tmp_path: Path) -> None:
-    """Issue 13, item 2, through the command line and real workers."""
+def test_suite_baselines_are_timed_with_the_base(tmp_path: Path) -> None:
+    """Issue 13, item 2 (timed in the same rounds), and issue 22, item 5 (with the base's
+    reference), through the command line and real workers."""
     repo = make_suite_repo(tmp_path / "repo", [
         {"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}], "baselines": ["pytorch-eager"]},
     ])
@@ -303,3 +304,52 @@ def test_suite_baselines_are_timed_with_the_head(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     (case,) = results(tmp_path / "run")["cases"]
     assert case["baselines"][0]["name"] == "pytorch-eager" and case["baselines"][0]["result"]["rounds_ms"]
+
+
+MOVED_REF = '''\
+def reference(x, **_):
+    return x * 2.0 + 1.0
+'''
+
+
+@pytest.fixture
+def moved_goalposts(tmp_path: Path) -> TempRepo:
+    """main: scale is right. feature: scale adds 1, and its ref.py was changed to agree, with a
+    looser atol in kbench.toml: it passes only its own new reference."""
+    kernel = {"name": "scale", "kind": "pytorch", "shapes": [{"N": 2048}]}
+    repo = make_suite_repo(tmp_path / "repo", [kernel])
+    repo.git("checkout", "-q", "-b", "feature")
+    repo.commit({**suite_files([{**kernel, "variant": "wrong", "atol": 0.001}]), "kernels/scale_ref.py": MOVED_REF}, "move")
+    return repo
+
+
+def test_a_head_that_passes_only_its_own_changed_reference_is_incorrect(moved_goalposts: TempRepo, tmp_path: Path) -> None:
+    """Issue 22, item 5: the pull request cannot move the goalposts."""
+    out = tmp_path / "out"
+    completed = kbench(moved_goalposts.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out))
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    (case,) = results(out)["cases"]
+    assert case["verdict"] == "incorrect"
+    assert case["head"]["correctness"]["passed"] is True  # right by its own new reference
+    assert case["head"]["message"].startswith("passes only its own changed ref.py: checked on the base's inputs")
+    assert case["goalposts"] == ["scale_ref.py (its reference() or setup())", "atol default → 0.001"]
+    assert case["message"].startswith("this pull request changes what `scale` is checked against: scale_ref.py")
+    assert "this pull request changes what `scale` is checked against" in (out / "benchmark.md").read_text()
+
+
+def test_an_accepted_change_of_reference_is_timed_and_noted(moved_goalposts: TempRepo, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    completed = kbench(moved_goalposts.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       "--accept", "scale")
+    (case,) = results(out)["cases"]
+    assert case["head"]["status"] == "ok", completed.stdout + completed.stderr
+    assert any(note.startswith("its ref.py changed and it fails the base's reference() (accepted)")
+               for note in case["head"]["notes"])
+    assert case["head"]["rounds_ms"]
+
+
+def test_an_unchanged_reference_is_not_named(history: TempRepo, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    kbench(history.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out), "--kernel", "scale")
+    (case,) = results(out)["cases"]
+    assert case["goalposts"] == [] and "checked against" not in (case["message"] or "")

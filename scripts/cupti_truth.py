@@ -1,0 +1,155 @@
+"""Issue 28: does kbench-ci's timed median read what CUPTI reads under the same conditions?
+
+For each kernel and each L2 mode (cold: flushed before every call; warm: --no-flush-l2):
+  kbench   the median of `kbench-ci bench` (the product, end to end, its own worker), from results.json
+  cupti    in this process, the same kernel on its own inputs, called as the timer calls it (another
+           content copied into its inputs and its outputs poisoned, flush or not, held stream, event
+           pair), under CUPTI: the median span of the kernel's own launches
+  slowdown how much CUPTI's tracing itself slows the kernel: the median event time of the same
+           loop traced less untraced (events only, no CUPTI figure in it)
+and the differences kbench - cupti and kbench - (cupti - slowdown). Bound: max(1%, 0.5 us).
+
+Usage (GPU machine, repo root):  python scripts/cupti_truth.py [--out DIR] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kbench_ci.measure.cupti import ActivityTrace  # noqa: E402
+from kbench_ci.measure.impls.cuda_solution import load_cuda_solution  # noqa: E402
+from kbench_ci.measure.impls.python_solution import load_python_solution  # noqa: E402
+from kbench_ci.measure.timing import CudaEventTimer  # noqa: E402
+from kbench_ci.measure.usercode import load_problem  # noqa: E402
+
+T = ROOT / "tests" / "fixtures" / "truth"
+# name, solution, ref, implementation, dims, the variant whose median is read, kernel-name substring
+KERNELS = [
+    ("vadd.cu 2^20", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**20}, "solution", "vadd_kernel"),
+    ("vadd.cu 2^24", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**24}, "solution", "vadd_kernel"),
+    ("vadd.cu 2^26", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**26}, "solution", "vadd_kernel"),
+    ("triton softmax 4096x4096", T / "softmax.py", T / "softmax_ref.py", "triton", {"M": 4096, "N": 4096}, "solution", "softmax_kernel"),
+    ("triton matmul 4096^3", T / "matmul.py", T / "matmul_ref.py", "triton", {"M": 4096, "N": 4096, "K": 4096}, "solution", "matmul_kernel"),
+    ("cuBLAS mm 4096^3 (baseline)", T / "matmul.py", T / "matmul_ref.py", "triton", {"M": 4096, "N": 4096, "K": 4096}, "pytorch-eager", ""),
+]
+CALLS = 200
+#: kernels and copies of the harness (staging copies, poisoning fills, the flush), never the kernel's
+HARNESS = ("elementwise", "fill", "copy", "memcpy", "memset")
+
+
+def kbench_median_us(name: str, solution: Path, ref: Path, implementation: str, dims: dict, label: str, warm: bool, out: Path) -> float:
+    output_dir = out / (name.replace(" ", "_").replace("^", "").replace(".", "_") + ("_warm" if warm else "_cold"))
+    command = [
+        sys.executable, "-m", "kbench_ci", "bench", str(solution), f"--implementation={implementation}", f"--ref={ref}",
+        f"--output-dir={output_dir}", "--num-trials=100", *(f"--{k}={v}" for k, v in dims.items()),
+        *(["--baselines=pytorch-eager"] if label != "solution" else []), *(["--no-flush-l2"] if warm else []),
+    ]
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise SystemExit(f"kbench-ci bench failed for {name}:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+    data = json.loads((output_dir / "results.json").read_text())
+    variant = next(v for v in data["case"]["variants"] if v["label"] == label)
+    shift = variant.get("timing_shift_ms")
+    print(f"  ({name}: kbench-ci's event overhead {data['case'].get('event_overhead_ms')} ms, "
+          f"moved by {shift if shift is None else round(shift * 1e3, 3)} us more)", flush=True)
+    return statistics.median(s for r in variant["rounds_ms"] for s in r) * 1e3
+
+
+def kernel_call(solution: Path, ref: Path, implementation: str, dims: dict, label: str, device: torch.device):
+    if implementation == "cuda-cpp":
+        loaded = load_cuda_solution(solution, kind=implementation, label="solution", problem=load_problem(ref), dims=dims, device=device,
+                                    ptr_sizes=(), ptr_size=None)
+    else:
+        loaded = load_python_solution(solution, kind=implementation, label="solution", dims=dims, device=device)
+    inputs = loaded.make_inputs(42)
+    kwargs = inputs.fresh_copy()
+    other = loaded.make_inputs(43).kwargs
+    stage = _Staging(kwargs, other, inputs.output_names)
+    if label == "solution":
+        return (lambda: loaded.kernel.call(kwargs)), stage
+    reference = load_problem(ref).reference
+    return (lambda: reference(**kwargs)), stage
+
+
+class _Staging:
+    """As kbench-ci stages before every timed call: another content copied in, outputs poisoned."""
+
+    def __init__(self, kwargs: dict, other: dict, outputs: tuple[str, ...]) -> None:
+        self.kwargs, self.other, self.outputs = kwargs, other, outputs
+        self.stash = {k: v.clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in outputs}
+
+    def before(self, index: int) -> None:
+        source = self.other if index % 2 else self.stash
+        for name in self.stash:
+            self.kwargs[name].copy_(source[name])
+        for name in self.outputs:
+            self.kwargs[name].fill_(float("nan"))
+
+    def after(self, index: int) -> None:
+        pass
+
+
+def spans_us(events, substring: str) -> list[float]:
+    """Per call: the span of the kernel's own launches between one hold kernel and the next."""
+    launches = {e.correlation: e for e in events if not e.on_gpu}
+    gpu = sorted((e for e in events if e.on_gpu and e.correlation in launches), key=lambda e: launches[e.correlation].start_ns)
+    calls: list[list] = []
+    for event in gpu:
+        if "spin_kernel" in event.name:
+            calls.append([])
+        elif calls and not any(word in event.name.lower() for word in HARNESS) and (not substring or substring in event.name):
+            calls[-1].append(event)
+    return [(max(e.end_ns for e in c) - min(e.start_ns for e in c)) / 1e3 for c in calls if c]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=Path("/tmp/cupti_truth"))
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    device = torch.device("cuda", 0)
+    subprocess.run([sys.executable, "-m", "kbench_ci", "build", str(T / "vadd.cu")], cwd=ROOT, check=True, capture_output=True)
+    rows = []
+    failed = 0
+    for name, solution, ref, implementation, dims, label, substring in KERNELS:
+        if args.only and args.only not in name:
+            continue
+        call, stage = kernel_call(solution, ref, implementation, dims, label, device)
+        for warm in (False, True):
+            kbench = kbench_median_us(name, solution, ref, implementation, dims, label, warm, args.out)
+            timer = CudaEventTimer(device, flush_l2=not warm)
+            timer.warm_up(call, 20)
+            untraced = statistics.median(timer.measure_raw(call, CALLS, stage)) * 1e3
+            with ActivityTrace() as trace:
+                traced = statistics.median(timer.measure_raw(call, CALLS, stage)) * 1e3
+            cupti = statistics.median(spans_us(trace.events, substring))
+            slowdown = traced - untraced
+            bound = max(0.01 * cupti, 0.5)
+            plain = kbench - cupti
+            fair = kbench - (cupti - slowdown)
+            ok = abs(fair) <= bound
+            failed += not ok
+            mode = "warm" if warm else "cold"
+            rows.append((name, mode, kbench, cupti, plain, slowdown, fair, bound, ok))
+            print(f"{name:30s} {mode}  kbench {kbench:9.2f} us  cupti {cupti:9.2f} us  kbench-cupti {plain:+6.2f} us "
+                  f"({100 * plain / cupti:+5.2f}%)  CUPTI slows it by {slowdown:+5.2f} us  "
+                  f"kbench-(cupti-slowdown) {fair:+6.2f} us ({100 * fair / cupti:+5.2f}%)  bound {bound:.2f}  {'ok' if ok else 'NO'}",
+                  flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cupti_truth.json").write_text(json.dumps(rows, indent=1))
+    print(f"{len(rows) - failed} of {len(rows)} within max(1%, 0.5 us)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
