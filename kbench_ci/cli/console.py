@@ -27,7 +27,17 @@ from kbench_ci.measure.protocol import Progress, WorkerEvent
 if TYPE_CHECKING:
     from kbench_ci.gate.execute import SuiteProgress
 
-__all__ = ["LOG_ENV", "ProgressLine", "Terminated", "configure_logging", "err", "error_boundary", "suite_progress", "stop_signals"]
+__all__ = [
+    "EXIT_WITH_PARENT_ENV",
+    "LOG_ENV",
+    "ProgressLine",
+    "Terminated",
+    "configure_logging",
+    "err",
+    "error_boundary",
+    "suite_progress",
+    "stop_signals",
+]
 
 
 #: ``KBENCH_CI_LOG=debug``: where the time of a run goes (worker start, each case's hand-over,
@@ -271,6 +281,44 @@ class Terminated(KeyboardInterrupt):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+#: "1" makes a command stop (as on SIGTERM) when its parent process dies; "0" never. Unset: on in
+#: a GitHub Actions step (``GITHUB_ACTIONS=true``), off elsewhere (``nohup kbench-ci ... &`` then
+#: closing the shell must not stop it)
+EXIT_WITH_PARENT_ENV = "KBENCH_CI_EXIT_WITH_PARENT"
+#: how often the parent is looked at (s)
+_PARENT_POLL_S = 0.2
+
+
+def _exit_with_parent() -> bool:
+    chosen = os.environ.get(EXIT_WITH_PARENT_ENV, "").strip().lower()
+    if chosen in ("1", "true", "yes"):
+        return True
+    if chosen in ("0", "false", "no"):
+        return False
+    return os.environ.get("GITHUB_ACTIONS", "").strip().lower() == "true"
+
+
+def _watch_parent() -> None:
+    """When the step's shell that started this command dies (a cancelled job's runner SIGKILLs
+    it, and SIGKILL runs no handler), this process is re-parented and would run to its end with
+    its worker and worktrees. Watch the parent instead and stop as on SIGTERM: the clean-up
+    (worker killed, worktrees removed) runs, as it does for the worker watching its lifeline."""
+    if not _exit_with_parent():
+        return
+    parent = os.getppid()
+    if parent <= 1:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(_PARENT_POLL_S)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
+
+
 @contextmanager
 def stop_signals() -> Iterator[None]:
     """Within the block, the first stop signal raises (KeyboardInterrupt for SIGINT,
@@ -296,6 +344,7 @@ def stop_signals() -> Iterator[None]:
     # job, SIGINT).
     watched = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
     previous = {sig: signal.signal(sig, handler) for sig in watched}
+    _watch_parent()
     try:
         yield
     finally:

@@ -11,7 +11,6 @@ import os
 import queue
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from kbench_ci.measure.protocol import Begin, CaseFinished, CaseJob, LoadError, 
 from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import BuildOutcome, GpuSlot, PhaseTimes
+from kbench_ci.scratch import make_scratch, remove_stale
 from kbench_ci.suite.model import Case, KernelSpec
 from kbench_ci.suite.settings import Execution, parallel_builds
 
@@ -395,7 +395,10 @@ def suite_execution(
     with ExitStack() as stack:
         # the first callback runs last (LIFO): once everything below is stopped and removed
         stack.callback(_log.debug, "workers stopped, compilers ended, staging folder removed")
-        staging = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbench-build-")))
+        # Folders of earlier runs that were killed (SIGKILL runs no clean-up) go first.
+        remove_stale()
+        staging = make_scratch("kbench-build-")
+        stack.callback(shutil.rmtree, staging, True)
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
         builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache, gpu_index=_gpu_index(device)))
         environment = execution.worker_environment()

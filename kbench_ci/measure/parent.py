@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +51,7 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.scratch import make_scratch
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
@@ -220,7 +220,7 @@ class WorkerPool:
 
     def _scratch_dir(self) -> Path:
         if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="kbench-worker-"))
+            self._scratch = make_scratch("kbench-worker-")
         return self._scratch
 
     def _ready(self, device: str) -> _Worker:

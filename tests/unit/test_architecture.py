@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"measure"},
     {"cuda", "suite", "git"},
     {"results"},
-    {"stats", "errors", "procgroup"},
+    {"stats", "errors", "procgroup", "scratch"},
 ]
 
 

@@ -156,3 +156,67 @@ def test_a_signal_ignored_on_purpose_stays_ignored(tmp_path: Path) -> None:
         assert _gone_within(workers, 5) == []
     finally:
         process.kill()
+
+
+def test_compare_dies_with_its_step_shell_killed_by_sigkill(tmp_path: Path) -> None:
+    """Issue 25, item 2: the runner SIGKILLs a cancelled step's shell; compare (re-parented)
+    must stop as on SIGTERM: its worker killed, its worktrees and temporary folders removed."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
+    repo.write({"kernels/scale.py": suite_files([{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}],
+                                                   "variant": "hangs"}])["kernels/scale.py"]})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environment = {**_environment(scratch), "KBENCH_CI_EXIT_WITH_PARENT": "1"}
+    out = tmp_path / "out"
+    command = " ".join([sys.executable, "-c", repr(_SHIM), "compare", "--base", "main", "--device", "cpu",
+                        "--output-dir", str(out)])
+    step = subprocess.Popen(["bash", "-c", f"{command} & wait"], cwd=repo.root, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        compare: list[str] = []
+        while not compare and time.monotonic() < deadline:
+            compare = subprocess.run(["pgrep", "-P", str(step.pid)], capture_output=True, text=True).stdout.split()
+            time.sleep(0.2)
+        assert compare, "compare never started"
+        compare_pid = int(compare[0])
+        fake_parent = type("P", (), {"pid": compare_pid, "poll": lambda self: None, "communicate": lambda self: ""})()
+        workers = _wait_for_worker(fake_parent)  # type: ignore[arg-type]
+        assert len(repo.worktrees()) == 2
+        step.kill()  # SIGKILL: the shell runs nothing more
+        step.wait(timeout=10)
+        assert _gone_within([compare_pid, *workers], 30) == [], "compare or its worker outlived the step"
+        assert repo.worktrees() == [str(repo.root)]
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("kbench-")] == []
+    finally:
+        step.kill()
+        subprocess.run(["pkill", "-f", str(out)], check=False)
+
+
+def test_folders_left_by_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
+    """Issue 25, item 2: a run killed with SIGKILL leaves its folders; the next run removes
+    those whose owner is gone and leaves a running one's alone."""
+    from kbench_ci.scratch import OWNER_FILE, remove_stale
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / "kbench-worker-abc"
+    stale.mkdir()
+    (stale / OWNER_FILE).write_text(f"{dead.pid} 1")
+    live = tmp_path / "kbench-build-def"
+    live.mkdir()
+    start = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (live / OWNER_FILE).write_text(f"{os.getpid()} {start}")
+    reused = tmp_path / "kbench-build-pid-reused"
+    reused.mkdir()
+    (reused / OWNER_FILE).write_text(f"{os.getpid()} 1")  # same pid, another start time
+    old_unowned = tmp_path / "kbench-worker-old"
+    old_unowned.mkdir()
+    os.utime(old_unowned, (time.time() - 2 * 86400, time.time() - 2 * 86400))
+    new_unowned = tmp_path / "kbench-worker-new"
+    new_unowned.mkdir()
+    other = tmp_path / "not-ours"
+    other.mkdir()
+    removed = remove_stale(tmp_path)
+    assert sorted(p.name for p in removed) == ["kbench-build-pid-reused", "kbench-worker-abc", "kbench-worker-old"]
+    assert live.is_dir() and new_unowned.is_dir() and other.is_dir()

@@ -1,0 +1,83 @@
+"""kbench-ci's own temporary folders (a worker's events and libraries, a run's build staging),
+each marked with the process that owns it, and the removal of those whose owner is gone.
+
+A run removes its folders on every exit path it gets to run; a run that is SIGKILLed (a
+cancelled job's last signal, the OOM killer) runs none, and its folders would stay in /tmp for
+ever. So every folder holds an owner file (the pid and its start time, which tells a reused pid
+from the owner), and the next run removes the folders whose owner no longer runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_stale"]
+
+#: the prefixes of every temporary folder kbench-ci makes
+PREFIXES = ("kbench-worker-", "kbench-build-")
+OWNER_FILE = ".kbench-owner"
+#: a folder without an owner file (a run of an older version) is stale after this long
+UNOWNED_STALE_S = 24 * 3600.0
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or None
+    when no such process runs (or /proc cannot tell)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _me() -> str:
+    pid = os.getpid()
+    return f"{pid} {_start_time(pid) or '?'}"
+
+
+def make_scratch(prefix: str) -> Path:
+    """A new folder ``<tmp>/<prefix>XXXX`` marked as this process's."""
+    if not prefix.startswith(PREFIXES):
+        raise ValueError(f"not a kbench-ci scratch prefix: {prefix}")
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / OWNER_FILE).write_text(_me(), encoding="utf-8")
+    return folder
+
+
+def _owner_alive(folder: Path) -> bool | None:
+    """True/False when the owner file tells; None without one."""
+    try:
+        pid_text, start = (folder / OWNER_FILE).read_text(encoding="utf-8").split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    now = _start_time(pid)
+    return now is not None and (start == "?" or now == start)
+
+
+def remove_stale(root: Path | None = None, *, now: float | None = None) -> list[Path]:
+    """Remove every kbench-ci folder under ``root`` (default: the temp folder) whose owner no
+    longer runs; returns them. Folders of running kbench-ci processes are left alone."""
+    base = Path(root if root is not None else tempfile.gettempdir())
+    current = time.time() if now is None else now
+    removed: list[Path] = []
+    for prefix in PREFIXES:
+        for folder in base.glob(f"{prefix}*"):
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            alive = _owner_alive(folder)
+            if alive is None:
+                try:
+                    alive = current - folder.stat().st_mtime < UNOWNED_STALE_S
+                except OSError:
+                    continue
+            if not alive:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
