@@ -35,6 +35,14 @@ def comment(
     marker_id: Annotated[
         str, typer.Option("--marker-id", help="keeps comments of several suites apart")
     ] = "default",
+    skip_head_check: Annotated[
+        bool,
+        typer.Option(
+            "--skip-head-check",
+            help="with --from-artifact --pr N outside a workflow_run event: post without checking that the "
+            "artifact is of the pull request's head commit (you checked it)",
+        ),
+    ] = False,
 ) -> None:
     with error_boundary():
         report_dir = report or from_artifact
@@ -42,7 +50,7 @@ def comment(
             raise UsageError("give --report DIR or --from-artifact DIR")
         outcome = run_comment(
             report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
-            token=None, api_url=None, mode=mode, marker_id=marker_id,
+            token=None, api_url=None, mode=mode, marker_id=marker_id, skip_head_check=skip_head_check,
         )
     if outcome.action in ("forbidden", "rate-limited"):
         # Exit 0: the comment is a courtesy; the job's verdict is the gate's.

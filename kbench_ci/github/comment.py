@@ -115,9 +115,11 @@ def read_report_file(path: Path) -> str:
                 "the artifact is untrusted, so regenerate it with kbench-ci",
             ) from None
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # Checked on the descriptor before wrapping it: io refuses a directory's with a traceback.
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path} is not a regular file", hint="regenerate the report with kbench-ci")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise UsageError(f"{path} is not a regular file", hint="regenerate the report with kbench-ci")
         data = handle.read(_MAX_FILE_BYTES + 1)
     if len(data) > _MAX_FILE_BYTES:
         raise UsageError(f"{path} is larger than {_MAX_FILE_BYTES // (1024 * 1024)} MiB; it is no kbench-ci report")
@@ -482,14 +484,28 @@ class _Target:
 
 
 def _resolve_pr(
-    pr_number: int | None, directory: Path, from_artifact: bool, env: Mapping[str, str]
+    pr_number: int | None, directory: Path, from_artifact: bool, env: Mapping[str, str], *, skip_head_check: bool = False
 ) -> _Target:
-    if pr_number is not None:
-        if pr_number <= 0:
-            raise UsageError(f"pull request number {pr_number} is not positive")
-        return _Target(pr_number, None)
+    if pr_number is not None and pr_number <= 0:
+        raise UsageError(f"pull request number {pr_number} is not positive")
     payload = load_event_payload(env)
     workflow_run = payload.get("workflow_run")
+    if pr_number is not None and from_artifact:
+        # An artifact was made by a job that ran the pull request's code: a report posted on PR N
+        # must be of PR N's head commit, whoever names N.
+        head_sha = workflow_run.get("head_sha") if isinstance(workflow_run, dict) else None
+        if isinstance(head_sha, str) and _SHA.match(head_sha):
+            return _Target(pr_number, head_sha)
+        if skip_head_check:
+            return _Target(pr_number, None)
+        raise UsageError(
+            f"--pr {pr_number} with --from-artifact cannot be checked: the event has no workflow_run.head_sha to "
+            "compare with the pull request's head, and the artifact was made by the pull request's own code",
+            hint="run it in an 'on: workflow_run' workflow, or pass --skip-head-check if you have checked that "
+            f"the artifact is of pull request {pr_number}'s head (docs/action.md#pull-requests-from-forks)",
+        )
+    if pr_number is not None:
+        return _Target(pr_number, None)
     if from_artifact or isinstance(workflow_run, dict):
         number = read_pr_number_file(directory / PR_NUMBER_FILE)
         head_sha = workflow_run.get("head_sha") if isinstance(workflow_run, dict) else None
@@ -500,7 +516,7 @@ def _resolve_pr(
             raise UsageError(
                 f"{PR_NUMBER_FILE} in {directory} cannot be checked: the event has no workflow_run.head_sha",
                 hint="run it in an 'on: workflow_run' workflow (examples/workflows/fork-pr-comment.yml), "
-                "or name the pull request yourself with --pr N",
+                "or name the pull request yourself with --pr N --skip-head-check",
             )
         return _Target(number, head_sha)
     pull_request = payload.get("pull_request")
@@ -525,6 +541,7 @@ def run_comment(
     env: Mapping[str, str] | None = None,
     client: GitHubClient | None = None,
     pages_url: str | None = None,
+    skip_head_check: bool = False,
 ) -> CommentOutcome:
     """Create or update this suite's comment on a pull request with ``benchmark.md``.
 
@@ -555,7 +572,7 @@ def run_comment(
     gate = load_gate(results) if report_file_present(results) else None
 
     repo = Repository.parse(repository or env.get("GITHUB_REPOSITORY") or "")
-    target = _resolve_pr(pr_number, directory, from_artifact is not None, env)
+    target = _resolve_pr(pr_number, directory, from_artifact is not None, env, skip_head_check=skip_head_check)
     if client is None:
         secret = token if token is not None else env.get("GITHUB_TOKEN", "")
         if not secret.strip():

@@ -69,8 +69,49 @@ def test_pr_number_without_a_head_sha_to_check_is_refused(tmp_path: Path, github
     with pytest.raises(UsageError) as info:
         from_artifact(artifact(tmp_path), github, **env)
     assert "cannot be checked: the event has no workflow_run.head_sha" in info.value.message
-    assert "--pr N" in (info.value.hint or "")
+    assert "--pr N --skip-head-check" in (info.value.hint or "")
     assert github.calls() == []  # nothing read, nothing posted
+
+
+def with_pr(directory: Path, github: FakeGitHub, number: int, *, skip: bool = False, **env: str):
+    return run_comment(directory, from_artifact=directory, repository=None, pr_number=number, token=None,
+                       api_url=None, env=_env(github, **env), skip_head_check=skip)
+
+
+def test_an_explicit_pr_with_an_artifact_is_checked_against_the_head_too(tmp_path: Path, github: FakeGitHub) -> None:
+    """Issue 25, item 3: --pr N did skip the head-commit check."""
+    with pytest.raises(UsageError) as info:
+        with_pr(artifact(tmp_path), github, 42)
+    assert info.value.message.startswith("--pr 42 with --from-artifact cannot be checked: the event has no workflow_run.head_sha")
+    assert "--skip-head-check" in (info.value.hint or "")
+    assert github.calls() == []
+    other = "b" * 40
+    outcome = with_pr(artifact(tmp_path), github, 42, GITHUB_EVENT_PATH=workflow_run_event(tmp_path, head_sha=other))
+    assert outcome.action != "created" and github.calls("POST") == []
+    assert "its head is aaaaaaaaaaaa" in outcome.reason
+    outcome = with_pr(artifact(tmp_path), github, 42, GITHUB_EVENT_PATH=workflow_run_event(tmp_path, head_sha=HEAD))
+    assert outcome.action == "created"
+
+
+def test_the_head_check_is_skipped_only_when_asked(tmp_path: Path, github: FakeGitHub) -> None:
+    outcome = with_pr(artifact(tmp_path), github, 42, skip=True)
+    assert outcome.action == "created"
+    assert github.calls("POST")[0].path == f"/repos/{REPO}/issues/42/comments"
+
+
+def test_a_report_that_is_a_directory_is_one_line_and_exit_2(tmp_path: Path, github: FakeGitHub) -> None:
+    """Issue 25, item 4: a traceback before."""
+    directory = artifact(tmp_path)
+    (directory / "benchmark.md").unlink()
+    (directory / "benchmark.md").mkdir()
+    environment = {**os.environ, **_env(github), "GITHUB_EVENT_PATH": workflow_run_event(tmp_path, head_sha=HEAD)}
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "kbench_ci", "comment", "--from-artifact", str(directory)],
+                          capture_output=True, text=True, env=environment, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"kbench-ci: error: {directory / 'benchmark.md'} is not a regular file")
+    assert github.calls("POST") == []
 
 
 def test_the_command_line_fails_closed_with_exit_2(tmp_path: Path, github: FakeGitHub) -> None:
