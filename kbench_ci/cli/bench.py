@@ -6,17 +6,18 @@ Printing and exit codes only; the work is in :mod:`kbench_ci.gate.bench`.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from kbench_ci.cli.console import ProgressLine, err, error_boundary
-from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, resolve_device
+from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, UsageProblems, resolve_device
 from kbench_ci.errors import ExitCode, UsageError
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outdir import output_folder
-from kbench_ci.suite import settings
+from kbench_ci.suite import settings, values
 
 __all__ = ["CONTEXT_SETTINGS", "HELP", "bench"]
 
@@ -106,16 +107,34 @@ def bench(
     progress = ProgressLine()
     with error_boundary(progress=progress):
         known_options = _known_options(ctx)
-        dims = parse_dimension_args(list(ctx.args), known_options)
-        kind = resolve_implementation(_one_implementation(implementation, backend), solution)
-        chosen_baselines = parse_baselines(baselines)
-        if timing_method not in ("cuda_event", "host_time"):
-            raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")
-        if precision not in (None, "tf32"):
-            raise UsageError(f"unknown --precision '{precision}'", hint="the only option is tf32")
-        if discard_first >= num_trials:
-            raise UsageError("--discard-first must be smaller than --num-trials")
-        per_pointer, default_size = parse_ptr_size_options(ptr_size or [])
+        problems = UsageProblems()
+        dims: dict[str, int] = {}
+        kind = ""
+        chosen_baselines: tuple[str, ...] = ()
+        per_pointer: dict[str, str] = {}
+        default_size: str | None = None
+        with problems.check():
+            dims = parse_dimension_args(list(ctx.args), known_options)
+        with problems.check():
+            kind = resolve_implementation(_one_implementation(implementation, backend), solution)
+        with problems.check():
+            chosen_baselines = parse_baselines(baselines)
+        problems.value("--seed", partial(values.integer, minimum=0), seed)
+        if gpu is not None:
+            problems.value("--gpu", partial(values.integer, minimum=0), gpu)
+        problems.not_empty("--output-dir")
+        with problems.check():
+            if timing_method not in ("cuda_event", "host_time"):
+                raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")
+        with problems.check():
+            if precision not in (None, "tf32"):
+                raise UsageError(f"unknown --precision '{precision}'", hint="the only option is tf32")
+        with problems.check():
+            if discard_first >= num_trials:
+                raise UsageError("--discard-first must be smaller than --num-trials")
+        with problems.check():
+            per_pointer, default_size = parse_ptr_size_options(ptr_size or [])
+        problems.raise_any()
         chosen_device = resolve_device(device, gpu)
         if chosen_device == "cpu" and timing_method == "cuda_event":
             err("kbench-ci: warning: CPU mode times with host_time (CUDA events need a GPU)")

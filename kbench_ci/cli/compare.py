@@ -18,6 +18,7 @@ from kbench_ci.cli.options import (
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
+    check_gpu_and_output_dir,
     resolve_gpus,
     shard_request,
 )
@@ -158,6 +159,7 @@ def compare(
             if max_geomean_slowdown is not None else None
         )
         chosen_shard = shard_request(shard, shard_timings)
+        check_gpu_and_output_dir(gpu)
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = CompareRequest(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -13,10 +17,13 @@ from kbench_ci.cli.console import err
 from kbench_ci.cuda.driver import CudaDevice, cuda_devices
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.results.outcome import GpuSlot, ShardRequest
+from kbench_ci.suite import values
 from kbench_ci.suite.shards import parse_shard, read_timings
 
 __all__ = [
     "DEFAULT_OUTPUT_DIR",
+    "UsageProblems",
+    "check_gpu_and_output_dir",
     "GpuOption",
     "GpusOption",
     "OutputDirOption",
@@ -30,6 +37,46 @@ __all__ = [
 
 #: where benchmark.md and results.json go unless --output-dir says otherwise
 DEFAULT_OUTPUT_DIR = Path("bench_out")
+
+_T = TypeVar("_T")
+
+
+class UsageProblems:
+    """Every problem of a command line, reported at once (as kbench.toml's are): each check
+    that fails adds its line, and :meth:`raise_any` raises them together. The value rules are
+    kbench.toml's (:mod:`kbench_ci.suite.values`), so both say the same of the same value."""
+
+    def __init__(self) -> None:
+        self.found: list[UsageError] = []
+
+    @contextmanager
+    def check(self) -> Iterator[None]:
+        try:
+            yield
+        except UsageError as exc:
+            self.found.append(exc)
+
+    def value(self, option: str, rule: Callable[[_T], _T], value: _T) -> _T:
+        try:
+            return rule(value)
+        except values.InvalidValue as exc:
+            self.found.append(UsageError(f"{option} {exc}"))
+            return value
+
+    def not_empty(self, option: str, argv: Sequence[str] | None = None) -> None:
+        """An option given as an empty string (``--output-dir ""``): typer turns it into '.'."""
+        args = list(sys.argv[1:] if argv is None else argv)
+        for index, arg in enumerate(args):
+            given = arg == f"{option}=" or (arg == option and index + 1 < len(args) and not args[index + 1].strip())
+            if given:
+                self.found.append(UsageError(f"{option} must be a folder path, got an empty string"))
+                return
+
+    def raise_any(self) -> None:
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            raise UsageError(f"{len(self.found)} problems:" + "".join(f"\n  - {p.one_line()}" for p in self.found))
 
 OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="where benchmark.md and results.json go")]
 GpuOption = Annotated[int | None, typer.Option("--gpu", help="CUDA device index (default 0)")]
@@ -71,6 +118,15 @@ def shard_request(shard: str | None, timings: Path | None) -> ShardRequest | Non
         spec.index, spec.count, timings=read_timings(timings) if timings is not None else None,
         timings_file=str(timings) if timings is not None else None,
     )
+
+
+def check_gpu_and_output_dir(gpu: int | None) -> None:
+    """``--gpu`` and ``--output-dir`` by kbench.toml's rules, both problems at once."""
+    problems = UsageProblems()
+    if gpu is not None:
+        problems.value("--gpu", partial(values.integer, minimum=0), gpu)
+    problems.not_empty("--output-dir")
+    problems.raise_any()
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

@@ -18,6 +18,7 @@ from kbench_ci.cli.options import (
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
+    check_gpu_and_output_dir,
     resolve_gpus,
     shard_request,
 )
@@ -77,6 +78,7 @@ def run(
 
     def work(on_progress: ProgressFn) -> RunOutcome:
         chosen_shard = shard_request(shard, shard_timings)
+        check_gpu_and_output_dir(gpu)
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = RunRequest(
             start=Path.cwd(), device=chosen, gpus=slots, shard=chosen_shard, output_dir=output_dir, config=config,

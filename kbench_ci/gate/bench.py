@@ -24,6 +24,7 @@ from kbench_ci.report.bench import render_bench
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.schema import BENCH_SCHEMA, BENCH_SCHEMA_VERSION
+from kbench_ci.suite import values
 from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
 
 
@@ -222,7 +223,10 @@ def parse_dimension_args(args: list[str], known_options: list[str]) -> dict[str,
 def _dimension_value(name: str, value: str) -> int:
     text = value.strip()
     if _INTEGER.match(text) and int(text) > 0:
-        return int(text)
+        try:
+            return values.dimension(int(text))
+        except values.InvalidValue as exc:
+            raise UsageError(f"dimension --{name} {exc}", hint="dimensions are sizes that fit 64 bits") from None
     hint = "dimensions are sizes: positive integers, as in kbench.toml's shapes"
     try:
         number = float(text)

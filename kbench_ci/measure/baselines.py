@@ -40,8 +40,9 @@ def parse_baselines(text: str | None) -> tuple[str, ...]:
         name = _BASELINE_ALIASES.get(name, name)
         if name not in BASELINES:
             raise UsageError(f"unknown baseline '{raw.strip()}'", hint=f"use a comma list of {', '.join(BASELINES)}, 'all' or 'none'")
-        if name not in names:
-            names.append(name)
+        if name in names:
+            raise UsageError(f'--baselines lists "{name}" twice', hint="name each baseline once")
+        names.append(name)
     return tuple(names)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import ConfigError, ConfigProblems, EnvironmentProblem, UsageError
+from kbench_ci.suite import values
 from kbench_ci.suite.model import (
     BASELINES,
     CONFIG_FILENAME,
@@ -262,11 +263,10 @@ def _one_of(value: object, choices: tuple[str, ...], what: str) -> str:
 
 def _int(minimum: int) -> Callable[[object], int]:
     def parse(value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Invalid(f"must be an integer, got {_kind(value)}")
-        if value < minimum:
-            raise _Invalid(f"must be >= {minimum}, got {value}")
-        return value
+        try:
+            return values.integer(value, minimum=minimum)
+        except values.InvalidValue as exc:
+            raise _Invalid(str(exc)) from None
 
     return parse
 
@@ -333,13 +333,10 @@ def _expression_table(value: object) -> FrozenMapping[str]:
 def _baselines(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise _Invalid(f'must be an array such as ["pytorch-eager"], got {_kind(value)}')
-    seen: list[str] = []
-    for item in value:
-        name = _one_of(item, BASELINES, "baseline")
-        if name in seen:
-            raise _Invalid(f'lists "{name}" twice')
-        seen.append(name)
-    return tuple(seen)
+    try:
+        return values.distinct([_one_of(item, BASELINES, "baseline") for item in value])
+    except values.InvalidValue as exc:
+        raise _Invalid(str(exc)) from None
 
 
 def _build(value: object) -> str:
@@ -596,6 +593,18 @@ class _Loader:
                 found[key] = self.shapes(where, entry[key]) if check is None else check(where, key, entry[key])
         if len(found) < 3:
             raise self.problems.pop()  # this entry's last problem, re-recorded by the caller
+        with self.problem():
+            kind = values["implementation"]
+            python_solution = kind in ("triton", "cute-dsl", "pytorch") or (
+                kind == "auto" and Path(found["solution"]).suffix == ".py"
+            )
+            given = [key for key in ("ptr_size", "ptr_sizes") if key in entry]
+            if python_solution and given:
+                raise self.fail(
+                    where, f'"{given[0]}" sizes the pointers of a CUDA C++ solve(); this kernel is a Python '
+                    "solution, whose setup() makes its inputs",
+                    hint=f'remove "{given[0]}" from this kernel',
+                )
         return KernelSpec(name=name, solution=found["solution"], ref=found["ref"], shapes=found["shapes"], **values)
 
     def check_alias_clash(self, table: Mapping[str, Any], where: str) -> None:
@@ -675,12 +684,10 @@ class _Loader:
             for dim, size in shape.items():
                 if not _DIM_RE.fullmatch(dim):
                     raise self.fail(where, f'{at}: dimension name "{dim}" must be an identifier')
-                if isinstance(size, bool) or not isinstance(size, int):
-                    raise self.fail(
-                        where, f'{at}: "{dim}" must be a positive integer, got {_kind(size)}'
-                    )
-                if size <= 0:
-                    raise self.fail(where, f'{at}: "{dim}" must be a positive integer, got {size}')
+                try:
+                    values.dimension(size)
+                except values.InvalidValue as exc:
+                    raise self.fail(where, f'{at}: "{dim}" {exc}') from None
             key = frozenset(shape.items())
             if key in seen:
                 raise self.fail(where, f"{at} repeats shapes[{seen[key]}]")

@@ -1,0 +1,76 @@
+"""Issue 25, items 5 and 7: the command line checks a value by kbench.toml's rules, with the
+same words, every problem at once; integers past 64 bits are usage errors, not kernel crashes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.suite_repo import make_suite_repo
+
+ROOT = Path(__file__).resolve().parents[3]
+CHEATS = ROOT / "tests" / "fixtures" / "cheats_py"
+HUGE = "99999999999999999999"
+INT64_MAX = "9223372036854775807"
+
+
+def kbench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    return subprocess.run([sys.executable, "-m", "kbench_ci", *args], capture_output=True, text=True, cwd=cwd,
+                          env=environment, timeout=120)
+
+
+def bench(*extra: str) -> subprocess.CompletedProcess[str]:
+    return kbench("bench", str(CHEATS / "honest.py"), "--implementation=pytorch", f"--ref={CHEATS / 'ref.py'}",
+                  "--device=cpu", *extra)
+
+
+def test_every_bad_value_of_a_command_line_is_named_at_once(tmp_path: Path) -> None:
+    done = bench("--seed", "-1", "--gpu", "-1", "--baselines", "pytorch-eager,pytorch-eager", "--output-dir", "",
+                 f"--N={HUGE}")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == "kbench-ci: error: 5 problems:"
+    assert lines[1:] == [
+        f"  - dimension --N must be at most {INT64_MAX} (64 bits), got {HUGE} (dimensions are sizes that fit 64 bits)",
+        '  - --baselines lists "pytorch-eager" twice (name each baseline once)',
+        "  - --seed must be >= 0, got -1",
+        "  - --gpu must be >= 0, got -1",
+        "  - --output-dir must be a folder path, got an empty string",
+    ]
+    assert not (tmp_path / "bench_out").exists()
+
+
+def test_a_seed_past_64_bits_is_a_usage_error_on_the_command_line_and_in_the_config(tmp_path: Path) -> None:
+    done = bench("--seed", HUGE, "--N=64", f"--output-dir={tmp_path / 'out'}")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"kbench-ci: error: --seed must be at most {INT64_MAX} (64 bits), got {HUGE}"
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": int(HUGE)}]}],
+                           defaults={"seed": int(HUGE)})
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert f'"seed" must be at most {INT64_MAX} (64 bits), got {HUGE}' in done.stderr
+    assert f'shapes[0]: "N" must be at most {INT64_MAX} (64 bits), got {HUGE}' in done.stderr
+    assert "Overflow" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_python_kernel_with_a_pointer_size_is_refused(tmp_path: Path) -> None:
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}], "ptr_size": "N *"}])
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2
+    assert '"ptr_size" sizes the pointers of a CUDA C++ solve(); this kernel is a Python solution' in done.stderr
+
+
+def test_compare_and_run_check_gpu_and_output_dir_alike(tmp_path: Path) -> None:
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}]}])
+    for command in (("compare", "--base", "main"), ("run",)):
+        done = kbench(*command, "--gpu", "-1", "--output-dir", "", cwd=repo.root)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            "kbench-ci: error: 2 problems:",
+            "  - --gpu must be >= 0, got -1",
+            "  - --output-dir must be a folder path, got an empty string",
+        ]
