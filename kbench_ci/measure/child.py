@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import torch
 
-from kbench_ci.errors import EnvironmentProblem, KbenchError
+from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.cupti import first_line
@@ -324,13 +324,28 @@ def _check_correctness(variant: Variant, job: CaseJob, device: torch.device, emi
         seed = job.settings.seed + trial
         try:
             inputs = variant.solution.make_inputs(seed)
+        except KbenchError as exc:
+            _usage_failure(variant, exc, emit)
+            return
+        except Exception as exc:
+            raise_if_context_lost(exc, device)
+            fail(variant, "error", f"preparing the inputs failed (seed {seed}): {describe_error(exc)}")
+            return
+        finally:
+            variant.settle()
+        try:
             expected = expected_outputs(variant, inputs, device)
         except KbenchError as exc:
             _usage_failure(variant, exc, emit)
             return
         except Exception as exc:
             raise_if_context_lost(exc, device)
-            fail(variant, "error", f"preparing inputs/reference failed (seed {seed}): {describe_error(exc)}")
+            # The reference is what every kernel is checked against: its failure is the ref.py's
+            # (exit 2), not the solution's.
+            _usage_failure(variant, UserFileError(
+                f"{variant.problem.path.name} reference() raised {describe_error(exc)} (seed {seed})",
+                hint="fix reference(): every variant is checked against it",
+            ), emit)
             return
         finally:
             variant.settle()

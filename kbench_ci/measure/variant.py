@@ -77,6 +77,13 @@ def expected_outputs(variant: Variant, inputs: InputSet, device: torch.device) -
     outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
     sync(device)
     for name, value in outputs.items():
+        buffer = kwargs.get(name)
+        if isinstance(value, torch.Tensor) and isinstance(buffer, torch.Tensor) and value.shape != buffer.shape:
+            raise UserFileError(
+                f"{what} returned '{name}' of shape {tuple(value.shape)}, but the output buffer '{name}' has shape "
+                f"{tuple(buffer.shape)}",
+                hint=f"return {name} with the shape of the output it stands for",
+            )
         if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
             raise UserFileError(
                 f"{what} produced no output for '{name}': it returned nothing for it and did not write it",

@@ -308,3 +308,20 @@ def test_backend_and_implementation_with_different_values_is_an_error(tmp_path: 
                   "--num-trials", "5", "--num-warmup", "1", "--correctness-trials", "1")
     assert same.returncode == 0, same.stderr
     assert json.loads((tmp_path / "same" / "results.json").read_text())["implementation"] == "pytorch"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('    raise ValueError("the reference is broken")\n',
+     "reference() raised ValueError: the reference is broken at broken_ref.py:2 (seed 42)"),
+    ("    return (2 * x + 1).reshape(-1, 2)\n",
+     "reference() returned 'y' of shape (2048, 2), but the output buffer 'y' has shape (4096,)"),
+])
+def test_a_broken_reference_is_blamed_on_the_reference_with_exit_2(body: str, message: str, tmp_path: Path) -> None:
+    """Issue 25, item 6: a reference that raises, or returns another shape, was the solution's
+    error (exit 1) or its shape mismatch."""
+    ref = tmp_path / "broken_ref.py"
+    ref.write_text("def reference(x, y, **_):\n" + body)
+    completed = kbench("bench", str(CHEATS / "honest.py"), "--implementation=pytorch", f"--ref={ref}",
+                       f"--output-dir={tmp_path / 'out'}", "--device=cpu", "--N=4096")
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines()[-1].startswith(f"kbench-ci: error: broken_ref.py {message}")
