@@ -25,9 +25,11 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from kbench_ci import __version__
+from kbench_ci.errors import KbenchError
 from kbench_ci.gate.execute import (
     BuildFn,
     BuildRequest,
@@ -47,12 +49,13 @@ from kbench_ci.gate.execute import (
     worker_listener,
 )
 from kbench_ci.gate.shard import plan_shard
-from kbench_ci.git import rev_parse
+from kbench_ci.git import GitRepo, rev_parse
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import BaselineSpeedup, CaseResult, throttle_reasons
 from kbench_ci.results.outcome import (
     BuildOutcome,
+    CommitRecord,
     PhaseTimes,
     RunCase,
     RunOutcome,
@@ -151,6 +154,8 @@ def run_suite(
         cases = tuple(case for case in cases if case.case_id in shard.case_ids)
     results_path = request.output_dir / "results.json"
     report_path = request.output_dir / "benchmark.md"
+    # Read before anything runs (a kernel could change the tree): history records it.
+    commit = measured_commit(suite.root, request.output_dir)
 
     gpus = request.gpus if len(request.gpus) > 1 else ()
     finished: dict[int, RunCase] = {}
@@ -161,7 +166,7 @@ def run_suite(
             # in suite order, whichever GPU finished first
             cases=tuple(finished[i] for i in sorted(finished)), total_cases=len(cases), config_path=config_path,
             settings=settings, environment=environment, results_path=results_path, report_path=report_path,
-            wall_s=time.perf_counter() - started, shard=shard, gpus=gpus,
+            wall_s=time.perf_counter() - started, shard=shard, gpus=gpus, commit=commit,
         )
 
     def write() -> RunOutcome:
@@ -235,6 +240,19 @@ def _baseline_json(speedup: BaselineSpeedup, result: CaseResult | None) -> dict[
     return {**speedup.as_json(), "result": result.variant(speedup.name) if result is not None else None}
 
 
+def measured_commit(root: Path, output_dir: Path) -> CommitRecord | None:
+    """HEAD of the repository holding the suite, and whether the tree differs from it; None
+    outside a git repository (or without git)."""
+    sha = rev_parse("HEAD", root)
+    if sha is None:
+        return None
+    try:
+        dirty = GitRepo(root).is_dirty(own_outputs=[output_dir])
+    except KbenchError:
+        return None
+    return CommitRecord(sha, dirty)
+
+
 def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -> dict[str, Any]:
     """results.json of ``run``: schema ``kbench-ci/run`` version 1."""
 
@@ -289,4 +307,6 @@ def run_payload(outcome: RunOutcome, suite: Suite | None, request: RunRequest) -
         # --gpus: the workers the cases were spread over; shared: two on one GPU (timings not valid)
         "gpus": [slot.as_json() for slot in outcome.gpus],
         "gpus_shared": gpus_shared(outcome.gpus),
+        # the commit measured, for `history record` (dirty: the tree differed from it)
+        "commit": outcome.commit.as_json() if outcome.commit is not None else None,
     }

@@ -76,6 +76,15 @@ def entries_from_results(
             if _median_of(case.get("head"))[1] > 0
         ]
     elif schema == "kbench-ci/run":
+        recorded = payload.get("commit") if isinstance(payload.get("commit"), Mapping) else None
+        if commit is None and recorded is not None:
+            if recorded.get("dirty"):
+                raise UsageError(
+                    f"these results were measured on a working tree that differed from {str(recorded.get('sha'))[:12]} "
+                    "(uncommitted changes): they are not that commit's",
+                    hint="run again in a clean checkout, or pass --commit SHA to record them under it anyway",
+                )
+            commit = recorded.get("sha")
         measured = [
             (case, CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"])))
             for case in payload.get("cases", ()) if case.get("median_ms") is not None and case.get("n_samples")

@@ -215,6 +215,17 @@ class RunCase:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """The commit a run measured: its sha, and whether the working tree differed from it."""
+
+    sha: str
+    dirty: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"sha": self.sha, "dirty": self.dirty}
+
+
+@dataclass(frozen=True, slots=True)
 class RunOutcome:
     cases: tuple[RunCase, ...]
     total_cases: int
@@ -228,6 +239,9 @@ class RunOutcome:
     shard: ShardRecord | None = None
     #: ``--gpus``: the workers the cases were spread over (empty: one GPU)
     gpus: tuple[GpuSlot, ...] = ()
+    #: the commit the suite was measured at and whether the tree differed from it; None outside
+    #: a git repository
+    commit: CommitRecord | None = None
 
     @property
     def complete(self) -> bool:

@@ -46,3 +46,28 @@ def test_record_without_results_is_bad_usage(tmp_path: Path) -> None:
     done = kbench(tmp_path, "history", "record", "--report", str(tmp_path / "missing"))
     assert done.returncode == 2
     assert "results.json not found" in done.stderr
+
+
+def test_a_plain_run_records_its_commit_and_a_dirty_one_says_so(tmp_path: Path) -> None:
+    """Issue 25, item 10: `history record --report` of a `run` needed --commit."""
+    from tests.support.suite_repo import make_suite_repo
+
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
+    head = repo.git("rev-parse", "HEAD")
+    out = tmp_path / "out"
+    done = kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "results.json").read_text())["commit"] == {"sha": head, "dirty": False}
+    recorded = kbench(repo.root, "history", "record", "--report", str(out))
+    assert recorded.returncode == 0, recorded.stderr
+    assert head in repo.git("ls-tree", "-r", "--name-only", "kbench-history")
+
+    (repo.root / "kernels" / "scale.py").write_text((repo.root / "kernels" / "scale.py").read_text() + "\n# edited\n")
+    dirty = tmp_path / "dirty"
+    assert kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(dirty)).returncode == 0
+    assert json.loads((dirty / "results.json").read_text())["commit"] == {"sha": head, "dirty": True}
+    refused = kbench(repo.root, "history", "record", "--report", str(dirty))
+    assert refused.returncode == 2
+    assert f"measured on a working tree that differed from {head[:12]}" in refused.stderr
+    forced = kbench(repo.root, "history", "record", "--report", str(dirty), "--commit", head)
+    assert forced.returncode == 0, forced.stderr
