@@ -307,7 +307,9 @@ class GitHubClient:
                         f"{exc.message}; {when}, and kbench-ci waits {budget} for rate limits in all",
                         status=exc.status or 429, retry_after_s=wait, hint=exc.hint,
                     ) from None
-                _log.warning("%s (waiting %.0fs)", exc.one_line(), wait)
+                # The message without its hint: the hint says what happens when the wait is
+                # not taken ("the comment is skipped"), and here it is taken.
+                _log.warning("%s; waiting %.0f s, then sending it again", exc.message, wait)
                 self._rate_limit_budget_s -= wait
                 self._sleep(wait)
             except GitHubError as exc:
@@ -388,9 +390,11 @@ class GitHubClient:
                 return max(0.0, float(headers.get("x-ratelimit-reset", "")) - self._clock()) + 1.0
             except ValueError:
                 return math.inf
-        if "secondary rate limit" in detail.lower():
+        # GitHub's advice for a secondary limit that names no time: wait at least a minute. A
+        # 429 without Retry-After is one too (docs/action.md).
+        if "secondary rate limit" in detail.lower() or status == 429:
             return _SECONDARY_DEFAULT_WAIT_S
-        if status == 429 or "rate limit" in detail.lower():
+        if "rate limit" in detail.lower():
             return math.inf
         return None
 

@@ -94,7 +94,24 @@ def test_rate_limits_are_waited_for_at_most_a_minute_in_all(tmp_path: Path, gith
     assert github.comments_on(PR) == []
 
 
-@pytest.mark.parametrize(("status", "headers"), [(429, {}), (403, {"Retry-After": "3600"})])
+def test_a_429_that_names_no_time_is_waited_a_minute_and_the_log_says_so(
+    tmp_path: Path, github: FakeGitHub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25, item 9: such a 429 was never retried, though the docs say a minute; and the
+    log said "the comment is skipped" before a wait after which it was posted."""
+    github.rate_limited_times, github.rate_limit_status, github.rate_limit_headers = 1, 429, {}
+    github.rate_limit_message = "Too Many Requests"
+    clock = Clock()
+    with caplog.at_level("WARNING"):
+        outcome = _post(_report(tmp_path / "r"), github, clock)
+    assert outcome.action == "created"
+    assert clock.slept == [60.0]
+    (record,) = [r for r in caplog.records if "rate limited" in r.getMessage()]
+    assert record.getMessage().endswith("waiting 60 s, then sending it again")
+    assert "skipped" not in record.getMessage()
+
+
+@pytest.mark.parametrize(("status", "headers"), [(429, {"Retry-After": "3600"}), (403, {"Retry-After": "3600"})])
 def test_a_lasting_rate_limit_skips_the_comment_and_exits_0(tmp_path: Path, github: FakeGitHub, status: int,
                                                             headers: dict[str, str]) -> None:
     github.rate_limited_times, github.rate_limit_status, github.rate_limit_headers = 100, status, headers
