@@ -50,6 +50,8 @@ _T = TypeVar("_T")
 
 #: temporary folders of compare's worktrees, and the lock reason that names their owner
 _WORKTREE_PREFIX = "kbench-worktree-"
+#: a revision relative to another (HEAD~10, main^2, @{1}): fetching it by name makes no sense
+_RELATIVE = re.compile(r"[~^@]")
 _LOCK_REASON = "kbench-ci pid "
 
 
@@ -207,21 +209,33 @@ class GitRepo:
             shallow = self._git("rev-parse", "--is-shallow-repository") == "true"
         except GitError:
             remotes, shallow = [], False
-        candidates = remotes or ["origin"]
+        try:
+            commits = int(self._git("rev-list", "--count", "HEAD"))
+        except (GitError, ValueError):
+            commits = 0
+        if commits == 0:
+            return "this repository has no commits yet: commit the suite first with git add -A; git commit, then compare"
+        if _RELATIVE.search(rev):
+            if shallow:
+                return (f"{rev} goes back further than this shallow clone's history; fetch more of it: "
+                        f"git fetch --unshallow; {_CI_HINT}")
+            return f"{rev} goes back further than the history here: {commits} commit{'s' if commits != 1 else ''} reach HEAD"
+        if not remotes:
+            return "check the spelling; this repository has no remote to fetch it from, and git branch -a lists what is here"
         remote, _, branch = rev.partition("/")
         if _HEX.match(rev):
-            fetch = f"git fetch {candidates[0]} {rev}"
+            fetch = f"git fetch {remotes[0]} {rev}"
             then = ""
         else:
-            if not (remote in candidates and branch):
-                remote, branch = candidates[0], rev
+            if not (remote in remotes and branch):
+                remote, branch = remotes[0], rev
             # An explicit refspec: a single-branch clone (what actions/checkout and `clone
             # --depth` make) fetches only its own branch into refs/remotes, so a plain
             # `git fetch origin main` would leave origin/main missing.
             fetch = f"git fetch {remote} +refs/heads/{branch}:refs/remotes/{remote}/{branch}"
             then = "" if rev == f"{remote}/{branch}" else f", then use {remote}/{branch}"
         prefix = "this is a shallow clone; " if shallow else "check the spelling, or "
-        return f"{prefix}fetch it ({fetch}{then}); {_CI_HINT}"
+        return f"{prefix}fetch it: {fetch}{then}; {_CI_HINT}"
 
     def resolve_revisions(
         self, base: str, head: str | None, base_mode: str = "merge-base"

@@ -44,6 +44,11 @@ def load_module(path: Path, *, role: str) -> ModuleType:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         del sys.modules[name]
+        if exc.lineno is None:  # no line to point at: NUL bytes, a binary file, bad encoding
+            raise UserFileError(
+                f"{role} {path.name} is not Python source ({exc.msg})",
+                hint=f"pass the .py file of the {role}, not a compiled or binary file",
+            ) from exc
         raise UserFileError(
             f"{role} {path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
         ) from exc

@@ -119,15 +119,34 @@ def test_resolve(history: History) -> None:
     assert repo.resolve("v1") == history.c1  # annotated tag peeled to its commit
 
 
-def test_resolve_unknown_ref(history: History) -> None:
-    repo = GitRepo(history.root)
+def test_resolve_unknown_ref(history: History, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", f"file://{history.root}", str(clone))
     with pytest.raises(GitError) as info:
-        repo.resolve("origin/mian")
+        GitRepo(clone).resolve("origin/mian")
     message = info.value.one_line()
     assert 'cannot resolve "origin/mian"' in message
-    assert "git fetch origin +refs/heads/mian:refs/remotes/origin/mian" in message
+    assert "fetch it: git fetch origin +refs/heads/mian:refs/remotes/origin/mian" in message
     assert "fetch-depth: 0" in message
     assert "\n" not in message
+
+
+def test_hints_never_name_a_remote_or_a_fetch_that_cannot_help(history: History, tmp_path: Path) -> None:
+    """Issue 25, item 8: every miss suggested `git fetch origin +refs/heads/HEAD~10...`."""
+    repo = GitRepo(history.root)
+    with pytest.raises(GitError) as info:
+        repo.resolve("mian")
+    assert info.value.hint == "check the spelling; this repository has no remote to fetch it from, and git branch -a lists what is here"
+    with pytest.raises(GitError) as info:
+        repo.resolve("HEAD~40")
+    assert info.value.hint is not None and info.value.hint.startswith("HEAD~40 goes back further than the history here: ")
+    assert "fetch" not in info.value.hint
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    with pytest.raises(GitError) as info:
+        GitRepo(empty).resolve("main")
+    assert info.value.hint == "this repository has no commits yet: commit the suite first with git add -A; git commit, then compare"
 
 
 @pytest.mark.parametrize("rev", ["", "  ", "--all", "-h"])
