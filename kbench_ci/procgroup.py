@@ -3,14 +3,16 @@ environment it is started with."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-__all__ = ["RUNNER_SECRETS", "kill_process_group", "kill_tracked", "tracked", "user_code_environment"]
+__all__ = ["RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "tracked", "user_code_environment"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -35,6 +37,25 @@ def user_code_environment(environ: Mapping[str, str] | None = None) -> dict[str,
         name: value for name, value in source.items()
         if name.upper() not in RUNNER_SECRETS and not name.upper().startswith(_RUNNER_PREFIXES)
     }
+
+
+#: prctl(2) option: whether this process may be dumped or traced, and its /proc entries read,
+#: by other processes of the same user
+_PR_SET_DUMPABLE = 4
+
+
+def make_non_dumpable() -> bool:
+    """Make this process non-dumpable (Linux): from now on a process of the same user that is
+    not root can read neither its ``/proc/PID/environ`` nor its memory. For the action's steps,
+    whose environment holds the runner's step files and tokens while the pull request's kernels
+    run beside them. False where it could not be done (not Linux, no libc)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def kill_process_group(process: subprocess.Popen[bytes]) -> None:

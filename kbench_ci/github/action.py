@@ -75,6 +75,7 @@ from kbench_ci.github.comment import (
     validate_marker_id,
     validate_pages_url,
 )
+from kbench_ci.procgroup import make_non_dumpable, user_code_environment
 
 __all__ = [
     "STEPS",
@@ -442,6 +443,9 @@ def compare(
     lines: list[str] = []
     stopped_by: int | None = None
     command = "compare"
+    # The pull request's kernels run while this step waits: its environment (the runner's step
+    # files, tokens) must not be readable through /proc by them (docs/action.md, threat model).
+    make_non_dumpable()
     try:
         command = action_mode(env)
         cli = _kbench_cli(env)
@@ -491,7 +495,9 @@ def _run_inheriting(argv: list[str], cwd: Path, *, grace_s: float = COMPARE_GRAC
     """
     sys.stdout.flush()
     try:
-        process = subprocess.Popen(argv, cwd=cwd)
+        # compare needs none of the runner's step files or tokens: it gets none, so neither do
+        # the processes it starts, and its own /proc/PID/environ holds none.
+        process = subprocess.Popen(argv, cwd=cwd, env=user_code_environment())
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
     received: list[int] = []
