@@ -15,7 +15,7 @@ from typing import cast
 
 from kbench_ci.errors import SignatureError, UsageError
 
-__all__ = ["evaluate_size_expression", "parse_ptr_size_options"]
+__all__ = ["check_size_expression", "evaluate_size_expression", "parse_ptr_size_options"]
 
 _ALLOWED_SYNTAX = "integers, dimension names, + - * / // % ** and parentheses"
 # Sizes beyond int64 are typos; the bound also stops `10**10**10` from hanging the process.
@@ -83,6 +83,12 @@ def _parse_expression(expression: str, error: type[UsageError]) -> ast.expr:
             hint=f"use only {_ALLOWED_SYNTAX}",
         )
     return tree.body
+
+
+def check_size_expression(expression: str) -> None:
+    """UsageError when ``expression`` is no size expression (syntax, or what it uses): the same
+    check and words for kbench.toml's ``ptr_size`` / ``ptr_sizes`` as for ``--ptr-size``."""
+    _parse_expression(expression, UsageError)
 
 
 def _describe(node: ast.AST) -> str:

@@ -50,6 +50,7 @@ from kbench_ci.gate.execute import (
     WorkerFn,
     WorkerRun,
     check_runnable,
+    check_size_expressions,
     distribute,
     implementation_of,
     job_timeout_s,
@@ -259,6 +260,7 @@ def run_compare(
         wanted = {k.name for k in head_kernels} | (set(request.kernels) if request.kernels else {k.name for k in base_kernels_all})
         base_kernels = tuple(k for k in base_kernels_all if k.name in wanted)
         head_kinds = {k.name: implementation_of(k) for k in head_kernels}
+        check_size_expressions(head_kernels, head_config.name)
         check_runnable(head_kernels, request.device)
         settings = job_settings(
             head_suite.settings, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s

@@ -39,6 +39,7 @@ from kbench_ci.gate.execute import (
     WorkerFn,
     WorkerRun,
     check_runnable,
+    check_size_expressions,
     distribute,
     implementation_of,
     job_timeout_s,
@@ -142,6 +143,7 @@ def run_suite(
     suite = load_suite(config_path)
     kernels = select_kernels(suite.kernels, request.kernels)
     kinds = {k.name: implementation_of(k) for k in kernels}
+    check_size_expressions(kernels, config_path.name)
     check_runnable(kernels, request.device)
     settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
     cases = tuple(Case(k, dims) for k in kernels for dims in k.shapes)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.suite_repo import make_suite_repo
+from tests.support.suite_repo import TempRepo, make_suite_repo
 
 ROOT = Path(__file__).resolve().parents[3]
 CHEATS = ROOT / "tests" / "fixtures" / "cheats_py"
@@ -74,3 +74,26 @@ def test_compare_and_run_check_gpu_and_output_dir_alike(tmp_path: Path) -> None:
             "  - --gpu must be >= 0, got -1",
             "  - --output-dir must be a folder path, got an empty string",
         ]
+
+
+def test_a_config_size_expression_is_checked_as_the_command_line_checks_it(tmp_path: Path) -> None:
+    """Issue 25, item 7: --ptr-size refused what kbench.toml took ("N *")."""
+    softmax = ROOT / "examples" / "softmax_cuda"
+    repo = TempRepo(tmp_path / "repo")
+    repo.commit({
+        "softmax.cu": (softmax / "softmax.cu").read_text(), "ref.py": (softmax / "ref.py").read_text(),
+        "kbench.toml": '[[kernels]]\nname = "softmax"\nsolution = "softmax.cu"\nref = "ref.py"\n'
+                       'shapes = [{M = 64, N = 64}]\nptr_size = "N *"\nptr_sizes = {out = "import os"}\n',
+    }, "suite")
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "kbench-ci: error: kbench.toml: 2 problems:",
+        "  - kbench.toml: kernel \"softmax\": ptr_size: size expression 'N *' is not valid syntax "
+        "(integers, dimension names, + - * / // % ** and parentheses)",
+        "  - kbench.toml: kernel \"softmax\": ptr_sizes.out: size expression 'import os' is not valid syntax "
+        "(integers, dimension names, + - * / // % ** and parentheses)",
+    ]
+    cli = kbench("bench", str(CHEATS / "honest.py"), "--implementation=cuda-cpp", f"--ref={CHEATS / 'ref.py'}",
+                 "--ptr-size", "N *", "--device=cpu")
+    assert "size expression 'N *' is not valid syntax" in cli.stderr
