@@ -186,6 +186,12 @@ class TimedSet:
             timed.reason = str(exc)
             return timed
         budget = version_budget(device)
+        if original.nbytes > budget:
+            # One more version would not fit: the original content only (still checked).
+            timed.reason = (f"its inputs and outputs ({original.nbytes / 2**30:.1f} GiB) exceed the memory kept for "
+                            f"versions ({budget / 2**30:.1f} GiB)")
+            timed.maker = None
+            return timed
         count = min(MAX_VERSIONS, max(MIN_VERSIONS, budget // max(original.nbytes, 1)))
         attempts = 0
         while len(timed.versions) < count and attempts < 2 * count:

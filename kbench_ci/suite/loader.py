@@ -225,20 +225,7 @@ def parse_threshold(value: str | float) -> float:
 
 
 def _kind(value: object) -> str:
-    """A TOML-ish name of a value's type, for messages."""
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int):
-        return f"an integer ({value})"
-    if isinstance(value, float):
-        return f"a float ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
-    if isinstance(value, Mapping):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
+    return values.kind_of(value)
 
 
 def _fmt(value: object) -> str:
@@ -598,7 +585,8 @@ class _Loader:
             python_solution = kind in ("triton", "cute-dsl", "pytorch") or (
                 kind == "auto" and Path(found["solution"]).suffix == ".py"
             )
-            given = [key for key in ("ptr_size", "ptr_sizes") if key in entry]
+            # only those that parsed: a bad value already has its own problem
+            given = [key for key in ("ptr_size", "ptr_sizes") if key in entry and key in values]
             if python_solution and given:
                 raise self.fail(
                     where, f'"{given[0]}" sizes the pointers of a CUDA C++ solve(); this kernel is a Python '

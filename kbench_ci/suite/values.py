@@ -9,9 +9,9 @@ got -1``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["INT64_MAX", "InvalidValue", "dimension", "distinct", "integer", "non_empty_path"]
+__all__ = ["INT64_MAX", "InvalidValue", "dimension", "distinct", "integer", "kind_of", "non_empty_path"]
 
 #: the largest integer a seed, a count or a dimension may be: torch and the kernels take 64 bits
 INT64_MAX = 2**63 - 1
@@ -21,14 +21,27 @@ class InvalidValue(Exception):
     """What is wrong with a value, without its name (the caller adds it)."""
 
 
-def _kind(value: object) -> str:
-    return f"{type(value).__name__} {value!r}"
+def kind_of(value: object) -> str:
+    """A TOML-ish name of a value's type, for messages."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a float ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, Mapping):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
 
 
 def integer(value: object, *, minimum: int) -> int:
     """An integer from ``minimum`` to :data:`INT64_MAX`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidValue(f"must be an integer, got {_kind(value)}")
+        raise InvalidValue(f"must be an integer, got {kind_of(value)}")
     if value < minimum:
         raise InvalidValue(f"must be >= {minimum}, got {value}")
     if value > INT64_MAX:
@@ -39,7 +52,7 @@ def integer(value: object, *, minimum: int) -> int:
 def dimension(value: object) -> int:
     """A size: a positive integer of at most 64 bits."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidValue(f"must be a positive integer, got {_kind(value)}")
+        raise InvalidValue(f"must be a positive integer, got {kind_of(value)}")
     if value <= 0:
         raise InvalidValue(f"must be a positive integer, got {value}")
     if value > INT64_MAX:

@@ -184,7 +184,7 @@ def test_the_shallow_hint_names_a_refspec_that_a_single_branch_clone_can_fetch(b
     with pytest.raises(GitError) as info:
         GitRepo(work).resolve("origin/main")
     hint = info.value.hint or ""
-    fetch = hint[hint.index("git fetch"):hint.index(")")]
+    fetch = hint[hint.index("git fetch"):hint.index(";", hint.index("git fetch"))]
     assert fetch == "git fetch origin +refs/heads/main:refs/remotes/origin/main"
     git(work, *fetch.split()[1:])  # the hint works as written
     assert GitRepo(work).resolve("origin/main") == branched.main

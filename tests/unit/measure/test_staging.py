@@ -143,10 +143,19 @@ def test_a_wrong_shape_is_a_failure_without_a_comparison() -> None:
     assert "shape/dtype (3,)" in first[2] and "no tensor for 'y'" in second[2]
 
 
-@pytest.mark.parametrize("nbytes_per_version", [10, 3 * 2**30])
+@pytest.mark.parametrize("nbytes_per_version", [10, 300 * 2**20])
 def test_the_pool_is_capped_by_memory(monkeypatch: pytest.MonkeyPatch, nbytes_per_version: int) -> None:
     import kbench_ci.measure.staging as staging
 
     monkeypatch.setattr(staging.Version, "nbytes", property(lambda self: nbytes_per_version))
     timed = prepare()
     assert len(timed.versions) == (MAX_VERSIONS if nbytes_per_version == 10 else staging.MIN_VERSIONS)
+
+
+def test_inputs_larger_than_the_budget_get_no_versions_and_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbench_ci.measure.staging as staging
+
+    monkeypatch.setattr(staging.Version, "nbytes", property(lambda self: 2 * staging.CPU_VERSION_BUDGET_BYTES))
+    timed = prepare()
+    assert not timed.varied and timed.maker is None and len(timed.versions) == 1
+    assert "exceed the memory kept for versions (0.5 GiB)" in timed.describe()

@@ -543,7 +543,7 @@ def test_docs_complete_example_loads(tmp_path: Path) -> None:
     assert minimal == MINIMAL
     suite = load_suite(write_suite(tmp_path, complete), check_files=False)
     assert [k.name for k in suite.kernels] == ["saxpy", "matmul"]
-    assert suite.kernels[1].implementation == "triton"
+    assert suite.kernels[1].implementation == "cutlass"
     assert dict(suite.kernels[1].ptr_sizes) == {"y": "N", "c": "M * N"}
     assert len(suite.cases()) == 5
 
