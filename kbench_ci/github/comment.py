@@ -65,10 +65,11 @@ COMMENT_MODES: tuple[CommentMode, ...] = get_args(CommentMode)
 #: the client's wait. Both are warnings, not failures: the gate's verdict stands.
 CommentAction = Literal["created", "updated", "skipped", "forbidden", "rate-limited"]
 
-#: Verdict counts that mean "something is different from the base".
-CHANGE_KINDS = (
-    "slower", "faster", "incorrect", "failed", "fixed", "added", "removed", "inconclusive",
-)
+#: Verdict counts that mean "something is different from the base": a verdict the gate acts on
+#: or a reviewer must see. ``inconclusive`` is not one: it says that no change beyond the
+#: threshold could be shown either way, and on a noisy runner it would make ``on-change``
+#: comment on most pull requests (it stays in the job summary and the uploaded report).
+CHANGE_KINDS = ("slower", "faster", "incorrect", "failed", "fixed", "added", "removed")
 #: Verdict counts that make a regression.
 REGRESSION_KINDS = ("slower", "incorrect", "failed")
 
@@ -346,8 +347,10 @@ def decide(mode: CommentMode, gate: Gate | None, *, existing: bool) -> Decision:
         return Decision(False, f"comment mode is '{mode}' but there is no {RESULTS_FILE} to judge by")
     if mode == "on-change":
         if gate.changed:
-            return Decision(True, "comment mode is 'on-change' and some case is not unchanged")
-        return Decision(False, "comment mode is 'on-change': every case is unchanged and there is no earlier comment")
+            return Decision(True, "comment mode is 'on-change' and some case changed")
+        return Decision(
+            False, "comment mode is 'on-change': every case is unchanged or inconclusive, and there is no earlier comment"
+        )
     if not gate.passed:
         return Decision(True, "comment mode is 'on-regression' and the gate failed")
     return Decision(False, "comment mode is 'on-regression': the gate passed and there is no earlier comment")

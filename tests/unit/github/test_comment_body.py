@@ -136,7 +136,9 @@ def test_bad_marker_ids(bad: str) -> None:
 
 def test_gate_properties() -> None:
     assert not gate(unchanged=5).changed
-    assert gate(unchanged=5, inconclusive=1).changed
+    # Issue 26, item 7: inconclusive is no change (a noisy runner would comment on every PR)
+    assert not gate(unchanged=5, inconclusive=1).changed
+    assert gate(unchanged=5, inconclusive=1, slower=1).changed
     assert gate(added=1).changed
     assert gate(passed=False, slower=2, incorrect=1, failed=1, faster=3).regressions == 4
 
@@ -193,7 +195,8 @@ def test_missing_or_broken_results(tmp_path: Path) -> None:
         ("on-change", gate(faster=1), False, True),
         ("on-change", gate(fixed=1), False, True),
         ("on-change", gate(removed=1), False, True),
-        ("on-change", gate(inconclusive=1), False, True),
+        ("on-change", gate(inconclusive=1), False, False),
+        ("on-change", gate(inconclusive=1), True, True),
         ("on-change", Gate(passed=True, summary="1 slower (accepted) — gate passed", counts={}, accepted=1), False, True),
         ("on-change", None, False, False),
         ("on-regression", gate(faster=2), False, False),
