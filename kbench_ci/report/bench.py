@@ -13,6 +13,7 @@ from kbench_ci.report.markdown import (
     environment_line,
     fmt,
     fmt_error,
+    speedup_text,
     table,
     time_unit,
     variant_summaries,
@@ -88,7 +89,8 @@ def render_bench(
         for stat in ("median", "mean"):
             rows.append([
                 stat,
-                *(f"{speedup(getattr(summaries[b.label], stat), getattr(summaries[solution.label], stat)):.3f}×" for b in baselines),
+                *(speedup_text(speedup(getattr(summaries[b.label], stat), getattr(summaries[solution.label], stat)), 3)
+                  for b in baselines),
             ])
         parts += [table(["", *(f"vs `{b.label}`" for b in baselines)], rows), ""]
     elif solution.label not in summaries:

@@ -121,6 +121,19 @@ def with_unit(value_ms: float | None) -> str:
     return f"{fmt(value_ms, scale)} {unit}"
 
 
+def speedup_text(ratio: float, digits: int = 2) -> str:
+    """A speedup (baseline time / solution time) that reads at any size: ``1.84×``, ``2,350×``,
+    and below 0.1 the slowdown it is, ``2,800× slower`` (``0.000×`` said nothing)."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return "—"
+    if ratio < 0.1:
+        slower = 1.0 / ratio
+        return f"{slower:,.0f}× slower" if slower >= 100 else f"{slower:.1f}× slower"
+    if ratio >= 100:
+        return f"{ratio:,.0f}×"
+    return f"{ratio:.{digits}f}×"
+
+
 def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head") -> str:
     """``1.84× vs `pytorch-eager` · torch-compile: unavailable``: the solution's (the head's)
     speedup over each suite baseline, baseline median / solution median (> 1: faster)."""
@@ -129,7 +142,7 @@ def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head") 
     parts = []
     for b in speedups:
         if b.speedup is not None:
-            parts.append(f"{b.speedup:.2f}× vs `{b.name}`")
+            parts.append(f"{speedup_text(b.speedup)} vs `{b.name}`")
         elif b.status == "ok":
             parts.append(f"`{b.name}`: {solution} not timed")
         else:
