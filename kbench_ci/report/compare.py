@@ -56,11 +56,9 @@ def _mermaid_label(text: str) -> str:
 
 
 def sort_worst_first(cases: Sequence[CaseComparison]) -> list[CaseComparison]:
-    """By verdict severity, then by the size of the slowdown (largest first)."""
-    return sorted(
-        cases,
-        key=lambda c: (-c.verdict.severity, -(c.estimate.ratio if c.estimate is not None else 0.0)),
-    )
+    """By verdict severity; within a verdict, in the order the suite lists the cases (``cases``
+    comes in that order: the sort is stable), so a reader finds a kernel where the file has it."""
+    return sorted(cases, key=lambda c: -c.verdict.severity)
 
 
 def render_compare(
