@@ -12,7 +12,7 @@ import typer
 
 from kbench_ci.cli.console import err, error_boundary
 from kbench_ci.errors import UsageError
-from kbench_ci.github.comment import run_comment
+from kbench_ci.github.comment import compose_body, run_comment
 
 __all__ = ["HELP", "comment"]
 
@@ -35,6 +35,13 @@ def comment(
     marker_id: Annotated[
         str, typer.Option("--marker-id", help="keeps comments of several suites apart")
     ] = "default",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", "--print",
+            help="print the exact comment body (marker, links, folding) and post nothing: no token, no network",
+        ),
+    ] = False,
     skip_head_check: Annotated[
         bool,
         typer.Option(
@@ -48,6 +55,12 @@ def comment(
         report_dir = report or from_artifact
         if report_dir is None:
             raise UsageError("give --report DIR or --from-artifact DIR")
+        if dry_run:
+            body, truncated, _ = compose_body(report_dir, marker_id=marker_id)
+            typer.echo(body)
+            if truncated:
+                err("kbench-ci: the body was shortened to fit GitHub's comment limit")
+            return
         outcome = run_comment(
             report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
             token=None, api_url=None, mode=mode, marker_id=marker_id, skip_head_check=skip_head_check,

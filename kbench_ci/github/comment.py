@@ -531,6 +531,37 @@ def _resolve_pr(
     )
 
 
+def compose_body(
+    directory: Path, *, marker_id: str = "default", env: Mapping[str, str] | None = None, pages_url: str | None = None
+) -> tuple[str, bool, Gate | None]:
+    """The comment exactly as it would be posted (hidden marker, links to the run, trend links,
+    folding under GitHub's limit), whether it was shortened, and the gate of the results beside
+    the report: no token, no network (``kbench-ci comment --dry-run`` prints it)."""
+    env = os.environ if env is None else env
+    validate_marker_id(marker_id)
+    report = directory / REPORT_FILE
+    try:
+        markdown = read_report_file(report)
+    except FileNotFoundError:
+        raise UsageError(
+            f"no report at {report}", hint="run 'kbench-ci compare --output-dir DIR' first"
+        ) from None
+    if not markdown.strip():
+        raise UsageError(f"{report} is empty: there is nothing to post")
+    results = directory / RESULTS_FILE
+    gate = load_gate(results) if report_file_present(results) else None
+    site = pages_url if pages_url is not None else (env.get("KBENCH_PAGES_URL", "").strip() or None)
+    if site is not None and report_file_present(results):
+        trends = trend_links(_results_data(results), site)
+        if trends is not None:
+            markdown = f"{trends}\n\n{markdown}"
+    links = links_line(env)
+    if links is not None:
+        markdown = f"{links}\n\n{markdown}"
+    body, truncated = build_body(markdown, marker_id)
+    return body, truncated, gate
+
+
 def run_comment(
     report_dir: Path,
     *,
@@ -562,17 +593,7 @@ def run_comment(
         return CommentOutcome("skipped", None, "comment mode is 'never'")
 
     directory = Path(from_artifact if from_artifact is not None else report_dir)
-    report = directory / REPORT_FILE
-    try:
-        markdown = read_report_file(report)
-    except FileNotFoundError:
-        raise UsageError(
-            f"no report at {report}", hint="run 'kbench-ci compare --output-dir DIR' first"
-        ) from None
-    if not markdown.strip():
-        raise UsageError(f"{report} is empty: there is nothing to post")
-    results = directory / RESULTS_FILE
-    gate = load_gate(results) if report_file_present(results) else None
+    body, truncated, gate = compose_body(directory, marker_id=marker_id, env=env, pages_url=pages_url)
 
     repo = Repository.parse(repository or env.get("GITHUB_REPOSITORY") or "")
     target = _resolve_pr(pr_number, directory, from_artifact is not None, env, skip_head_check=skip_head_check)
@@ -580,18 +601,9 @@ def run_comment(
         secret = token if token is not None else env.get("GITHUB_TOKEN", "")
         if not secret.strip():
             raise UsageError(
-                "no GitHub token", hint="set GITHUB_TOKEN (in a workflow: ${{ github.token }})"
+                "no GitHub token", hint="set GITHUB_TOKEN; in a workflow, pass ${{ github.token }}"
             )
         client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
-    site = pages_url if pages_url is not None else (env.get("KBENCH_PAGES_URL", "").strip() or None)
-    if site is not None and report_file_present(results):
-        trends = trend_links(_results_data(results), site)
-        if trends is not None:
-            markdown = f"{trends}\n\n{markdown}"
-    links = links_line(env)
-    if links is not None:
-        markdown = f"{links}\n\n{markdown}"
-    body, truncated = build_body(markdown, marker_id)
 
     try:
         return _post(client, repo, target, comment_mode, gate, body, truncated, marker_id)

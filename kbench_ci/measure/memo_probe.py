@@ -12,8 +12,9 @@ of calls made back to back under the timed conditions (staged, flushed, held, ev
 and the new content's time is set against each of the two others (``stats.memo_evidence``): the
 repeat catches a cache of one entry, the pool version a larger one or one honest only on its
 first sightings. A variant read as caching is probed once more on other new contents and is
-judged only when the same comparison says so again (rounds._probe_memoisation). The seen call comes first in the triple, so a clock that rises during the triple
-can only hide caching, never invent it. The new contents' outputs are checked like every other.
+judged only when the same comparison says so again (rounds._probe_memoisation). The seen call
+comes first in the triple, so a clock that rises during the triple can only hide caching, never
+invent it. The new contents' outputs are checked like every other.
 """
 
 from __future__ import annotations

@@ -344,3 +344,23 @@ def test_usage_errors(tmp_path: Path, github: FakeGitHub) -> None:
     with pytest.raises(UsageError, match="marker id"):
         _run(report, github, marker_id="x -->")
     assert github.calls() == []
+
+
+def test_dry_run_prints_the_exact_body_without_a_token_or_network(tmp_path: Path) -> None:
+    """Issue 26, item 8: a preview of the comment, offline."""
+    import os
+    import subprocess
+    import sys
+
+    from kbench_ci.github.comment import compose_body
+
+    report = _report(tmp_path / "r")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GH_"))}
+    environment.update({"PYTHONPATH": str(Path(__file__).resolve().parents[3]), "https_proxy": "http://127.0.0.1:9",
+                        "HTTPS_PROXY": "http://127.0.0.1:9"})
+    done = subprocess.run([sys.executable, "-m", "kbench_ci", "comment", "--report", str(report), "--dry-run",
+                           "--marker-id", "gpu-a"], capture_output=True, text=True, env=environment, timeout=60)
+    assert done.returncode == 0, done.stderr
+    body, truncated, _ = compose_body(report, marker_id="gpu-a", env=environment)
+    assert done.stdout == body + "\n" and not truncated
+    assert "<!-- kbench-ci" in body and "gpu-a" in body
