@@ -289,8 +289,8 @@ def _case_details(case: CaseComparison) -> list[str]:
     facts.append((
         "time spent",
         f"build {case.phases.build_s:.1f} s, load {case.phases.load_s:.1f} s, "
-        f"correctness {case.phases.correctness_s:.1f} s, timing {case.phases.timing_s:.1f} s, "
-        f"CUPTI audit {case.phases.audit_s:.1f} s",
+        f"correctness {case.phases.correctness_s:.1f} s, timing {case.phases.timing_s:.1f} s"
+        + (f", CUPTI audit {case.phases.audit_s:.1f} s" if case.phases.audit_s > 0 else ""),
     ))
     lines += [table(["", ""], facts), ""]
     variants = [("base", case.base), ("head", case.head)]
@@ -337,11 +337,12 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         "per-round log ratios.",
         "- **slower**: ratio > 1 + threshold, CI lower bound > 1 and p < 0.05. **faster**: the mirror image. "
         "**unchanged**: the whole CI inside [1/(1+t), 1+t]. Otherwise **inconclusive**.",
-        f"- A suspected regression (slower, or inconclusive with ratio > 1 + threshold) is measured again with "
-        f"{s.rounds * factor} rounds, and that measurement alone decides.",
-        f"- {AUDIT_EXPLAINED}",
+        f"- A suspected regression (slower, or inconclusive with ratio > 1 + threshold) is measured again, "
+        f"starting from {s.rounds * factor} rounds ({factor}× the first) and adaptive like the first, and that "
+        "measurement alone decides; its note gives the rounds it used.",
+        *([f"- {AUDIT_EXPLAINED}"] if s.timing_method == "cuda_event" else []),
         *(
-            ["- The suite's `baselines` are timed in the same rounds, with the head's inputs; "
+            ["- The suite's `baselines` are timed in the same rounds, with the base's inputs and reference; "
              "\"head vs baselines\" is median(baseline) / median(head) (> 1: the head is faster). "
              "They never decide the gate."]
             if any(case.baselines for case in outcome.cases) else []

@@ -163,11 +163,12 @@ def throttle_notice(cases: Sequence[CaseComparison] | Sequence[RunCase]) -> list
 
 def result_facts(result: CaseResult) -> list[tuple[str, str]]:
     """What the worker saw around the case: GPU state before and after, the timer, incidents."""
-    facts = [
+    on_cpu = result.timing_method == "host_time" and not result.gpu_state_before and not result.gpu_state_after
+    facts = [] if on_cpu else [  # a CPU run has no GPU state to show
         ("GPU before", gpu_state_text(result.gpu_state_before)),
         ("GPU after", gpu_state_text(result.gpu_state_after)),
-        ("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")),
     ]
+    facts.append(("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")))
     if result.error:
         facts.append(("worker incident", cell(result.error, 500)))
     return facts

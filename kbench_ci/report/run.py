@@ -94,7 +94,7 @@ def render_run(
               "- The median's 95% CI is the distribution-free order-statistic interval.",
               *(["- The suite's `baselines` are timed in the same rounds; \"vs baselines\" is median(baseline) / "
                  "median(solution) (> 1: the solution is faster)."] if with_baselines else []),
-              f"- {AUDIT_EXPLAINED}",
+              *([f"- {AUDIT_EXPLAINED}"] if settings.timing_method == "cuda_event" else []),
               "- The run fails (exit 1) when any case is incorrect or failed.", ""]
     return "\n".join(parts)
 

@@ -135,6 +135,10 @@ def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path
     assert data["head"]["ref"] == "docs" and data["head"]["tree"] == "worktree"
     assert all(case["threshold"] == 0.02 for case in data["cases"])
     assert history.worktrees() == [str(history.root)]
+    # Issue 26, item 3: a CPU run's report says nothing of GPUs or CUPTI.
+    report = (out / "benchmark.md").read_text()
+    for gpu_only in ("CUPTI", "GPU before", "GPU after", "not read (no nvidia-smi"):
+        assert gpu_only not in report, gpu_only
 
 
 def test_the_parent_process_never_imports_torch(history: TempRepo, tmp_path: Path) -> None:
