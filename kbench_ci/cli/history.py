@@ -33,9 +33,12 @@ def record_command(
     push: Annotated[
         str | None, typer.Option("--push", help="also push the branch to this remote, retrying when another job got there first")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="record results of a dirty tree, or of another commit than --commit, anyway")
+    ] = False,
 ) -> None:
     with error_boundary():
-        recorded = entries_from_report(report, commit=commit)
+        recorded = entries_from_report(report, commit=commit, force=force)
         tip = record_all(recorded, Path.cwd(), branch=branch, remote=push)
     where = ", ".join(f"{len(entry.points)} on {entry.gpu}" for entry in recorded)
     typer.echo(f"recorded {sum(len(e.points) for e in recorded)} cases of {recorded[0].commit[:12]} ({where}) on {branch} "

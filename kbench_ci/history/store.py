@@ -61,30 +61,47 @@ class HistoryEntry:
         return f"{ENTRIES}/{_slug(self.gpu)}/{self.commit}.json"
 
 
+def _checked_commit(payload: Mapping[str, Any], commit: str | None, *, force: bool) -> str | None:
+    """The commit to record under: ``commit`` (``--commit``) or the one the results say they
+    measured (a run's ``commit``, a compare's head). Results measured on a dirty tree, or at
+    another commit than ``--commit``, are not that commit's: refused unless ``force``."""
+    if payload.get("schema") == "kbench-ci/compare":
+        head: Mapping[str, Any] = payload["head"] if isinstance(payload.get("head"), Mapping) else {}
+        measured, dirty = head.get("sha"), str(head.get("description") or "").startswith("working tree (dirty)")
+    else:
+        recorded: Mapping[str, Any] = payload["commit"] if isinstance(payload.get("commit"), Mapping) else {}
+        measured, dirty = recorded.get("sha"), bool(recorded.get("dirty"))
+    measured = measured if isinstance(measured, str) and measured else None
+    if not force and dirty:
+        raise UsageError(
+            f"these results were measured on a working tree that differed from {(measured or '?')[:12]} "
+            "(uncommitted changes): they are no commit's",
+            hint="measure again in a clean checkout, or pass --force to record them anyway",
+        )
+    if not force and commit and measured and commit != measured:
+        raise UsageError(
+            f"these results were measured at {measured[:12]}, not at --commit {commit[:12]}",
+            hint="leave out --commit to record them under the commit they measured, or pass --force",
+        )
+    return commit or measured
+
+
 def entries_from_results(
-    payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None
+    payload: Mapping[str, Any], *, commit: str | None = None, now: dt.datetime | None = None, force: bool = False
 ) -> tuple[HistoryEntry, ...]:
     """The entries of a ``run`` or ``compare`` results.json, one per GPU model: each timed case's
     median (the head's, for a compare). A merged report of shards on several GPU models names
     each case's model (its ``gpu``); otherwise the run's GPU is every case's. ``commit``: the
-    commit measured; a compare's head sha when not given."""
+    commit measured; a compare's head sha when not given. ``force``: record results of a dirty
+    tree, or of another commit than ``commit``, anyway."""
     schema = payload.get("schema")
+    commit = _checked_commit(payload, commit, force=force)
     if schema == "kbench-ci/compare":
-        commit = commit or (payload.get("head") or {}).get("sha")
         measured = [
             (case, CasePoint(case["case_id"], *_median_of(case.get("head")))) for case in payload.get("cases", ())
             if _median_of(case.get("head"))[1] > 0
         ]
     elif schema == "kbench-ci/run":
-        recorded = payload.get("commit") if isinstance(payload.get("commit"), Mapping) else None
-        if commit is None and recorded is not None:
-            if recorded.get("dirty"):
-                raise UsageError(
-                    f"these results were measured on a working tree that differed from {str(recorded.get('sha'))[:12]} "
-                    "(uncommitted changes): they are not that commit's",
-                    hint="run again in a clean checkout, or pass --commit SHA to record them under it anyway",
-                )
-            commit = recorded.get("sha")
         measured = [
             (case, CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"])))
             for case in payload.get("cases", ()) if case.get("median_ms") is not None and case.get("n_samples")
@@ -171,7 +188,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
 
 
-def entries_from_report(folder: Path, *, commit: str | None = None) -> tuple[HistoryEntry, ...]:
+def entries_from_report(folder: Path, *, commit: str | None = None, force: bool = False) -> tuple[HistoryEntry, ...]:
     """The entries (one per GPU model) of the results.json in a ``run`` or ``compare`` report folder."""
     path = folder / "results.json"
     try:
@@ -180,4 +197,4 @@ def entries_from_report(folder: Path, *, commit: str | None = None) -> tuple[His
         raise UsageError(f"{path} not found", hint="pass the --output-dir of a `kbench-ci run` or `compare`") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
-    return entries_from_results(payload, commit=commit)
+    return entries_from_results(payload, commit=commit, force=force)

@@ -66,8 +66,30 @@ def test_a_plain_run_records_its_commit_and_a_dirty_one_says_so(tmp_path: Path) 
     dirty = tmp_path / "dirty"
     assert kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(dirty)).returncode == 0
     assert json.loads((dirty / "results.json").read_text())["commit"] == {"sha": head, "dirty": True}
-    refused = kbench(repo.root, "history", "record", "--report", str(dirty))
-    assert refused.returncode == 2
-    assert f"measured on a working tree that differed from {head[:12]}" in refused.stderr
-    forced = kbench(repo.root, "history", "record", "--report", str(dirty), "--commit", head)
+    for extra in ((), ("--commit", head)):
+        refused = kbench(repo.root, "history", "record", "--report", str(dirty), *extra)
+        assert refused.returncode == 2
+        assert f"measured on a working tree that differed from {head[:12]}" in refused.stderr
+    forced = kbench(repo.root, "history", "record", "--report", str(dirty), "--force")
     assert forced.returncode == 0, forced.stderr
+
+
+def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_path: Path) -> None:
+    """Issue 26, item 16: results measured on a branch were recorded under main's sha."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
+    report = tmp_path / "report"
+    report.mkdir()
+    measured, main = "a" * 40, "b" * 40
+    (report / "results.json").write_text(json.dumps({
+        "schema": "kbench-ci/compare", "environment": {"gpu_name": "NVIDIA H200"},
+        "head": {"sha": measured, "description": f"feature @ {measured[:12]}"}, "cases": [],
+    }))
+    refused = kbench(tmp_path, "history", "record", "--report", str(report), "--commit", main)
+    assert refused.returncode == 2
+    assert f"measured at {measured[:12]}, not at --commit {main[:12]}" in refused.stderr
+    (report / "results.json").write_text(json.dumps({
+        "schema": "kbench-ci/compare", "environment": {"gpu_name": "NVIDIA H200"},
+        "head": {"sha": measured, "description": f"working tree (dirty) at {measured[:12]}"}, "cases": [],
+    }))
+    dirty = kbench(tmp_path, "history", "record", "--report", str(report))
+    assert dirty.returncode == 2 and "differed from aaaaaaaaaaaa" in dirty.stderr
