@@ -79,6 +79,16 @@ def render_index_html(found: Sequence[Trend], *, threshold: float) -> str:
     return "\n".join(parts) + "\n"
 
 
+def chart_series(trend: Trend, threshold: float) -> tuple[list[float], float]:
+    """A trend as the chart draws it: each median's change (%) against the first recorded one,
+    and the half-height of the axis: at least twice the threshold, or the largest change and a
+    margin."""
+    first = trend.medians_ms[0]
+    changes = [100.0 * (median / first - 1.0) for median in trend.medians_ms]
+    limit = max(2.0 * threshold * 100.0, 1.15 * max((abs(c) for c in changes), default=0.0))
+    return changes, limit
+
+
 def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> list[Path]:
     """history.md, index.html and one PNG per trend in ``folder``; the paths written."""
     pyplot = _pyplot()
@@ -87,13 +97,22 @@ def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> lis
     for trend in found:
         figure, axes = pyplot.subplots(figsize=(8, 3))
         xs = range(len(trend.commits))
-        axes.plot(xs, [m * 1e3 for m in trend.medians_ms], marker="o", markersize=3)
+        changes, limit = chart_series(trend, threshold)
+        # The change against the first recorded commit, on an axis at least twice the threshold
+        # wide, the threshold band shaded: -2% must not look like a cliff (an axis of 18,050 to
+        # 18,400 us made it one).
+        axes.axhspan(-threshold * 100, threshold * 100, color="0.92", label=f"±{threshold:.0%}: within the threshold")
+        axes.axhline(0, color="0.6", linewidth=0.8)
+        axes.plot(xs, changes, marker="o", markersize=3)
         for step in trend.steps:
             axes.axvline(step.index - 0.5, color="red", linestyle="--", linewidth=1)
-            axes.annotate(f"{step.ratio - 1:+.1%}", (step.index - 0.5, max(trend.medians_ms) * 1e3), color="red", fontsize=8)
+            axes.annotate(f"{step.ratio - 1:+.1%}", (step.index - 0.5, 0.8 * limit), color="red", fontsize=8)
+        axes.set_ylim(-limit, limit)
         axes.set_xticks(list(xs), [c[:7] for c in trend.commits], rotation=90, fontsize=6)
-        axes.set_ylabel("median (us)")
-        axes.set_title(f"{trend.case_id} on {trend.gpu}", fontsize=9)
+        axes.set_ylabel(f"change vs {trend.commits[0][:7]} (%)", fontsize=8)
+        axes.set_title(f"{trend.case_id} on {trend.gpu}: {_ms(trend.medians_ms[0])} at {trend.commits[0][:7]}, "
+                       f"{_ms(trend.medians_ms[-1])} now", fontsize=9)
+        axes.legend(loc="lower left", fontsize=7, frameon=False)
         figure.tight_layout()
         path = folder / trend.chart_name
         figure.savefig(path, dpi=100)
