@@ -147,7 +147,7 @@ class GitRepo:
         except (self._exc.InvalidGitRepositoryError, self._exc.NoSuchPathError):
             raise GitError(
                 f"{path} is not inside a git repository",
-                hint="run kbench-ci from a clone of the repository, or pass its path",
+                hint="run kbench-ci from inside a clone of the repository (cd into it first)",
             ) from None
         except (self._exc.GitError, self._bad_name, ValueError, OSError) as exc:
             detail = _first_line(str(exc)) or type(exc).__name__

@@ -110,7 +110,8 @@ def entries_from_results(
         raise UsageError(f"results.json has schema {schema!r}, not a run's or a compare's",
                          hint="record the report folder of `kbench-ci run` or `kbench-ci compare`")
     if not commit or not _SHA.match(commit):
-        raise UsageError(f"no full commit sha to record these results under (got {commit!r})",
+        got = "none was given or recorded" if not commit else f"'{commit}' is not one"
+        raise UsageError(f"no full commit sha to record these results under: {got}",
                          hint="pass --commit $(git rev-parse HEAD)")
     run_gpu = str((payload.get("environment") or {}).get("gpu_name") or "cpu")
     when = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")

@@ -120,6 +120,8 @@ def test_results_without_a_commit_or_of_another_kind_are_refused() -> None:
     with pytest.raises(UsageError, match="no full commit sha") as info:
         entry_from_results({**_compare_payload(SHAS[0]), "head": {"sha": None}})
     assert info.value.hint is not None and "--commit" in info.value.hint
+    # Issue 26, item 13: no Python None in a message
+    assert info.value.message.endswith("under: none was given or recorded") and "None" not in info.value.message
     with pytest.raises(UsageError, match="not a run's or a compare's"):
         entry_from_results({"schema": "kbench-ci/bench"})
 
