@@ -219,7 +219,8 @@ class TimedSet:
         dropped = ""
         if self.maker.dropped:
             dropped = f"; {len(self.maker.dropped)} version(s) dropped: reference() failed ({self.maker.dropped[0]})"
-        return (f"{len(self.versions)} versions of the inputs ({self.nbytes / 2**20:.0f} MiB kept), "
+        kept = f"{self.nbytes / 2**20:.0f} MiB" if self.nbytes >= 2**20 else f"{max(1, round(self.nbytes / 1024))} KiB"
+        return (f"{len(self.versions)} versions of the inputs ({kept} kept), "
                 f"{self.maker.how}; a new one before every timed call{dropped}")
 
     def pick(self, calls: int) -> list[Version]:

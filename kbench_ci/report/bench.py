@@ -120,8 +120,10 @@ def render_bench(
             fmt_error(c.max_rel_error) if c else "—",
             str(c.mismatched) if c else "—",
             tolerance,
-            (variant.message or "") if variant.status != "ok" else ("outputs re-checked after timing" if variant.post_timing_check else "")
-            + (f"; {variant.fresh_inputs}" if variant.fresh_inputs else ""),
+            (variant.message or "") if variant.status != "ok" else "; ".join(
+                part for part in ("outputs re-checked after timing" if variant.post_timing_check else "", variant.fresh_inputs)
+                if part
+            ),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
     audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])
