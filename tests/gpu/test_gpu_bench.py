@@ -146,16 +146,18 @@ def test_results_replayed_on_the_gpu_are_incorrect(cheat: str, tmp_path: Path) -
     solution = variants(tmp_path)["solution"]
     assert solution["status"] == "incorrect"
     if cheat == "replays_by_identity":
-        assert "belong to other inputs: results replayed?" in solution["message"]
+        assert "was given new input contents" in solution["message"]
 
 
-def test_honest_python_kernel_passes_the_replay_audit_on_the_gpu(tmp_path: Path) -> None:
+def test_honest_python_kernel_passes_every_timed_check_on_the_gpu(tmp_path: Path) -> None:
     completed = kbench(
         "bench", str(CHEATS_PY / "honest.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
         f"--output-dir={tmp_path}", "--N=16777216",
     )
     assert completed.returncode == 0
-    assert variants(tmp_path)["solution"]["replay_audit"] == "1 timed calls given other inputs: all matched"
+    fresh = variants(tmp_path)["solution"]["fresh_inputs"]
+    assert "versions of the inputs" in fresh and "timed calls checked against the reference" in fresh
+    assert "memoisation probe: new content vs the same content one call before" in fresh"
 
 
 ESCAPE_N = "--N=4194304"  # 16 MiB per tensor: each of the cheats' 20 passes takes ~20 us on an H200
