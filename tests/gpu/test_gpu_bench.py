@@ -157,7 +157,7 @@ def test_honest_python_kernel_passes_every_timed_check_on_the_gpu(tmp_path: Path
     assert completed.returncode == 0
     fresh = variants(tmp_path)["solution"]["fresh_inputs"]
     assert "versions of the inputs" in fresh and "timed calls checked against the reference" in fresh
-    assert "memoisation probe: new content vs the same content one call before" in fresh"
+    assert "memoisation probe: new content vs the same content one call before" in fresh
 
 
 ESCAPE_N = "--N=4194304"  # 16 MiB per tensor: each of the cheats' 20 passes takes ~20 us on an H200
