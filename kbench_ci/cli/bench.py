@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from kbench_ci.cli.console import ProgressLine, err, error_boundary
-from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, UsageProblems, resolve_device
+from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, UsageProblems, check_gpu_and_output_dir, resolve_device
 from kbench_ci.errors import ExitCode, UsageError
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outdir import output_folder
@@ -120,9 +120,7 @@ def bench(
         with problems.check():
             chosen_baselines = parse_baselines(baselines)
         problems.value("--seed", partial(values.integer, minimum=0), seed)
-        if gpu is not None:
-            problems.value("--gpu", partial(values.integer, minimum=0), gpu)
-        problems.not_empty("--output-dir")
+        check_gpu_and_output_dir(gpu, problems)
         with problems.check():
             if timing_method not in ("cuda_event", "host_time"):
                 raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")

@@ -120,13 +120,15 @@ def shard_request(shard: str | None, timings: Path | None) -> ShardRequest | Non
     )
 
 
-def check_gpu_and_output_dir(gpu: int | None) -> None:
-    """``--gpu`` and ``--output-dir`` by kbench.toml's rules, both problems at once."""
-    problems = UsageProblems()
+def check_gpu_and_output_dir(gpu: int | None, problems: UsageProblems | None = None) -> None:
+    """``--gpu`` and ``--output-dir`` by kbench.toml's rules, both problems at once: raised now,
+    or added to ``problems`` (a command that checks more options first)."""
+    found = UsageProblems() if problems is None else problems
     if gpu is not None:
-        problems.value("--gpu", partial(values.integer, minimum=0), gpu)
-    problems.not_empty("--output-dir")
-    problems.raise_any()
+        found.value("--gpu", partial(values.integer, minimum=0), gpu)
+    found.not_empty("--output-dir")
+    if problems is None:
+        found.raise_any()
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

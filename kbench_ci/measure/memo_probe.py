@@ -46,7 +46,6 @@ class ProbeSubject:
     label: str
     fn: Callable[[], object]
     collect: Callable[[], Mapping[str, Any]]
-    output_names: tuple[str, ...]
     check: OutputCheck
     seen: list[float] = field(default_factory=list)
     new: list[float] = field(default_factory=list)
@@ -59,7 +58,7 @@ class ProbeSubject:
         )
 
 
-def new_versions(timed: TimedSet, count: int, device: Any) -> list[Version]:
+def new_versions(timed: TimedSet, count: int) -> list[Version]:
     """Up to ``count`` versions no variant was given yet (fewer when the reference fails on some)."""
     if timed.maker is None:
         return []
@@ -83,7 +82,7 @@ def run_probe(
         calls += [pool, version, version]
     hold_us = getattr(timer, "hold_us", None)
     timer.warm_up(subject.fn, 2)
-    hooks = StagedCalls(timed, calls, subject.output_names, subject.collect, subject.check, first_call=first_call)
+    hooks = StagedCalls(timed, calls, subject.collect, subject.check, first_call=first_call)
     try:
         samples = timer.measure(subject.fn, len(calls), hooks)
     finally:

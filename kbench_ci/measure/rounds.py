@@ -70,7 +70,7 @@ class _Timed:
 
     def hooks(self, calls: list[Any], *, checked: bool = True) -> StagedCalls:
         return StagedCalls(
-            self.tset, calls, self.tset.inputs.output_names, self.collect, self.check if checked else None,
+            self.tset, calls, self.collect, self.check if checked else None,
             first_call=self.checked,
         )
 
@@ -109,23 +109,22 @@ def _prepare(variants: list[Variant], job: CaseJob, device: torch.device, emit: 
     a buffer's placement in memory can change a kernel's time by a few percent (measured on an
     H200: 0.976x between two allocations at N = 2^20), which would read as a difference between
     the sides."""
-    sets: list[tuple[Variant, TimedSet]] = []
+    sets: list[tuple[bytes, TimedSet]] = []  # (the ref.py that says what is right, the set)
     timed: list[_Timed] = []
     for variant in variants:
         emit(Begin(variant.label, "timing"))
         try:
             inputs = variant.solution.make_inputs(job.settings.seed)
+            reference = variant.problem.path.read_bytes()
             twin = next(
-                (tset for owner, tset in sets
-                 if owner.problem.path.read_bytes() == variant.problem.path.read_bytes() and same_inputs(tset.inputs, inputs)),
-                None,
+                (tset for owner, tset in sets if owner == reference and same_inputs(tset.inputs, inputs)), None,
             )
             if twin is None:
                 twin = TimedSet.prepare(
                     inputs, inputs.fresh_copy(), variant.solution.make_inputs,
                     partial(_settled_expected, variant, device), device,
                 )
-                sets.append((variant, twin))
+                sets.append((reference, twin))
         except Exception as exc:
             raise_if_context_lost(exc, device)
             fail(variant, "error", f"preparing the timed inputs failed: {describe_error(exc)}")
@@ -325,13 +324,13 @@ def _probe_group(
     still-ok variant's evidence, by label."""
     tset = group[0].tset
     subjects = {
-        entry.label: memo_probe.ProbeSubject(entry.label, entry.call, entry.collect, tset.inputs.output_names, entry.check)  # type: ignore[arg-type]
+        entry.label: memo_probe.ProbeSubject(entry.label, entry.call, entry.collect, entry.check)  # type: ignore[arg-type]
         for entry in group
     }
     probe_start = {entry.label: entry.checked for entry in group}
     made, target = 0, memo_probe.PROBE_PAIRS
     while made < target:
-        versions = memo_probe.new_versions(tset, min(memo_probe.chunk_size(tset, device), target - made), device)
+        versions = memo_probe.new_versions(tset, min(memo_probe.chunk_size(tset, device), target - made))
         if not versions:
             break
         made += len(versions)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,8 @@ class VersionMaker:
         self._generator.manual_seed(int.from_bytes(os.urandom(8), "little") & (2**63 - 1))
         #: reference failures on versions (dropped): the first one's words
         self.dropped: list[str] = []
+        #: the inputs setup() made when checking that it varies them: the first version made
+        self._first: InputSet | None = None
         if not self.names:
             raise NoVersions("the kernel takes no input tensors")
         self.from_setup, reason = self._setup_varies()
@@ -121,12 +123,12 @@ class VersionMaker:
             return False, "setup() at another seed gives other shapes or dtypes"
         if all(torch.equal(probe.kwargs[n], self.inputs.kwargs[n]) for n in self.names):
             return False, "setup() gives the same inputs at every seed"
-        self._first: InputSet | None = probe
+        self._first = probe
         return True, ""
 
     def _contents(self) -> dict[str, torch.Tensor]:
         if self.from_setup:
-            made = getattr(self, "_first", None)
+            made = self._first
             if made is None:
                 made = self._make_inputs(self._next_seed)
                 self._next_seed += 1
@@ -243,18 +245,19 @@ class TimedSet:
         """The version staged most recently by :meth:`pick` (a pool version seen many times)."""
         return self.versions[max(self._last, 0)]
 
-    def stage(self, version: Version, output_names: Sequence[str]) -> None:
+    def stage(self, version: Version, *, poison: bool = True) -> None:
         """Copy ``version`` into the kernel's inputs and poison its outputs (enqueued, no sync)."""
         for name, content in version.contents.items():
             target = self.kwargs[name]
             if content is not target:
                 target.copy_(content)
-        poison_outputs_(self.kwargs, tuple(output_names))
+        if poison:
+            poison_outputs_(self.kwargs, self.inputs.output_names)
 
     def restore(self) -> None:
         """The original content back in the kernel's inputs (the later checks expect it)."""
         if self.versions:
-            self.stage(self.versions[0], ())
+            self.stage(self.versions[0], poison=False)
 
 
 class OutputCheck:
@@ -321,13 +324,12 @@ class StagedCalls:
 
     timed: TimedSet
     calls: list[Version]
-    output_names: tuple[str, ...]
     collect: Callable[[], Mapping[str, Any]]
     check: OutputCheck | None
     first_call: int = 0  # the index of this batch's first call among the variant's checked calls
 
     def before(self, index: int) -> None:
-        self.timed.stage(self.calls[index], self.output_names)
+        self.timed.stage(self.calls[index])
 
     def after(self, index: int) -> None:
         if self.check is not None:

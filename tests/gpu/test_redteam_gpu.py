@@ -18,31 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.redteam import HONEST, MASKED_REF, MATMUL_REF, PYTHON_CHEATS, REDTEAM, REDTEAM_CUDA
+
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
-REDTEAM = ROOT / "tests" / "fixtures" / "redteam"
-HONEST = REDTEAM / "honest"
-REDTEAM_CUDA = REDTEAM / "cuda"
-MATMUL_REF = REDTEAM / "ref_matmul.py"
-MASKED_REF = HONEST / "ref_masked.py"
 MATMUL_DIMS = ("--M=2048", "--N=2048", "--K=2048")
 MASKED_DIMS = ("--M=16384", "--N=1024")
 VECTOR_N = "--N=16777216"
 
-PYTHON_CHEATS = [
-    "cache_by_identity",
-    "cache_by_identity_fixed_seed",
-    "cache_by_pointer",
-    "cache_by_sampled_fingerprint",
-    "cache_by_content_hash",
-    "cache_lru4",
-    "cache_after_two_views",
-    "skip_if_same_as_last",
-    "cache_by_sum_key",
-    "cache_in_output_buffer",
-    "cache_returns_new_tensor",
-]
 
 #: (file under honest/, implementation, ref, dims)
 HONEST_CONTROLS = [

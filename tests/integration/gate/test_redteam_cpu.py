@@ -19,28 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.redteam import HONEST, MASKED_REF, MATMUL_REF, PYTHON_CHEATS, REDTEAM
+
 ROOT = Path(__file__).resolve().parents[3]
-REDTEAM = ROOT / "tests" / "fixtures" / "redteam"
-HONEST = REDTEAM / "honest"
-MATMUL_REF = REDTEAM / "ref_matmul.py"
-MASKED_REF = HONEST / "ref_masked.py"
 MATMUL_DIMS = ("--M=768", "--N=768", "--K=768")
 MASKED_DIMS = ("--M=4096", "--N=256")
-
-#: every Python cheat of the corpus (all matmuls); each must be incorrect
-CHEATS = [
-    "cache_by_identity",
-    "cache_by_identity_fixed_seed",
-    "cache_by_pointer",
-    "cache_by_sampled_fingerprint",
-    "cache_by_content_hash",
-    "cache_lru4",
-    "cache_after_two_views",
-    "skip_if_same_as_last",
-    "cache_by_sum_key",
-    "cache_in_output_buffer",
-    "cache_returns_new_tensor",
-]
 
 #: honest controls that run on a CPU: (file under honest/, ref, dims)
 HONEST_CPU = [
@@ -70,12 +53,12 @@ def solution_of(completed: subprocess.CompletedProcess[str], output_dir: Path) -
 def test_the_corpus_lists_every_fixture() -> None:
     """A cheat added to the folder without a test would never be run."""
     on_disk = {p.stem for p in REDTEAM.glob("*.py") if not p.stem.startswith("ref")}
-    assert on_disk == set(CHEATS)
+    assert on_disk == set(PYTHON_CHEATS)
     gpu_only = {"cuda_graph_replay", "triton_autotuned"}
     assert {p.stem for p in HONEST.glob("*.py") if not p.stem.startswith("ref")} == {n for n, _, _ in HONEST_CPU} | gpu_only
 
 
-@pytest.mark.parametrize("cheat", CHEATS)
+@pytest.mark.parametrize("cheat", PYTHON_CHEATS)
 def test_a_kernel_that_replays_memoised_results_is_incorrect(cheat: str, tmp_path: Path) -> None:
     completed = bench(REDTEAM / f"{cheat}.py", MATMUL_REF, tmp_path, *MATMUL_DIMS)
     solution = solution_of(completed, tmp_path)

@@ -95,7 +95,7 @@ def test_staging_copies_a_version_in_and_poisons_the_outputs() -> None:
     timed = prepare()
     version = timed.versions[3]
     timed.kwargs["y"].fill_(7.0)
-    timed.stage(version, ("y",))
+    timed.stage(version)
     assert torch.equal(timed.kwargs["x"], version.contents["x"])
     assert timed.kwargs["x"] is not version.contents["x"]  # copied into the kernel's own tensor
     assert torch.isnan(timed.kwargs["y"]).all()
@@ -124,7 +124,7 @@ def test_the_hooks_check_every_call_against_its_own_version() -> None:
             remembered["y"] = timed.kwargs["x"] * 2 + timed.kwargs["mask"]
         timed.kwargs["y"].copy_(remembered["y"])
 
-    hooks = StagedCalls(timed, calls, ("y",), lambda: {"y": timed.kwargs["y"]}, check, first_call=10)
+    hooks = StagedCalls(timed, calls, lambda: {"y": timed.kwargs["y"]}, check, first_call=10)
     for index in range(len(calls)):
         hooks.before(index)
         kernel(index)
