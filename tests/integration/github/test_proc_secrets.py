@@ -115,4 +115,8 @@ def test_a_kernel_walking_proc_up_its_parents_finds_no_secret(tmp_path: Path) ->
     compare = [entry for entry in walk if " compare --base " in entry["command"]]
     assert compare and compare[0]["readable"] is True  # readable, and holds nothing of the runner's
     assert not {"GITHUB_ENV", "GITHUB_OUTPUT", "ACTIONS_RUNTIME_TOKEN", "GITHUB_TOKEN"} & set(compare[0]["names"])
-    assert not [entry for entry in walk if entry["command"].startswith("bash -c")]  # the step's shell exec'd it
+    # Only the processes this test started: above it, CI's own shells may be anything.
+    pids = [entry["pid"] for entry in walk]
+    assert os.getpid() in pids, "the walk did not pass through this test's process"
+    below_test = walk[: pids.index(os.getpid())]
+    assert not [entry for entry in below_test if entry["command"].startswith("bash -c")]  # the step's shell exec'd it
