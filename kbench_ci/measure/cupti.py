@@ -11,7 +11,11 @@ Where the low-level calls are missing from a torch build, the public one is used
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -20,6 +24,75 @@ import torch
 
 class CuptiUnavailable(Exception):
     """The profiler could not trace CUDA activity here (no CUPTI, or another profiler holds it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelShape:
+    """How one kernel was launched and what it holds per thread and block, as CUPTI recorded it
+    (kineto's metadata of a kernel activity)."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    registers: int
+    #: static + dynamic shared memory per block (CUPTI gives the sum)
+    shared_bytes: int
+    #: blocks of the grid per SM (grid size / SM count, not the occupancy)
+    blocks_per_sm: float
+    #: kineto's estimate of the achieved occupancy (%), from registers, shared memory and block size
+    occupancy_pct: int | None
+
+
+def kernel_shape(metadata: Mapping[str, Any]) -> KernelShape | None:
+    """The launch shape in one kernel activity's metadata (None for a memcpy or memset, or a
+    record without the fields)."""
+    try:
+        grid = tuple(int(v) for v in metadata["grid"])
+        block = tuple(int(v) for v in metadata["block"])
+        registers = int(metadata["registers per thread"])
+        shared = int(metadata["shared memory"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(grid) != 3 or len(block) != 3:
+        return None
+    blocks_per_sm = metadata.get("blocks per SM")
+    occupancy = metadata.get("est. achieved occupancy %")
+    return KernelShape(
+        grid=(grid[0], grid[1], grid[2]), block=(block[0], block[1], block[2]), registers=registers,
+        shared_bytes=shared,
+        blocks_per_sm=_number(blocks_per_sm),
+        occupancy_pct=int(occupancy) if isinstance(occupancy, (int, float)) else None,
+    )
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)  # kineto writes an infinite ratio as "inf"
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def metadata_fragment(fragment: str) -> dict[str, Any]:
+    """kineto's ``metadata_json()`` of one activity: the inside of a JSON object (no braces)."""
+    try:
+        parsed = json.loads("{" + fragment + "}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def shapes_from_chrome_trace(trace: Mapping[str, Any]) -> dict[int, KernelShape]:
+    """Kernel shapes by correlation id, from a saved chrome trace (torch builds whose events
+    lack ``metadata_json``)."""
+    found: dict[int, KernelShape] = {}
+    events = trace.get("traceEvents")
+    for event in events if isinstance(events, list) else ():
+        args = event.get("args") if isinstance(event, dict) else None
+        if not isinstance(args, dict) or "correlation" not in args:
+            continue
+        shape = kernel_shape(args)
+        if shape is not None:
+            found[int(args["correlation"])] = shape
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +109,8 @@ class TraceEvent:
     start_ns: int
     end_ns: int
     correlation: int
+    #: a kernel's launch shape (None: not a kernel, or CUPTI's metadata could not be read)
+    shape: KernelShape | None = None
 
 
 class ActivityTrace:
@@ -44,6 +119,7 @@ class ActivityTrace:
     def __init__(self) -> None:
         self.events: list[TraceEvent] = []
         self._public: Any = None
+        self._result: Any = None
 
     def __enter__(self) -> ActivityTrace:
         try:
@@ -62,6 +138,8 @@ class ActivityTrace:
                 raise CuptiUnavailable(f"stopping the trace failed: {first_line(stop_error)}") from stop_error
             return
         self.events = [event for event in (_convert(item) for item in raw) if event is not None]
+        if self._result is not None and raw and not hasattr(raw[0], "metadata_json"):
+            self.events = _with_saved_shapes(self._result, self.events)
 
     def _start(self) -> None:
         autograd: Any = torch.autograd
@@ -88,9 +166,11 @@ class ActivityTrace:
     def _stop(self) -> list[Any]:
         if self._public is not None:
             self._public.__exit__(None, None, None)
-            return list(self._public.profiler.kineto_results.events())
-        autograd: Any = torch.autograd
-        return list(autograd._disable_profiler().events())
+            self._result = self._public.profiler.kineto_results
+        else:
+            autograd: Any = torch.autograd
+            self._result = autograd._disable_profiler()
+        return list(self._result.events())
 
 
 def first_line(exc: BaseException) -> str:
@@ -105,7 +185,25 @@ def _convert(raw: Any) -> TraceEvent | None:
     correlation = int(raw.correlation_id())
     if not on_gpu and correlation == 0:  # the profiler's own bookkeeping ("Activity Buffer Request")
         return None
+    shape = kernel_shape(metadata_fragment(str(raw.metadata_json()))) if on_gpu and hasattr(raw, "metadata_json") else None
     return TraceEvent(
         name=name, on_gpu=on_gpu, lane=int(raw.device_resource_id()),
-        start_ns=int(raw.start_ns()), end_ns=int(raw.end_ns()), correlation=correlation,
+        start_ns=int(raw.start_ns()), end_ns=int(raw.end_ns()), correlation=correlation, shape=shape,
     )
+
+
+def _with_saved_shapes(result: Any, events: list[TraceEvent]) -> list[TraceEvent]:
+    """The launch shapes read back from the trace saved as chrome JSON (the one place kineto
+    writes them where a torch build's events do not expose ``metadata_json``)."""
+    handle, path = tempfile.mkstemp(prefix="kbench-ci-trace-", suffix=".json")
+    os.close(handle)
+    try:
+        result.save(path)
+        with open(path, encoding="utf-8") as saved:
+            trace = json.load(saved)
+    except (OSError, ValueError, RuntimeError):
+        return events  # the shapes are a report's extra: the audit stands without them
+    finally:
+        os.unlink(path)
+    shapes = shapes_from_chrome_trace(trace) if isinstance(trace, dict) else {}
+    return [replace(e, shape=shapes.get(e.correlation)) if e.on_gpu else e for e in events]

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.measure.anatomy import launch_anatomy
 from kbench_ci.measure.cupti import ActivityTrace, CuptiUnavailable, TraceEvent, first_line
 from kbench_ci.measure.timing import CudaEventTimer
 from kbench_ci.results.model import EscapeAudit, EscapeStatus
@@ -75,6 +76,8 @@ class CallActivity:
     streams: tuple[int, ...]
     #: some of the escaped work was launched by a thread other than the caller's
     other_thread: bool
+    #: the call's own GPU activities (kernels, memcpys, memsets), on every stream
+    activities: tuple[TraceEvent, ...] = ()
 
     @property
     def escaped_ns(self) -> int:
@@ -151,6 +154,7 @@ def _call_activity(
         after_ns=tuple(sorted(after.items())),
         streams=tuple(sorted({a.lane for a, _ in mine})),
         other_thread=other_thread,
+        activities=tuple(activity for activity, _ in mine),
     )
 
 
@@ -163,6 +167,7 @@ def judge(event_ms: Sequence[float], calls: Sequence[CallActivity], cost_s: floa
         escaped_ms=tuple(call.escaped_ns / 1e6 for call in calls),
         streams=tuple(sorted({s for call in calls for s in call.streams})),
         cost_s=cost_s,
+        launches=launch_anatomy([call.activities for call in calls]),
     )
     worst_index = max(range(len(calls)), key=lambda i: calls[i].escaped_ns, default=None)
     if worst_index is None or calls[worst_index].escaped_ns <= ESCAPE_TOLERANCE_NS:

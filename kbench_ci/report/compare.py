@@ -27,6 +27,7 @@ from kbench_ci.report.markdown import (
     throttle_notice,
     with_unit,
 )
+from kbench_ci.report.why import LAUNCH_HEADERS, launch_changes, launch_rows, why_line
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
 from kbench_ci.stats import Verdict
 from kbench_ci.suite.settings import MAX_ADAPTIVE_ROUNDS
@@ -154,6 +155,8 @@ def render_compare(
     if not gate.complete:
         parts += [f"_{outcome.total_cases - len(outcome.cases)} case(s) not measured yet._", ""]
 
+    parts += _why_lines(ordered)
+
     repro = _reproduce_lines(outcome)
     if repro:
         parts += ["## Reproduce locally", "",
@@ -248,6 +251,32 @@ def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
     ])
 
 
+def _why_lines(cases: Sequence[CaseComparison]) -> list[str]:
+    """One line per slower or faster case: what its launches did (report/why.py)."""
+    lines = []
+    for case in cases:
+        if case.verdict not in (Verdict.SLOWER, Verdict.FASTER):
+            continue
+        why = why_line(case.base, case.head)
+        estimate = f" {pct(case.estimate.ratio)}" if case.estimate is not None else ""
+        lines.append(f"- {code(case.case_id)} {case.verdict.value}{estimate}: "
+                     + (why or "no launch anatomy on both sides (the CUPTI audit did not run or could not be read)"))
+    return ["## Why it changed", "", *lines, ""] if lines else []
+
+
+def _launch_table(case: CaseComparison) -> list[str]:
+    base = case.base.escape_audit.launches if case.base is not None and case.base.escape_audit is not None else ()
+    head = case.head.escape_audit.launches if case.head is not None and case.head.escape_audit is not None else ()
+    if not base and not head:
+        return []
+    lines = ["What one call launches (CUPTI, the audited calls):", "",
+             table(LAUNCH_HEADERS, launch_rows("base", base) + launch_rows("head", head)), ""]
+    if base and head:
+        changes = launch_changes(base, head)
+        lines += [("Changed: " + "; ".join(changes)) if changes else "Same kernels, shapes and resources on both sides.", ""]
+    return lines
+
+
 def _case_details(case: CaseComparison) -> list[str]:
     estimate = case.estimate
     headline = f"{MARKERS[case.verdict]} {case.case_id} — {case.verdict_text}"
@@ -308,6 +337,7 @@ def _case_details(case: CaseComparison) -> list[str]:
         audit = audit_rows(variants)
         if audit is not None:
             lines += [audit, ""]
+        lines += _launch_table(case)
     for build in (case.base_build, case.head_build):
         if build is not None:
             lines += compiler_output(build, f"{build.side} compiler output:")

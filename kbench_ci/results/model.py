@@ -59,6 +59,30 @@ EscapeStatus = Literal["passed", "escaped", "unavailable"]
 
 
 @dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """One kind of GPU work a variant's call launches, as CUPTI traced its audited calls: a kernel
+    with one launch shape (the same name launched with two grids is two entries), or a memcpy or
+    memset (no shape). measure/anatomy.py makes them; report/why.py compares base with head."""
+
+    name: str
+    #: launches of it per call (the audited calls' mean)
+    per_call: float
+    #: its share of the calls' GPU time (0..1)
+    share: float
+    #: mean GPU time of one launch (us)
+    mean_us: float
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    registers: int | None = None
+    #: static + dynamic shared memory per block (bytes)
+    shared_bytes: int | None = None
+    #: grid blocks per SM (grid size / SM count)
+    blocks_per_sm: float | None = None
+    #: CUPTI's (kineto's) estimate of the achieved occupancy (%)
+    occupancy_pct: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EscapeAudit:
     """A timed variant's calls re-run under CUPTI after its timing rounds: the GPU work each
     launched, on every stream, against the CUDA events that timed it (measure/escape.py).
@@ -81,6 +105,8 @@ class EscapeAudit:
     detail: str | None = None
     #: wall time of the audit (s), CUPTI's start-up included
     cost_s: float = 0.0
+    #: what the audited calls launched, largest share first (the launch anatomy)
+    launches: tuple[KernelLaunch, ...] = ()
 
     @property
     def event_median_ms(self) -> float | None:

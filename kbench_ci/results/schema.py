@@ -11,6 +11,7 @@ from typing import Any
 from kbench_ci.results.model import (
     CorrectnessResult,
     EscapeAudit,
+    KernelLaunch,
     OutputCheck,
     TrialCheck,
     VariantResult,
@@ -82,6 +83,22 @@ def escape_audit_from_json(data: Mapping[str, Any] | None) -> EscapeAudit | None
         streams=tuple(int(v) for v in data.get("streams", ())),
         detail=data.get("detail"),
         cost_s=float(data.get("cost_s", 0.0)),
+        launches=tuple(kernel_launch_from_json(entry) for entry in data.get("launches", ())),
+    )
+
+
+def _triple(value: Any) -> tuple[int, int, int] | None:
+    return (int(value[0]), int(value[1]), int(value[2])) if value is not None else None
+
+
+def kernel_launch_from_json(data: Mapping[str, Any]) -> KernelLaunch:
+    blocks_per_sm = data.get("blocks_per_sm")
+    return KernelLaunch(
+        name=data["name"], per_call=float(data["per_call"]), share=float_from_json(data["share"]),
+        mean_us=float_from_json(data["mean_us"]), grid=_triple(data.get("grid")), block=_triple(data.get("block")),
+        registers=data.get("registers"), shared_bytes=data.get("shared_bytes"),
+        blocks_per_sm=float_from_json(blocks_per_sm) if blocks_per_sm is not None else None,
+        occupancy_pct=data.get("occupancy_pct"),
     )
 
 

@@ -250,3 +250,11 @@ def test_a_shared_trace_that_cannot_be_read_is_read_again_one_variant_at_a_time(
     audits = escape.audit_together(FakeTimer([]), {"base": lambda: None, "head": lambda: None}, 2)  # type: ignore[arg-type]
     assert isinstance(audits, dict)
     assert (audits["base"].status, audits["head"].status) == ("passed", "escaped")
+
+
+def test_the_audit_records_what_the_call_launched_not_the_harness_flush_hold_or_markers() -> None:
+    calls = attribute_calls(trace_of([[Work(3_000, 60_000), Work(61_000, 81_000, stream=13)]] * 2), 2)
+    audit = judge([0.1, 0.1], calls, 0.5)
+    assert [launch.name for launch in audit.launches] == ["user_kernel"]
+    (launch,) = audit.launches
+    assert launch.per_call == 2.0 and launch.share == 1.0 and launch.mean_us == (57_000 + 20_000) / 2 / 1e3

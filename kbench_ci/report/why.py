@@ -1,0 +1,145 @@
+"""Why a case's time moved: what the head's calls launch, next to what the base's launched.
+
+Pure text from the launch anatomy each side's CUPTI audit recorded (results.model.KernelLaunch):
+kernels that appeared or went away, and for a kernel on both sides the launch shape and
+resources that differ ("registers 168 → 207, occupancy 50% → 38%") and its GPU time per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kbench_ci.results.model import KernelLaunch, VariantResult
+
+#: a kernel whose GPU time per call moved less than this (relative) is not named for its time alone
+TIME_CHANGE = 0.02
+#: changes named in the one line under a case; the rest are in its details
+MAX_IN_LINE = 3
+#: longest kernel name shown (CUTLASS and cuBLAS names run to hundreds of characters)
+MAX_NAME = 60
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without its return type and parameter list, cut to :data:`MAX_NAME`."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[len("void "):]
+    if text.endswith(")"):
+        depth = 0
+        for index in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[index], 0)
+            if depth == 0:
+                text = text[:index] if index else text
+                break
+    return text if len(text) <= MAX_NAME else text[: MAX_NAME - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class _Kernel:
+    """One kernel name on one side: its largest launch shape, and all its launches together."""
+
+    main: KernelLaunch
+    share: float
+    per_call: float
+    us_per_call: float
+
+
+def _by_name(launches: Sequence[KernelLaunch]) -> dict[str, _Kernel]:
+    grouped: dict[str, list[KernelLaunch]] = {}
+    for launch in launches:
+        grouped.setdefault(launch.name, []).append(launch)
+    return {
+        name: _Kernel(
+            main=max(entries, key=lambda e: e.share),
+            share=sum(e.share for e in entries),
+            per_call=sum(e.per_call for e in entries),
+            us_per_call=sum(e.mean_us * e.per_call for e in entries),
+        )
+        for name, entries in grouped.items()
+    }
+
+
+def _triple(value: tuple[int, int, int] | None) -> str:
+    if value is None:
+        return "—"
+    used = [str(v) for v in value]
+    while len(used) > 1 and used[-1] == "1":
+        used.pop()
+    return "×".join(used)
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.0f}%" if share >= 0.01 else "<1%"
+
+
+def _shape_changes(base: _Kernel, head: _Kernel) -> list[str]:
+    b, h = base.main, head.main
+    changes: list[str] = []
+    if b.registers != h.registers and None not in (b.registers, h.registers):
+        changes.append(f"registers {b.registers} → {h.registers}")
+    if b.shared_bytes != h.shared_bytes and None not in (b.shared_bytes, h.shared_bytes):
+        changes.append(f"shared memory {b.shared_bytes:,} → {h.shared_bytes:,} B")
+    if b.block != h.block:
+        changes.append(f"block {_triple(b.block)} → {_triple(h.block)}")
+    if b.grid != h.grid:
+        changes.append(f"grid {_triple(b.grid)} → {_triple(h.grid)}")
+    if b.occupancy_pct != h.occupancy_pct and None not in (b.occupancy_pct, h.occupancy_pct):
+        changes.append(f"occupancy {b.occupancy_pct}% → {h.occupancy_pct}%")
+    if abs(base.per_call - head.per_call) > 1e-9:
+        changes.append(f"launches per call {base.per_call:g} → {head.per_call:g}")
+    return changes
+
+
+def launch_changes(base: Sequence[KernelLaunch], head: Sequence[KernelLaunch]) -> list[str]:
+    """What differs between the two sides' launches, most GPU time first: one phrase per kernel."""
+    base_kernels, head_kernels = _by_name(base), _by_name(head)
+    weighed: list[tuple[float, str]] = []
+    for name in base_kernels.keys() | head_kernels.keys():
+        shown = f"`{short_kernel_name(name)}`"
+        was, now = base_kernels.get(name), head_kernels.get(name)
+        if was is None and now is not None:
+            weighed.append((now.share, f"a new kernel {shown} ({_pct(now.share)} of the time)"))
+        elif now is None and was is not None:
+            weighed.append((was.share, f"{shown} no longer launched (was {_pct(was.share)} of the time)"))
+        elif was is not None and now is not None:
+            changes = _shape_changes(was, now)
+            moved = now.us_per_call / was.us_per_call - 1 if was.us_per_call > 0 else 0.0
+            if abs(moved) >= TIME_CHANGE:
+                changes.append(f"{was.us_per_call:.3g} → {now.us_per_call:.3g} us per call ({moved * 100:+.1f}%)")
+            if changes:
+                weighed.append((max(was.share, now.share), f"{shown}: " + ", ".join(changes)))
+    return [text for _, text in sorted(weighed, key=lambda item: (-item[0], item[1]))]
+
+
+def why_line(base: VariantResult | None, head: VariantResult | None) -> str | None:
+    """One line for a changed case: what its launches did, or None where a side was not traced."""
+    base_launches = base.escape_audit.launches if base is not None and base.escape_audit is not None else ()
+    head_launches = head.escape_audit.launches if head is not None and head.escape_audit is not None else ()
+    if not base_launches or not head_launches:
+        return None
+    changes = launch_changes(base_launches, head_launches)
+    if not changes:
+        return "same kernels, launch shapes and resources as the base: the change is inside the kernel code"
+    more = f"; {len(changes) - MAX_IN_LINE} more in the details" if len(changes) > MAX_IN_LINE else ""
+    return "; ".join(changes[:MAX_IN_LINE]) + more
+
+
+def launch_rows(side: str, launches: Sequence[KernelLaunch]) -> list[list[str]]:
+    """The details' table rows of one side's launches."""
+    return [
+        [
+            side, f"`{short_kernel_name(launch.name)}`", f"{launch.per_call:g}", _pct(launch.share),
+            f"{launch.mean_us:.3g}", _triple(launch.grid), _triple(launch.block),
+            "—" if launch.registers is None else str(launch.registers),
+            "—" if launch.shared_bytes is None else f"{launch.shared_bytes:,}",
+            "—" if launch.blocks_per_sm is None or launch.blocks_per_sm != launch.blocks_per_sm
+            else f"{launch.blocks_per_sm:.3g}",
+            "—" if launch.occupancy_pct is None else f"{launch.occupancy_pct}%",
+        ]
+        for launch in launches
+    ]
+
+
+LAUNCH_HEADERS = ["side", "kernel", "per call", "GPU time", "us each", "grid", "block", "registers",
+                  "shared B", "blocks/SM", "occupancy (est.)"]

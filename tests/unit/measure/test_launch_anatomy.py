@@ -1,0 +1,112 @@
+"""Issue 23, item 1: the launch anatomy read from the CUPTI audit's trace — kineto's kernel
+metadata (both the ``metadata_json()`` fragment and a saved chrome trace) and its grouping into
+kinds of launch with their share of the GPU time.
+
+The samples are kineto's format as its ChromeTraceLogger/metadataJson write it (libkineto
+CuptiActivity.cpp): this machine has no GPU to record a fresh one."""
+
+from __future__ import annotations
+
+import math
+
+from kbench_ci.measure.anatomy import MAX_KINDS, launch_anatomy
+from kbench_ci.measure.cupti import (
+    KernelShape,
+    TraceEvent,
+    kernel_shape,
+    metadata_fragment,
+    shapes_from_chrome_trace,
+)
+
+#: kineto's metadata_json() of a Triton matmul launch (no braces: a fragment)
+MATMUL_FRAGMENT = '''
+      "queued": 0, "device": 0, "context": 1,
+      "stream": 7, "correlation": 1234,
+      "registers per thread": 207,
+      "shared memory": 147456,
+      "blocks per SM": 3.878788,
+      "warps per SM": 31.030304,
+      "grid": [512, 1, 1],
+      "block": [256, 1, 1],
+      "est. achieved occupancy %": 13, "graph id": 0, "graph node id": 0'''
+
+CHROME_TRACE = {
+    "schemaVersion": 1,
+    "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN", "pid": 0, "tid": 7,
+         "ts": 10.0, "dur": 181.4,
+         "args": {"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": 88, "registers per thread": 168,
+                  "shared memory": 213188, "blocks per SM": 1.0, "warps per SM": 12.0, "grid": [2, 66, 1],
+                  "block": [384, 1, 1], "est. achieved occupancy %": 19}},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1.0,
+         "args": {"device": 0, "context": 1, "stream": 7, "correlation": 87, "bytes": 4096}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1.0, "dur": 3.0,
+         "args": {"correlation": 88}},
+    ],
+}
+
+
+def test_a_kernel_fragment_gives_its_launch_shape() -> None:
+    shape = kernel_shape(metadata_fragment(MATMUL_FRAGMENT))
+    assert shape == KernelShape(grid=(512, 1, 1), block=(256, 1, 1), registers=207, shared_bytes=147456,
+                                blocks_per_sm=3.878788, occupancy_pct=13)
+
+
+def test_memcpy_metadata_and_broken_fragments_give_no_shape() -> None:
+    memcpy = '"device": 0, "context": 1, "stream": 7, "correlation": 5, "bytes": 4096, "memory bandwidth (GB/s)": 12.5'
+    assert kernel_shape(metadata_fragment(memcpy)) is None
+    assert metadata_fragment('"grid": [1, 1') == {}
+    assert kernel_shape({"grid": [1, 1], "block": [1, 1, 1], "registers per thread": 8, "shared memory": 0}) is None
+
+
+def test_an_infinite_blocks_per_sm_is_read_as_inf_not_a_crash() -> None:
+    shape = kernel_shape(metadata_fragment(MATMUL_FRAGMENT.replace("3.878788", '"inf"')))
+    assert shape is not None and math.isinf(shape.blocks_per_sm)
+
+
+def test_a_saved_chrome_trace_gives_the_kernels_shapes_by_correlation() -> None:
+    shapes = shapes_from_chrome_trace(CHROME_TRACE)
+    assert list(shapes) == [88]
+    assert shapes[88].grid == (2, 66, 1) and shapes[88].registers == 168 and shapes[88].shared_bytes == 213188
+
+
+def _kernel(name: str, start: int, duration: int, shape: KernelShape | None, correlation: int = 1) -> TraceEvent:
+    return TraceEvent(name=name, on_gpu=True, lane=7, start_ns=start, end_ns=start + duration,
+                      correlation=correlation, shape=shape)
+
+
+BIG = KernelShape(grid=(512, 1, 1), block=(256, 1, 1), registers=207, shared_bytes=147456, blocks_per_sm=3.88,
+                  occupancy_pct=13)
+SMALL = KernelShape(grid=(1, 1, 1), block=(32, 1, 1), registers=16, shared_bytes=0, blocks_per_sm=0.0076,
+                    occupancy_pct=1)
+
+
+def test_the_anatomy_groups_launches_by_kernel_and_shape_with_their_share_of_the_time() -> None:
+    calls = [
+        [_kernel("matmul_kernel", 0, 90_000, BIG), _kernel("reduce_tail", 90_000, 10_000, SMALL),
+         TraceEvent("Memset (Device)", True, 7, 100_000, 100_000, 3)],
+        [_kernel("matmul_kernel", 0, 90_000, BIG), _kernel("reduce_tail", 90_000, 5_000, SMALL),
+         _kernel("reduce_tail", 95_000, 5_000, SMALL)],
+    ]
+    anatomy = launch_anatomy(calls)
+    assert [launch.name for launch in anatomy] == ["matmul_kernel", "reduce_tail", "Memset (Device)"]
+    matmul, tail, memset = anatomy
+    assert matmul.per_call == 1.0 and math.isclose(matmul.share, 0.9) and math.isclose(matmul.mean_us, 90.0)
+    assert matmul.registers == 207 and matmul.grid == (512, 1, 1) and matmul.shared_bytes == 147456
+    assert tail.per_call == 1.5 and math.isclose(tail.share, 0.1) and math.isclose(tail.mean_us, 20_000 / 3 / 1e3)
+    assert memset.grid is None and memset.registers is None and memset.share == 0.0
+
+
+def test_one_kernel_launched_with_two_grids_is_two_kinds() -> None:
+    other = KernelShape(grid=(256, 1, 1), block=(256, 1, 1), registers=207, shared_bytes=147456, blocks_per_sm=1.94,
+                        occupancy_pct=13)
+    anatomy = launch_anatomy([[_kernel("matmul_kernel", 0, 60, BIG), _kernel("matmul_kernel", 60, 40, other)]])
+    assert [(launch.grid, launch.share) for launch in anatomy] == [((512, 1, 1), 0.6), ((256, 1, 1), 0.4)]
+
+
+def test_no_calls_or_no_activity_is_an_empty_anatomy_and_the_tail_is_cut() -> None:
+    assert launch_anatomy([]) == () and launch_anatomy([[], []]) == ()
+    many = [[_kernel(f"k{index:02d}", index * 100, 100 - index, None) for index in range(MAX_KINDS + 5)]]
+    anatomy = launch_anatomy(many)
+    assert len(anatomy) == MAX_KINDS and anatomy[0].name == "k00"
+    assert sum(launch.share for launch in anatomy) < 1.0  # shares stay of the whole, the tail included
