@@ -91,6 +91,12 @@ def bench(
             "--ptr-size", help="pointer sizes for .cu without setup(): NAME=EXPR (repeatable) or EXPR for all"
         ),
     ] = None,
+    work_bytes: Annotated[
+        str | None, typer.Option("--bytes", help='bytes one call must move, over the dims: e.g. "3*N*4"')
+    ] = None,
+    work_flops: Annotated[
+        str | None, typer.Option("--flops", help='FLOPs one call must do, over the dims: e.g. "2*M*N*K"')
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="seconds before a hung kernel is killed")
     ] = settings.DEFAULT_TIMEOUT_S,
@@ -146,7 +152,8 @@ def bench(
                 flush_l2=not no_flush_l2,
             ),
             atol=atol, rtol=rtol, precision=precision, ptr_sizes=per_pointer,
-            ptr_size=default_size, timeout_s=timeout, command_line=tuple(sys.argv),
+            ptr_size=default_size, bytes_expr=work_bytes, flops_expr=work_flops, timeout_s=timeout,
+            command_line=tuple(sys.argv),
             known_options=tuple(known_options),
         )
         # Checked and held before the worker starts: a bad folder fails in a second, not after

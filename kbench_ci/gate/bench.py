@@ -16,6 +16,7 @@ from typing import Any
 from kbench_ci import __version__
 from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
 from kbench_ci.cuda.signature import read_solve_signature
+from kbench_ci.cuda.size_expr import evaluate_size_expression
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
@@ -43,6 +44,9 @@ class BenchRequest:
     precision: str | None = None
     ptr_sizes: Mapping[str, str] = field(default_factory=dict)
     ptr_size: str | None = None
+    #: ``--bytes``/``--flops``: the work one call must do (measure/speed_of_light.py)
+    bytes_expr: str | None = None
+    flops_expr: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     command_line: tuple[str, ...] = ()
     #: the command's own flags, to tell a mistyped flag from a dimension
@@ -79,6 +83,12 @@ def check_request(request: BenchRequest) -> None:
             f"--timeout must be a positive number of seconds, got {request.timeout_s:g}",
             hint=f"e.g. --timeout {DEFAULT_TIMEOUT_S:g} (the default)",
         )
+    for option, expression in (("--bytes", request.bytes_expr), ("--flops", request.flops_expr)):
+        if expression is not None:
+            try:
+                evaluate_size_expression(expression, request.dims)
+            except KbenchError as exc:
+                raise UsageError(f"{option} {expression!r}: {exc}", hint=exc.hint or f'e.g. {option} "2*M*N*K"') from None
     for option, tolerance in (("--atol", request.atol), ("--rtol", request.rtol)):
         if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
             raise UsageError(f"{option} must be a finite number >= 0, got {tolerance:g}", hint=f"e.g. {option} 1e-3")
@@ -120,6 +130,8 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] 
         ptr_sizes=dict(request.ptr_sizes),
         ptr_size=request.ptr_size,
         precision=request.precision,
+        bytes_expr=request.bytes_expr,
+        flops_expr=request.flops_expr,
     )
     job = CaseJob(
         case_id=request.solution.stem + "[" + ",".join(f"{k}={v}" for k, v in request.dims.items()) + "]",

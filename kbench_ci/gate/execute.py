@@ -284,6 +284,8 @@ class SideBuilder:
             rtol=kernel.rtol,
             ptr_sizes=dict(kernel.ptr_sizes),
             ptr_size=kernel.ptr_size,
+            bytes_expr=kernel.bytes_expr,
+            flops_expr=kernel.flops_expr,
         )
         return spec, outcome
 

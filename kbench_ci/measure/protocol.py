@@ -29,6 +29,9 @@ class SideSpec:
     ptr_sizes: dict[str, str] = field(default_factory=dict)
     ptr_size: str | None = None
     precision: str | None = None
+    #: the suite's ``bytes``/``flops`` expressions over the dims: the work one call must do
+    bytes_expr: str | None = None
+    flops_expr: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from kbench_ci.measure import calibration, memo_probe
+from kbench_ci.errors import SignatureError
+from kbench_ci.measure import calibration, memo_probe, speed_of_light
 from kbench_ci.measure.correctness import compare_outputs
 from kbench_ci.measure.escape import AuditedCallFailed, audit_together
 from kbench_ci.measure.impls import Kernel
@@ -100,6 +101,7 @@ def time_in_rounds(variants: list[Variant], job: CaseJob, device: torch.device, 
         description += "; " + _shift_to_cupti(ok, timer, shifts)
         # After every round of every variant: tracing cannot slow a sample that is still to come.
         _audit_escapes([entry for entry in ok if entry.variant.result.status == "ok"], timer, device, emit)
+    _speed_of_light([e for e in ok if e.variant.role == "solution" and e.variant.result.timed], job, device)
     emit(TimingDescription(description, timer.event_overhead_ms, median(shifts) if shifts else None))
 
 
@@ -383,6 +385,33 @@ def _add_note(entry: _Timed, note: str) -> None:
     result = entry.variant.result
     text = f"{result.fresh_inputs}; {note}" if result.fresh_inputs else note
     entry.variant.result = replace(result, fresh_inputs=text)
+
+
+def _speed_of_light(solutions: list[_Timed], job: CaseJob, device: torch.device) -> None:
+    """Each timed solution against the GPU's ceilings; below the floor of its declared work it is
+    incorrect (speed_of_light module doc)."""
+    if not solutions:
+        return
+    ceilings = speed_of_light.ceilings_for(device)
+    for entry in solutions:
+        variant = entry.variant
+        inputs = entry.tset.kwargs
+        try:
+            work = speed_of_light.declared_work(variant.side.bytes_expr, variant.side.flops_expr, job.dims)
+        except SignatureError as exc:
+            _add_note(entry, f"speed of light not assessed: {exc}")
+            continue
+        work = work or speed_of_light.inferred_work(inputs)
+        figures = speed_of_light.assess(
+            work, median(variant.result.samples_ms), ceilings, speed_of_light.main_float_dtype(inputs)
+        )
+        variant.result = replace(variant.result, speed_of_light=figures)
+        if not figures.below_floor:
+            continue
+        if figures.source == "declared":
+            fail(variant, "incorrect", speed_of_light.floor_message(figures))
+        else:
+            _add_note(entry, "⚠️ " + speed_of_light.floor_message(figures))
 
 
 def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]) -> str:

@@ -13,6 +13,7 @@ from kbench_ci.report.markdown import (
     environment_line,
     fmt,
     fmt_error,
+    speed_of_light_text,
     speedup_text,
     table,
     time_unit,
@@ -81,6 +82,11 @@ def render_bench(
         parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {variant.message}" if variant.message else ""))
     if untimed:
         parts.append("")
+
+    with_light = [v for v in case.variants if v.speed_of_light is not None]
+    if with_light:
+        parts += ["## Speed of light", "",
+                  *(f"- `{v.label}`: {speed_of_light_text(v.speed_of_light)}" for v in with_light if v.speed_of_light), ""]
 
     baselines = [v for v in timed if v.role == "baseline"]
     parts += ["## Speedup of the solution (baseline time / solution time)", ""]

@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from kbench_ci.results.model import BaselineSpeedup, CaseResult, VariantResult
+from kbench_ci.results.model import BaselineSpeedup, CaseResult, SpeedOfLight, VariantResult
 from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
 from kbench_ci.stats import Summary, summarize
 
@@ -169,9 +169,36 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
         ("GPU after", gpu_state_text(result.gpu_state_after)),
     ]
     facts.append(("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")))
+    for variant in result.variants:
+        if variant.speed_of_light is not None:
+            facts.append((f"speed of light ({variant.label})", speed_of_light_text(variant.speed_of_light)))
     if result.error:
         facts.append(("worker incident", cell(result.error, 500)))
     return facts
+
+
+def _share(fraction: float) -> str:
+    return "<1%" if fraction < 0.005 else f"{fraction:.0%}"
+
+
+def speed_of_light_text(figures: SpeedOfLight) -> str:
+    """Achieved bandwidth and FLOP/s, as a share of the GPU's measured ceilings where known."""
+    parts = []
+    if figures.bytes_per_s is not None:
+        share = f" = {_share(figures.bandwidth_fraction)} of the measured copy bandwidth" if figures.bandwidth_fraction else ""
+        parts.append(f"{figures.bytes_per_s / 1e9:,.4g} GB/s{share}")
+    if figures.flops_per_s is not None:
+        share = (f" = {_share(figures.flops_fraction)} of the measured {figures.matmul_dtype} matmul rate"
+                 if figures.flops_fraction else "")
+        parts.append(f"{figures.flops_per_s / 1e12:,.4g} TFLOP/s{share}")
+    work = ", ".join(
+        text for text in (f"{figures.bytes:,} bytes" if figures.bytes else "", f"{figures.flops:,} FLOPs" if figures.flops else "")
+        if text
+    )
+    source = "declared" if figures.source == "declared" else "inferred: inputs read once, outputs written once"
+    ceilings = "" if figures.copy_bytes_per_s or figures.matmul_flops_per_s else "; no ceilings measured on this device"
+    floor = f"; floor {figures.floor_ms * 1e3:.4g} us" if figures.floor_ms is not None else ""
+    return "; ".join(parts) + f" ({work}, {source}){floor}{ceilings}"
 
 
 def compiler_output(build: BuildOutcome | None, title: str) -> list[str]:

@@ -44,6 +44,8 @@ class VariantResult:
     timing_shift_ms: float | None = None
     #: the CUPTI audit of GPU work around the timer (measure/escape.py); None where none ran
     escape_audit: EscapeAudit | None = None
+    #: achieved bandwidth and FLOP/s against the GPU's ceilings; None where not known
+    speed_of_light: SpeedOfLight | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -56,6 +58,49 @@ class VariantResult:
 
 
 EscapeStatus = Literal["passed", "escaped", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedOfLight:
+    """A timed solution against this GPU's ceilings (measure/speed_of_light.py): the bytes it must
+    move and the FLOPs it must do — ``declared`` by the suite's ``bytes``/``flops`` expressions or
+    ``inferred`` as every input read once and every output written once — over its median time,
+    next to the copy bandwidth and matmul rate measured on this GPU model."""
+
+    source: Literal["declared", "inferred"]
+    bytes: int | None
+    flops: int | None
+    #: the median time these figures are taken over (ms)
+    median_ms: float
+    #: measured ceilings (per second) of this GPU model; None where not measured
+    copy_bytes_per_s: float | None
+    matmul_flops_per_s: float | None
+    #: the dtype the matmul ceiling is for
+    matmul_dtype: str | None
+    #: the least time the work can take at the ceilings with their headroom (ms)
+    floor_ms: float | None
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        return self.bytes / (self.median_ms / 1e3) if self.bytes and self.median_ms > 0 else None
+
+    @property
+    def flops_per_s(self) -> float | None:
+        return self.flops / (self.median_ms / 1e3) if self.flops and self.median_ms > 0 else None
+
+    @property
+    def bandwidth_fraction(self) -> float | None:
+        rate = self.bytes_per_s
+        return rate / self.copy_bytes_per_s if rate is not None and self.copy_bytes_per_s else None
+
+    @property
+    def flops_fraction(self) -> float | None:
+        rate = self.flops_per_s
+        return rate / self.matmul_flops_per_s if rate is not None and self.matmul_flops_per_s else None
+
+    @property
+    def below_floor(self) -> bool:
+        return self.floor_ms is not None and self.median_ms < self.floor_ms
 
 
 @dataclass(frozen=True, slots=True)

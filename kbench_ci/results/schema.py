@@ -13,6 +13,7 @@ from kbench_ci.results.model import (
     EscapeAudit,
     KernelLaunch,
     OutputCheck,
+    SpeedOfLight,
     TrialCheck,
     VariantResult,
 )
@@ -102,6 +103,16 @@ def kernel_launch_from_json(data: Mapping[str, Any]) -> KernelLaunch:
     )
 
 
+def speed_of_light_from_json(data: Mapping[str, Any] | None) -> SpeedOfLight | None:
+    if data is None:
+        return None
+    return SpeedOfLight(
+        source=data["source"], bytes=data.get("bytes"), flops=data.get("flops"), median_ms=float(data["median_ms"]),
+        copy_bytes_per_s=data.get("copy_bytes_per_s"), matmul_flops_per_s=data.get("matmul_flops_per_s"),
+        matmul_dtype=data.get("matmul_dtype"), floor_ms=data.get("floor_ms"),
+    )
+
+
 def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
     return VariantResult(
         label=data["label"],
@@ -118,6 +129,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         fresh_inputs=data.get("fresh_inputs"),
         timing_shift_ms=data.get("timing_shift_ms"),
         escape_audit=escape_audit_from_json(data.get("escape_audit")),
+        speed_of_light=speed_of_light_from_json(data.get("speed_of_light")),
         notes=tuple(data.get("notes", ())),
     )
 

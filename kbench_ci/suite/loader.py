@@ -366,6 +366,8 @@ _SHARED: dict[str, tuple[str, Callable[[object], Any]]] = {
     "threshold": ("threshold", _threshold),
     "build": ("build", _build),
     "timeout": ("timeout_s", _positive_seconds),
+    "bytes": ("bytes_expr", _expression),
+    "flops": ("flops_expr", _expression),
 }
 #: alternative spellings of shared keys
 _ALIASES = {"backend": "implementation"}

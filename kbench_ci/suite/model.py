@@ -89,6 +89,10 @@ class KernelSpec:
     threshold: float = DEFAULT_THRESHOLD
     build: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    #: the work one call must do, as expressions over the dims (``bytes = "3*N*4"``): the speed
+    #: of light's figures, and a floor below which a time is impossible (measure/speed_of_light.py)
+    bytes_expr: str | None = None
+    flops_expr: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "solution", Path(self.solution))

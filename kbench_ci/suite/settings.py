@@ -147,7 +147,9 @@ class Execution:
         if self.cache_dir is None:
             return {}
         source = os.environ if environ is None else environ
-        wanted = {"TRITON_CACHE_DIR": self.cache_dir / "triton", "TORCHINDUCTOR_CACHE_DIR": self.cache_dir / "inductor"}
+        wanted = {"TRITON_CACHE_DIR": self.cache_dir / "triton", "TORCHINDUCTOR_CACHE_DIR": self.cache_dir / "inductor",
+                  # measure/speed_of_light.py's measured ceilings of each GPU model
+                  "KBENCH_CI_CEILINGS_DIR": self.cache_dir / "ceilings"}
         return {name: str(path) for name, path in wanted.items() if not source.get(name)}
 
 
