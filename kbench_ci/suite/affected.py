@@ -307,13 +307,14 @@ class _DependencyFinder:
 
     def _add(self, files: dict[str, str], path: Path, role: str, *, keep: bool = False) -> None:
         """Record ``path`` both as written and with links resolved: git lists the link or its target."""
-        for spelling in (Path(os.path.abspath(path)), path.resolve()):
+        for spelling in (path, path.resolve()):
             relative = self._inside(spelling)
             if relative is not None and not (keep and relative in files):
                 files[relative] = role
 
     def _inside(self, path: Path) -> str | None:
         """``path`` relative to this side's tree, or None where it is outside (a system header)."""
+        path = Path(os.path.abspath(path))  # lexically: a config's "sub/../x.cu" is "x.cu"
         for tree in (self.tree, self.real_tree):
             if path.is_relative_to(tree):
                 return path.relative_to(tree).as_posix()

@@ -334,3 +334,16 @@ def test_each_side_is_scanned_in_its_own_tree(tmp_path: Path) -> None:
     assert sorted(path.relative_to(tmp_path).as_posix() for path in calls) == [
         "base/kernels/gemm.cu", "base/kernels/softmax.cu", "head/kernels/gemm.cu", "head/kernels/softmax.cu",
     ]
+
+
+def test_a_build_command_kernels_folder_is_read_lexically_from_a_roundabout_path(tmp_path: Path) -> None:
+    roundabout = config(softmax='build = "make -C kernels"').replace('"kernels/softmax.cu"', '"kernels/../kernels/softmax.cu"')
+    plan = plan_for(
+        tmp_path,
+        {"kernels/Makefile": "all:\n\tnvcc -O3\n", "kbench.toml": roundabout},
+        base_changes={"kernels/Makefile": "all:\n\tnvcc -O2\n", "kbench.toml": roundabout},
+    )
+
+    softmax = plan.change_of("softmax")
+    assert softmax is not None
+    assert softmax.reasons == ("kernels/Makefile changed (in the folder of a kernel built by its own command)",)
