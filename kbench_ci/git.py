@@ -367,6 +367,29 @@ class GitRepo:
         if path.exists():
             _log.warning("could not remove temporary git worktree %s", path)
 
+    # -- what differs between two sides --------------------------------------------------------
+
+    def changed_paths(self, base: str, head: str | None) -> frozenset[str]:
+        """Every path whose content differs between commit ``base`` and ``head``, relative to the
+        repository root with ``/`` separators.
+
+        ``head=None`` is the working tree as it is: staged and unstaged changes, and untracked
+        files that are not ignored (a new header not yet added is a change too). A rename is
+        its old path and its new path (``--no-renames``): whatever depended on either changed.
+        """
+        base_sha = self.resolve(base)
+        head_side = (self.resolve(head),) if head is not None else ()
+        # -z: names exactly as they are (no quoting of unusual characters); --no-optional-locks:
+        # comparing against the working tree must not rewrite the user's index.
+        listing = self._git(
+            "--no-optional-locks", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base_sha, *head_side, "--"
+        )
+        paths = {name for name in listing.split("\0") if name}
+        if head is None:
+            untracked = self._git("--no-optional-locks", "ls-files", "-z", "--others", "--exclude-standard")
+            paths.update(name for name in untracked.split("\0") if name)
+        return frozenset(paths)
+
     # -- working tree state -------------------------------------------------------------------
 
     def is_dirty(self, own_outputs: Sequence[Path] = ()) -> bool:

@@ -49,6 +49,7 @@ __all__ = [
     "find_nvcc",
     "format_command",
     "hash_path",
+    "header_dependencies",
     "library_status",
     "needs_arch_specific",
     "plan_build",
@@ -267,17 +268,7 @@ def plan_build(
     effective_arch, arch_flags = _arch_flags(target, source_text)
     output = Path(output).resolve() if output is not None else shared_library_path(source)
 
-    cutlass_include: Path | None = None
-    cutlass_flags: list[str] = []
-    if cutlass:
-        cutlass_include = find_cutlass_include()
-        cutlass_flags.append(f"-I{cutlass_include}")
-        # The CUTLASS repo keeps its host utilities (packed_stride.hpp, ...) in tools/util/include;
-        # the wheel mirrors that layout under source/.
-        util_include = cutlass_include.parent / "tools" / "util" / "include"
-        if util_include.is_dir():
-            cutlass_flags.append(f"-I{util_include}")
-        cutlass_flags.extend(_CUTLASS_FLAGS)
+    cutlass_include, cutlass_flags = _cutlass_flags() if cutlass else (None, ())
 
     command = (
         nvcc or find_nvcc(),
@@ -296,6 +287,20 @@ def plan_build(
         arch=effective_arch,
         cutlass_include=cutlass_include,
     )
+
+
+def _cutlass_flags() -> tuple[Path, tuple[str, ...]]:
+    """The CUTLASS include directory and every flag a CUTLASS build adds (also to a dependency scan,
+    whose includes must resolve as the build's do)."""
+    cutlass_include = find_cutlass_include()
+    flags = [f"-I{cutlass_include}"]
+    # The CUTLASS repo keeps its host utilities (packed_stride.hpp, ...) in tools/util/include;
+    # the wheel mirrors that layout under source/.
+    util_include = cutlass_include.parent / "tools" / "util" / "include"
+    if util_include.is_dir():
+        flags.append(f"-I{util_include}")
+    flags.extend(_CUTLASS_FLAGS)
+    return cutlass_include, tuple(flags)
 
 
 def format_command(plan: BuildPlan) -> str:
@@ -338,6 +343,62 @@ def local_includes(source: Path) -> list[Path]:
             found.append(candidate)
             pending.append(candidate)
     return sorted(found)
+
+
+#: the make target nvcc names in the dependency file; fixed, so the file is easy to read back
+_DEPS_TARGET = "kbench-deps"
+#: one path of a make rule: escaped characters (``\\ `` for a space) or anything but blanks
+_MAKE_WORD_RE = re.compile(r"(?:\\.|[^\s\\])+")
+
+
+def header_dependencies(
+    source: Path, *, cutlass: bool = False, nvcc: str | None = None, timeout_s: float = 120.0
+) -> frozenset[Path]:
+    """Every file the preprocessor reads for ``source`` (resolved paths; ``source`` itself left
+    out), from nvcc's own dependency output (``-MM``), with the include directories and the
+    defines the build uses.
+
+    The compiler's answer, not a scan of ``#include`` lines: it follows ``-I`` directories,
+    macros and ``#if`` the way the build does (:func:`local_includes` is the cache's cheaper
+    approximation). Host-side preprocessing only: an include under ``#if __CUDA_ARCH__`` is
+    not seen. Raises :class:`EnvironmentProblem` without nvcc (or CUTLASS, for ``cutlass``),
+    :class:`UserFileError` for a missing source, :class:`CompileError` when nvcc fails.
+    """
+    source = Path(source).resolve()
+    if not source.is_file():
+        raise UserFileError(f"CUDA source {source} does not exist")
+    flags = _cutlass_flags()[1] if cutlass else ()
+    with tempfile.TemporaryDirectory(prefix="kbench-deps-") as folder:
+        deps_file = Path(folder) / "deps.d"
+        command = (
+            nvcc or find_nvcc(), "-std=c++17", *flags,
+            "-MM", "-MT", _DEPS_TARGET, "-MF", str(deps_file), str(source),
+        )  # fmt: skip
+        returncode, output = _run_compiler(command, timeout_s=timeout_s, source=source)
+        if returncode != 0:
+            raise CompileError(source, returncode, output, command)
+        try:
+            rule = deps_file.read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise BuildError(f"nvcc -MM wrote no dependency file for {source.name}: {exc.strerror}") from None
+    return _parse_make_rule(rule, cwd=source.parent) - {source}
+
+
+def _parse_make_rule(rule: str, *, cwd: Path) -> frozenset[Path]:
+    """The prerequisites of the first rule of a make dependency file; relative paths are relative
+    to ``cwd``, where the compiler ran."""
+    joined = rule.replace("\\\n", " ")
+    # nvcc writes "target : a b", gcc "target: a b"
+    found = re.search(rf"^{re.escape(_DEPS_TARGET)}[ \t]*:(.*)$", joined, re.MULTILINE)
+    if found is None:
+        # Never "no headers": a rule we cannot read must not make a kernel look unaffected.
+        raise BuildError(f"nvcc's dependency output has no rule for {_DEPS_TARGET}: {rule[:200]!r}")
+    prerequisites = found.group(1)
+    paths = set()
+    for word in _MAKE_WORD_RE.findall(prerequisites):
+        name = re.sub(r"\\(.)", r"\1", word).replace("$$", "$")
+        paths.add((cwd / name).resolve())
+    return frozenset(paths)
 
 
 def build_hash(plan: BuildPlan) -> str:

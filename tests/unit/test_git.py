@@ -396,3 +396,34 @@ def test_kbench_outputs_never_make_the_tree_dirty(history: History) -> None:
     # A real change still counts with the outputs excluded.
     (history.root / "kernels/saxpy.py").write_text("edited\n")
     assert repo.is_dirty(own_outputs=(out, mine)) is True
+
+
+# -- changed_paths ------------------------------------------------------------------------------
+
+
+def test_changed_paths_between_two_commits_lists_edits_additions_deletions_and_both_rename_ends(history: History) -> None:
+    root = history.root
+    base = git(root, "rev-parse", "HEAD")
+    git(root, "mv", "kbench.toml", "suite.toml")
+    (root / "kernels" / "saxpy.py").write_text("edited\n")
+    (root / "kernels" / "helper with space.py").write_text("new\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "edit, add, rename")
+    head = git(root, "rev-parse", "HEAD")
+
+    changed = GitRepo(root).changed_paths(base, head)
+
+    assert changed == {"kernels/saxpy.py", "kernels/helper with space.py", "kbench.toml", "suite.toml"}
+    assert GitRepo(root).changed_paths(head, head) == frozenset()
+
+
+def test_changed_paths_against_the_working_tree_include_untracked_but_not_ignored_files(history: History) -> None:
+    root = history.root
+    (root / "kernels" / "saxpy.py").write_text("unstaged\n")
+    (root / "kernels" / "new.cuh").write_text("// untracked\n")
+    (root / "kernels" / "saxpy.so").write_text("ignored build output\n")
+
+    changed = GitRepo(root / "kernels").changed_paths("HEAD", None)
+
+    # Paths stay relative to the repository root, also when opened from a subdirectory.
+    assert changed == {"kernels/saxpy.py", "kernels/new.cuh"}

@@ -602,3 +602,12 @@ def test_a_replaced_compiler_rebuilds(kernel_dir: Path, fake_nvcc: Path) -> None
     # Same path, new binary: a toolkit upgraded in place.
     fake_nvcc.write_text(fake_nvcc.read_text() + "# new version\n")
     assert not build(plan).cached
+
+
+def test_make_rule_parsing_joins_continuations_unescapes_and_refuses_a_missing_rule(tmp_path: Path) -> None:
+    rule = "kbench-deps : k.cu \\\n    inc/h\\ one.cuh \\\n    ../up.h\nother: nope.h\n"
+    assert build_mod._parse_make_rule(rule, cwd=tmp_path / "src") == {
+        (tmp_path / "src" / "k.cu").resolve(), (tmp_path / "src" / "inc" / "h one.cuh").resolve(), (tmp_path / "up.h").resolve(),
+    }
+    with pytest.raises(BuildError):
+        build_mod._parse_make_rule("something-else: a.h\n", cwd=tmp_path)
