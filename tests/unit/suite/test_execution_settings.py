@@ -49,8 +49,11 @@ def test_workers_get_triton_and_inductor_caches_in_the_cache_folder_unless_set(t
     chosen = Execution(cache_dir=tmp_path)
     assert chosen.worker_environment({}) == {
         "TRITON_CACHE_DIR": str(tmp_path / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
     }
-    assert chosen.worker_environment({"TRITON_CACHE_DIR": "/mine"}) == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    assert chosen.worker_environment({"TRITON_CACHE_DIR": "/mine"}) == {
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
+    }
     assert Execution(cache_dir=None).worker_environment({}) == {}
 
 
