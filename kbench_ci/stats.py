@@ -482,6 +482,44 @@ def classify(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) 
     return Verdict.INCONCLUSIVE
 
 
+#: rounds before an interim interval's width is trusted to project where it can shrink to
+MIN_ROUNDS_TO_PROJECT = 8
+#: how much faster than 1/sqrt(rounds) the interval may still shrink before a decision counts as
+#: out of reach (the width of a few rounds is itself noisy): stop only when clearly hopeless
+PROJECTION_SLACK = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Where an undecided comparison can get within its remaining rounds (:func:`decision_reach`)."""
+
+    #: the most rounds the budget and the cap allow
+    rounds_possible: int
+    #: the interval's projected half-width there, as a relative change (0.018 = ±1.8%)
+    resolvable: float
+    #: no verdict is reachable at that width, even with :data:`PROJECTION_SLACK`
+    out_of_reach: bool
+
+
+def decision_reach(estimate: RatioEstimate, threshold: float, rounds_possible: int) -> Reach | None:
+    """Can more rounds decide this inconclusive comparison? The interval's half-width (in log
+    space) shrinks about as 1/sqrt(rounds): projected to ``rounds_possible``, divided by the
+    slack, can it fit inside the band (unchanged) or clear 1 beyond the band (slower/faster)?
+    None before :data:`MIN_ROUNDS_TO_PROJECT` rounds or with a degenerate interval."""
+    done = estimate.n_rounds
+    if done < MIN_ROUNDS_TO_PROJECT or estimate.ci_low <= 0 or estimate.ratio <= 0 or rounds_possible < done:
+        return None
+    half_width = (math.log(estimate.ci_high) - math.log(estimate.ci_low)) / 2
+    projected = half_width * math.sqrt(done / rounds_possible)
+    hopeful = projected / PROJECTION_SLACK
+    band = math.log1p(threshold)
+    distance = abs(math.log(estimate.ratio))
+    can_be_unchanged = distance + hopeful <= band
+    can_be_changed = distance > band and hopeful < distance
+    return Reach(rounds_possible=rounds_possible, resolvable=math.expm1(projected),
+                 out_of_reach=not (can_be_unchanged or can_be_changed))
+
+
 def needs_remeasure(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) -> bool:
     """True when the case is a suspected regression worth measuring again with more rounds.
 

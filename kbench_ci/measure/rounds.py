@@ -39,7 +39,7 @@ from kbench_ci.measure.variant import (
     raise_if_context_lost,
     sync,
 )
-from kbench_ci.stats import MemoEvidence, Verdict, classify, compare_rounds, median, relative_spread
+from kbench_ci.stats import MemoEvidence, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
 
 #: a shift of the samples beyond this (ms) means the traced calls ran unlike the timed ones
 MAX_SHIFT_MS = 0.005
@@ -182,6 +182,8 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         check_started = time.perf_counter()
         if job.stopping is not None and _verdict_decided(live, job.stopping):
             break
+        if job.stopping is not None and _out_of_reach(live, job.stopping, round_index, check_started - timing_started):
+            break
         plan.checked(round_index, time.perf_counter() - check_started)
 
 
@@ -233,6 +235,26 @@ def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> bool:
     # `inconclusive` (5 of 8 such verdicts in 10 A/A runs on an H200).
     final = compare_rounds(base, head, confidence=rule.confidence)
     return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
+
+
+def _out_of_reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> bool:
+    """Stop an undecided comparison whose interval cannot shrink enough within the budget
+    (stats.decision_reach), saying on the head what this case can resolve at its noise."""
+    sides = [entry for entry in live if entry.variant.role == "solution"]
+    if len(sides) != 2 or done <= 0 or elapsed_s <= 0:
+        return False
+    affordable = int((rule.budget_s - elapsed_s) / (elapsed_s / done))
+    possible = max(done, min(rule.max_rounds, done + affordable))
+    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
+    reach = decision_reach(estimate, rule.threshold, possible)
+    if reach is None or not reach.out_of_reach:
+        return False
+    _note(sides[1], (
+        f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "
+        f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "
+        f"not the {rule.threshold:.1%} threshold (raise the threshold or time_budget for it)"
+    ))
+    return True
 
 
 def _finish(entry: _Timed, device: torch.device) -> None:
@@ -381,6 +403,11 @@ def _call_noise(entry: _Timed, subject: memo_probe.ProbeSubject) -> float:
     return median(spreads) if spreads else 0.0
 
 
+def _note(entry: _Timed, note: str) -> None:
+    """A line in the variant's notes (the report shows them under the case)."""
+    entry.variant.result = replace(entry.variant.result, notes=(*entry.variant.result.notes, note))
+
+
 def _add_note(entry: _Timed, note: str) -> None:
     result = entry.variant.result
     text = f"{result.fresh_inputs}; {note}" if result.fresh_inputs else note
@@ -399,7 +426,7 @@ def _speed_of_light(solutions: list[_Timed], job: CaseJob, device: torch.device)
         try:
             work = speed_of_light.declared_work(variant.side.bytes_expr, variant.side.flops_expr, job.dims)
         except SignatureError as exc:
-            _add_note(entry, f"speed of light not assessed: {exc}")
+            _note(entry, f"speed of light not assessed: {exc}")
             continue
         work = work or speed_of_light.inferred_work(inputs)
         figures = speed_of_light.assess(
@@ -411,7 +438,7 @@ def _speed_of_light(solutions: list[_Timed], job: CaseJob, device: torch.device)
         if figures.source == "declared":
             fail(variant, "incorrect", speed_of_light.floor_message(figures))
         else:
-            _add_note(entry, "⚠️ " + speed_of_light.floor_message(figures))
+            _note(entry, "⚠️ " + speed_of_light.floor_message(figures))
 
 
 def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]) -> str:

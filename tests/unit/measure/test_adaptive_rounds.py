@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from random import Random
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from kbench_ci.measure import rounds as rounds_module
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
@@ -56,7 +60,33 @@ def test_a_verdict_decided_at_the_minimum_stops_there() -> None:
 
 
 def test_an_undecidable_verdict_stops_at_the_round_cap_in_whole_batches() -> None:
-    assert _rounds(_job(_undecidable(max_rounds=10))) == {"base": 10, "head": 10}
+    # 6 rounds: below stats.MIN_ROUNDS_TO_PROJECT, so only the cap can end it
+    assert _rounds(_job(_undecidable(max_rounds=6))) == {"base": 6, "head": 6}
+
+
+def _timed(label: str, rounds: list[tuple[float, ...]]) -> Any:
+    variant = SimpleNamespace(label=label, role="solution",
+                              result=VariantResult(label=label, kind="pytorch", role="solution", status="ok"))
+    return rounds_module._Timed(variant=variant, tset=None, check=None, rounds=rounds)  # type: ignore[arg-type]
+
+
+def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve() -> None:
+    """Issue 24, item 3: 8 rounds whose per-round ratios scatter by ~±4% cannot resolve 1% in
+    the 16 rounds the budget still buys; the rounds stop and the head says what it can resolve.
+    With 400 rounds affordable they go on."""
+    random = Random(3)
+    base = [tuple(1.0 + random.gauss(0, 0.03) for _ in range(5)) for _ in range(8)]
+    head = [tuple(1.0 + random.gauss(0, 0.03) for _ in range(5)) for _ in range(8)]
+    rule = _rule(threshold=0.01, budget_s=2.0)
+    sides = [_timed("base", base), _timed("head", head)]
+    assert rounds_module._out_of_reach(sides, rule, done=8, elapsed_s=1.0)
+    (note,) = sides[1].variant.result.notes
+    assert note.startswith("stopped after 8 rounds, undecided: the time budget allows about 16 rounds")
+    assert "can resolve ±" in note and "not the 1.0% threshold" in note
+    assert sides[0].variant.result.notes == ()
+    going_on = [_timed("base", base), _timed("head", head)]
+    assert not rounds_module._out_of_reach(going_on, _rule(threshold=0.01, budget_s=50.0), done=8, elapsed_s=1.0)
+    assert going_on[1].variant.result.notes == ()
 
 
 def test_an_undecidable_verdict_stops_when_the_budget_is_spent() -> None:
