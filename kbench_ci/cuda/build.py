@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kbench_ci.cuda import ptxas
 from kbench_ci.cuda.driver import cuda_devices
 from kbench_ci.errors import (
     BuildError,
@@ -66,6 +67,9 @@ _BASE_FLAGS: tuple[str, ...] = (
     "-Xcompiler",
     "-fPIC",
     "-lineinfo",
+    # ptxas's registers, spills, stack and shared memory per kernel (cuda/ptxas.py): the
+    # report's "why it changed"
+    "--resource-usage",
 )
 # CuTe's constexpr helpers are called from device code; NDEBUG drops CUTLASS's device asserts,
 # which cost registers and time in a benchmark.
@@ -504,6 +508,9 @@ class BuildCache:
             return False
         try:
             _copy_atomically(entry, output)
+            sidecar = ptxas.resources_path(entry)
+            if sidecar.is_file():
+                _copy_atomically(sidecar, ptxas.resources_path(output))
         except OSError:
             return False
         return True
@@ -514,6 +521,9 @@ class BuildCache:
         entry = self.entry(key, library.name)
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
+            sidecar = ptxas.resources_path(library)
+            if sidecar.is_file():  # before the library: an entry's library vouches for its sidecar
+                _copy_atomically(sidecar, ptxas.resources_path(entry))
             _copy_atomically(library, entry)
         except OSError:
             pass
@@ -582,6 +592,7 @@ def _compile(plan: BuildPlan, expected: str, *, timeout_s: float) -> BuildResult
     duration_s = time.perf_counter() - started
     if returncode != 0 or not plan.output.is_file():
         raise CompileError(plan.source, returncode, compiler_output, plan.command)
+    ptxas.write_resources(plan.output, ptxas.parse_resource_usage(compiler_output))
     marker.write_text(expected + "\n", encoding="ascii")
     return BuildResult(
         plan=plan, cached=False, duration_s=duration_s, compiler_output=compiler_output

@@ -102,6 +102,9 @@ def time_in_rounds(variants: list[Variant], job: CaseJob, device: torch.device, 
         # After every round of every variant: tracing cannot slow a sample that is still to come.
         _audit_escapes([entry for entry in ok if entry.variant.result.status == "ok"], timer, device, emit)
     _speed_of_light([e for e in ok if e.variant.role == "solution" and e.variant.result.timed], job, device)
+    for entry in timed:
+        if entry.variant.role == "solution":
+            _record_compiled(entry)
     emit(TimingDescription(description, timer.event_overhead_ms, median(shifts) if shifts else None))
 
 
@@ -412,6 +415,16 @@ def _add_note(entry: _Timed, note: str) -> None:
     result = entry.variant.result
     text = f"{result.fresh_inputs}; {note}" if result.fresh_inputs else note
     entry.variant.result = replace(result, fresh_inputs=text)
+
+
+def _record_compiled(entry: _Timed) -> None:
+    """What the compiler made of the solution's kernels, after its calls compiled them all."""
+    try:
+        kernels = entry.variant.solution.compiled()
+    except Exception as exc:  # a report's extra, read from the user's objects: never a failure
+        _note(entry, f"compiled kernels not read: {describe_error(exc)}")
+        return
+    entry.variant.result = replace(entry.variant.result, compiled=kernels)
 
 
 def _speed_of_light(solutions: list[_Timed], job: CaseJob, device: torch.device) -> None:

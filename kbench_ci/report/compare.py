@@ -27,7 +27,15 @@ from kbench_ci.report.markdown import (
     throttle_notice,
     with_unit,
 )
-from kbench_ci.report.why import LAUNCH_HEADERS, launch_changes, launch_rows, why_line
+from kbench_ci.report.why import (
+    COMPILED_HEADERS,
+    LAUNCH_HEADERS,
+    autotune_split,
+    compiled_rows,
+    launch_changes,
+    launch_rows,
+    why_line,
+)
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
 from kbench_ci.stats import Verdict
 from kbench_ci.suite.settings import MAX_ADAPTIVE_ROUNDS
@@ -256,12 +264,24 @@ def _why_lines(cases: Sequence[CaseComparison]) -> list[str]:
     lines = []
     for case in cases:
         if case.verdict not in (Verdict.SLOWER, Verdict.FASTER):
+            split = autotune_split(case.base, case.head)
+            if split is not None:
+                lines.append(f"- {code(case.case_id)} {case.verdict.value}: ⚠️ {split}")
             continue
         why = why_line(case.base, case.head)
         estimate = f" {pct(case.estimate.ratio)}" if case.estimate is not None else ""
         lines.append(f"- {code(case.case_id)} {case.verdict.value}{estimate}: "
                      + (why or "no launch anatomy on both sides (the CUPTI audit did not run or could not be read)"))
     return ["## Why it changed", "", *lines, ""] if lines else []
+
+
+def _compiled_table(case: CaseComparison) -> list[str]:
+    base = case.base.compiled if case.base is not None else ()
+    head = case.head.compiled if case.head is not None else ()
+    if not base and not head:
+        return []
+    return ["What the compiler made of the kernels:", "",
+            table(COMPILED_HEADERS, compiled_rows("base", base) + compiled_rows("head", head)), ""]
 
 
 def _launch_table(case: CaseComparison) -> list[str]:
@@ -338,6 +358,7 @@ def _case_details(case: CaseComparison) -> list[str]:
         if audit is not None:
             lines += [audit, ""]
         lines += _launch_table(case)
+        lines += _compiled_table(case)
     for build in (case.base_build, case.head_build):
         if build is not None:
             lines += compiler_output(build, f"{build.side} compiler output:")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbench_ci.results.model import KernelLaunch, VariantResult
+from kbench_ci.results.model import CompiledKernel, KernelLaunch, VariantResult
 
 #: a kernel whose GPU time per call moved less than this (relative) is not named for its time alone
 TIME_CHANGE = 0.02
@@ -112,13 +112,57 @@ def launch_changes(base: Sequence[KernelLaunch], head: Sequence[KernelLaunch]) -
     return [text for _, text in sorted(weighed, key=lambda item: (-item[0], item[1]))]
 
 
+_COMPILED_FIELDS = (
+    ("registers", "registers", ""), ("spill_stores", "spill stores", " B"), ("spill_loads", "spill loads", " B"),
+    ("stack_bytes", "stack", " B"), ("shared_bytes", "shared memory", " B"), ("num_warps", "warps", ""),
+    ("num_stages", "stages", ""),
+)
+
+
+def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> list[str]:
+    """What the compiler did differently, per kernel on both sides: ptxas's or Triton's figures,
+    and the autotuner's pick."""
+    head_by_name = {kernel.name: kernel for kernel in head}
+    changes = []
+    for was in base:
+        now = head_by_name.get(was.name)
+        if now is None:
+            continue
+        parts = [
+            f"{label} {getattr(was, field):,}{unit} → {getattr(now, field):,}{unit}"
+            for field, label, unit in _COMPILED_FIELDS
+            if getattr(was, field) != getattr(now, field) and None not in (getattr(was, field), getattr(now, field))
+        ]
+        if was.autotune_pick != now.autotune_pick and None not in (was.autotune_pick, now.autotune_pick):
+            parts.append(f"autotuner picked `{was.autotune_pick}` on base, `{now.autotune_pick}` on head")
+        if parts:
+            changes.append(f"compiled `{short_kernel_name(was.name)}`: " + ", ".join(parts))
+    return changes
+
+
+def autotune_split(base: VariantResult | None, head: VariantResult | None) -> str | None:
+    """The autotuner's picks where base and head picked differently (one phrase), else None."""
+    if base is None or head is None:
+        return None
+    head_by_name = {kernel.name: kernel for kernel in head.compiled}
+    for was in base.compiled:
+        now = head_by_name.get(was.name)
+        if now is not None and None not in (was.autotune_pick, now.autotune_pick) and was.autotune_pick != now.autotune_pick:
+            return (f"`{short_kernel_name(was.name)}`: the autotuner picked `{was.autotune_pick}` on base and "
+                    f"`{now.autotune_pick}` on head; the times compare two configs, not two sources")
+    return None
+
+
 def why_line(base: VariantResult | None, head: VariantResult | None) -> str | None:
-    """One line for a changed case: what its launches did, or None where a side was not traced."""
+    """One line for a changed case: what its launches and compiled kernels did, or None where
+    neither side's trace nor compiler figures are there to compare."""
     base_launches = base.escape_audit.launches if base is not None and base.escape_audit is not None else ()
     head_launches = head.escape_audit.launches if head is not None and head.escape_audit is not None else ()
-    if not base_launches or not head_launches:
+    compiled = compiled_changes(base.compiled, head.compiled) if base is not None and head is not None else []
+    traced = bool(base_launches and head_launches)
+    if not traced and not compiled:
         return None
-    changes = launch_changes(base_launches, head_launches)
+    changes = compiled + (launch_changes(base_launches, head_launches) if traced else [])
     if not changes:
         return "same kernels, launch shapes and resources as the base: the change is inside the kernel code"
     more = f"; {len(changes) - MAX_IN_LINE} more in the details" if len(changes) > MAX_IN_LINE else ""
@@ -140,6 +184,27 @@ def launch_rows(side: str, launches: Sequence[KernelLaunch]) -> list[list[str]]:
         for launch in launches
     ]
 
+
+def compiled_rows(side: str, kernels: Sequence[CompiledKernel]) -> list[list[str]]:
+    """The details' table rows of what the compiler made of one side's kernels."""
+    def number(value: int | None) -> str:
+        return "—" if value is None else f"{value:,}"
+
+    return [
+        [side, f"`{short_kernel_name(kernel.name)}`", kernel.source, number(kernel.registers),
+         f"{number(kernel.spill_stores)} / {number(kernel.spill_loads)}", number(kernel.stack_bytes),
+         number(kernel.shared_bytes), number(kernel.num_warps), number(kernel.num_stages),
+         cell_text(kernel.autotune_pick), number(kernel.versions)]
+        for kernel in kernels
+    ]
+
+
+def cell_text(value: str | None) -> str:
+    return "—" if value is None else f"`{value}`"
+
+
+COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads B", "stack B", "shared B", "warps",
+                    "stages", "autotune pick", "compiled versions"]
 
 LAUNCH_HEADERS = ["side", "kernel", "per call", "GPU time", "us each", "grid", "block", "registers",
                   "shared B", "blocks/SM", "occupancy (est.)"]

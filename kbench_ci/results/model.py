@@ -46,6 +46,8 @@ class VariantResult:
     escape_audit: EscapeAudit | None = None
     #: achieved bandwidth and FLOP/s against the GPU's ceilings; None where not known
     speed_of_light: SpeedOfLight | None = None
+    #: what the compiler made of the solution's kernels (registers, spills, autotune pick)
+    compiled: tuple[CompiledKernel, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -58,6 +60,28 @@ class VariantResult:
 
 
 EscapeStatus = Literal["passed", "escaped", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledKernel:
+    """What the compiler made of one kernel of a solution: ptxas's resource usage for a ``.cu``
+    (cuda/ptxas.py), the compiled kernel's metadata and the autotuner's pick for Triton
+    (measure/compiled.py)."""
+
+    name: str
+    source: Literal["ptxas", "triton"]
+    registers: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None
+    #: static shared memory (ptxas) or the compiled kernel's shared memory (Triton), bytes
+    shared_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    #: Triton's autotuner: the config it picked, as Triton prints it; None: not autotuned
+    autotune_pick: str | None = None
+    #: Triton: how many compiled versions of the kernel the process holds (autotuning compiles one per config)
+    versions: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kbench_ci.results.model import (
+    CompiledKernel,
     CorrectnessResult,
     EscapeAudit,
     KernelLaunch,
@@ -130,6 +131,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         timing_shift_ms=data.get("timing_shift_ms"),
         escape_audit=escape_audit_from_json(data.get("escape_audit")),
         speed_of_light=speed_of_light_from_json(data.get("speed_of_light")),
+        compiled=tuple(CompiledKernel(**entry) for entry in data.get("compiled", ())),
         notes=tuple(data.get("notes", ())),
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbench_ci.errors import UsageError
+from kbench_ci.results.model import CompiledKernel
 
 if TYPE_CHECKING:
     # a type only: the registry is read by the parent, which never imports torch (inputs does)
@@ -75,3 +76,5 @@ class Solution:
     make_inputs: Callable[[int], InputSet]
     #: human-readable notes about choices made (pointer sizes), printed and put in the report
     notes: tuple[str, ...] = ()
+    #: what the compiler made of its kernels, read after its calls (measure/compiled.py)
+    compiled: Callable[[], tuple[CompiledKernel, ...]] = lambda: ()

@@ -22,6 +22,7 @@ from kbench_ci.cuda.signature import (
     read_solve_signature,
 )
 from kbench_ci.errors import EnvironmentProblem, SignatureError, UserFileError
+from kbench_ci.measure.compiled import cuda_kernels
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
 from kbench_ci.measure.impls.python_solution import inputs_from_setup
 from kbench_ci.measure.inputs import InputSet, random_tensor, seed_everything
@@ -104,7 +105,7 @@ def load_cuda_solution(
         call=call,
         collect=collect_in_place,
     )
-    return Solution(kernel=kernel, make_inputs=make_inputs, notes=notes)
+    return Solution(kernel=kernel, make_inputs=make_inputs, notes=notes, compiled=lambda: cuda_kernels(source))
 
 
 def pointer_sizes(

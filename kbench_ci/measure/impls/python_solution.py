@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import EnvironmentProblem, MissingExtraError, UserFileError
+from kbench_ci.measure.compiled import triton_kernels
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
 from kbench_ci.measure.inputs import InputSet, seed_everything
 from kbench_ci.measure.usercode import call_by_name, load_module, require_function, takes_seed
@@ -47,7 +48,7 @@ def load_python_solution(
         collect=collect_in_place,
         compile=(lambda kwargs: compile_hook(**kwargs)) if callable(compile_hook) else None,
     )
-    return Solution(kernel=kernel, make_inputs=make_inputs)
+    return Solution(kernel=kernel, make_inputs=make_inputs, compiled=lambda: triton_kernels(vars(module)))
 
 
 def inputs_from_setup(

@@ -34,7 +34,7 @@ from kbench_ci.errors import (
     UserFileError,
 )
 
-BASE = ("-shared", "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-lineinfo")
+BASE = ("-shared", "-std=c++17", "-O3", "-Xcompiler", "-fPIC", "-lineinfo", "--resource-usage")
 
 PLAIN_SOURCE = '#include "common.cuh"\nextern "C" void solve(const float* x, float* y, int N) {}\n'
 HOPPER_SOURCE = (
@@ -185,7 +185,7 @@ def test_format_command_round_trips_through_a_shell(tmp_path: Path) -> None:
     line = format_command(plan)
     assert "'" in line  # the path with a space is quoted
     assert tuple(shlex.split(line)) == plan.command
-    assert line.startswith("nvcc -shared -std=c++17 -O3 -Xcompiler -fPIC -lineinfo -arch=sm_90 ")
+    assert line.startswith("nvcc -shared -std=c++17 -O3 -Xcompiler -fPIC -lineinfo --resource-usage -arch=sm_90 ")
 
 
 # --------------------------------------------------------------------------- sm_90a

@@ -8,8 +8,8 @@ import json
 from dataclasses import replace
 
 from kbench_ci.report.compare import _case_details, _why_lines
-from kbench_ci.report.why import MAX_IN_LINE, launch_changes, short_kernel_name, why_line
-from kbench_ci.results.model import CaseResult, EscapeAudit, KernelLaunch, VariantResult
+from kbench_ci.report.why import MAX_IN_LINE, compiled_changes, launch_changes, short_kernel_name, why_line
+from kbench_ci.results.model import CaseResult, CompiledKernel, EscapeAudit, KernelLaunch, VariantResult
 from kbench_ci.results.outcome import Assessment, CaseComparison, Measurement, PhaseTimes
 from kbench_ci.results.schema import to_jsonable, variant_from_json
 from kbench_ci.stats import RatioEstimate, Verdict
@@ -93,4 +93,32 @@ def test_the_report_has_one_why_line_per_changed_case_and_the_table_in_the_detai
 def test_launches_survive_results_json() -> None:
     original = variant("head", (MATMUL_HEAD, KernelLaunch(name="Memcpy DtoD (Device -> Device)", per_call=1,
                                                             share=0.0, mean_us=1.5)))
+    assert variant_from_json(json.loads(json.dumps(to_jsonable(original)))) == original
+
+
+def test_compiler_changes_lead_the_line_and_a_split_autotune_pick_is_flagged_on_an_unchanged_case() -> None:
+    base_k = CompiledKernel(name="matmul_kernel", source="triton", registers=168, spill_stores=0, shared_bytes=131072,
+                            num_warps=8, num_stages=3, autotune_pick="BLOCK_M: 128, num_warps: 8, num_stages: 3")
+    head_k = replace(base_k, registers=207, spill_stores=48, autotune_pick="BLOCK_M: 64, num_warps: 8, num_stages: 3")
+    base = replace(variant("base", (MATMUL_BASE,)), compiled=(base_k,))
+    head = replace(variant("head", (MATMUL_BASE,)), compiled=(head_k,))
+    assert compiled_changes((base_k,), (head_k,)) == [
+        "compiled `matmul_kernel`: registers 168 → 207, spill stores 0 B → 48 B, autotuner picked "
+        "`BLOCK_M: 128, num_warps: 8, num_stages: 3` on base, `BLOCK_M: 64, num_warps: 8, num_stages: 3` on head"
+    ]
+    line = why_line(base, head)
+    assert line is not None and line.startswith("compiled `matmul_kernel`: registers 168 → 207")
+    unchanged = comparison(Verdict.UNCHANGED, base, head)
+    (flag,) = [entry for entry in _why_lines([unchanged]) if entry.startswith("- ")]
+    assert flag.startswith("- `tmm[M=4096]` unchanged: ⚠️ `matmul_kernel`: the autotuner picked `BLOCK_M: 128")
+    details = "\n".join(_case_details(unchanged))
+    assert "What the compiler made of the kernels:" in details and "`BLOCK_M: 64, num_warps: 8, num_stages: 3`" in details
+    # without a trace, the compiler's figures alone still explain a change
+    assert why_line(replace(base, escape_audit=None), replace(head, escape_audit=None)) is not None
+
+
+def test_compiled_kernels_survive_results_json() -> None:
+    kernel = CompiledKernel(name="vadd", source="ptxas", registers=12, spill_stores=0, spill_loads=0, stack_bytes=0,
+                            shared_bytes=0)
+    original = replace(variant("head", ()), compiled=(kernel,))
     assert variant_from_json(json.loads(json.dumps(to_jsonable(original)))) == original
