@@ -64,6 +64,10 @@ def _mermaid_label(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+#: cases above which the `unchanged` ones leave the main table for a folded one
+MAX_TABLE_ROWS = 30
+
+
 def sort_worst_first(cases: Sequence[CaseComparison]) -> list[CaseComparison]:
     """By verdict severity; within a verdict, in the order the suite lists the cases (``cases``
     comes in that order: the sort is stable), so a reader finds a kernel where the file has it."""
@@ -121,9 +125,13 @@ def render_compare(
     with_baselines = any(case.baselines for case in ordered)
     with_gpu = gpu_column(gpu_of) or lanes is not None
     gpu_of = gpu_of if gpu_column(gpu_of) else lanes
+    # A large suite's table would fill the PR comment with `unchanged` rows: those go in a
+    # folded table of their own, which the comment folds first when it runs long.
+    quiet = [case for case in ordered if case.verdict is Verdict.UNCHANGED] if len(ordered) > MAX_TABLE_ROWS else []
+    loud = [case for case in ordered if case not in quiet]
     if ordered:
         rows = []
-        for case in ordered:
+        for case in [*loud, *quiet]:
             estimate = case.estimate
             base_median, head_median = median_ms(case.base), median_ms(case.head)
             verdict = f"{MARKERS[case.verdict]} **{case.verdict_text}**"
@@ -148,16 +156,15 @@ def render_compare(
                 correctness,
                 cell(case.message, 120),
             ])
-        parts += [
-            table(
-                ["kernel", "shape", *(["GPU"] if with_gpu else []), "base median", "head median", "change", "95% CI",
-                 *(["head vs baselines"] if with_baselines else []), "verdict", "correct (base / head)", "note"],
-                rows,
-                align=["left", "left", *(["left"] if with_gpu else []), "right", "right", "right", "right",
-                       *(["left"] if with_baselines else []), "left", "center", "left"],
-            ),
-            "",
-        ]
+        headers = ["kernel", "shape", *(["GPU"] if with_gpu else []), "base median", "head median", "change", "95% CI",
+                   *(["head vs baselines"] if with_baselines else []), "verdict", "correct (base / head)", "note"]
+        align = ["left", "left", *(["left"] if with_gpu else []), "right", "right", "right", "right",
+                 *(["left"] if with_baselines else []), "left", "center", "left"]
+        quiet_rows = rows[len(loud):]
+        parts += [table(headers, rows[:len(loud)], align=align), ""] if loud else []
+        if quiet:
+            parts += ["<details>", f"<summary>{len(quiet)} unchanged cases</summary>", "",
+                      table(headers, quiet_rows, align=align), "", "</details>", ""]
     else:
         parts += ["No case has been measured yet.", ""]
     if not gate.complete:

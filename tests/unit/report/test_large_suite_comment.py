@@ -1,0 +1,93 @@
+"""Issue 23, item 6 (and issue 26, item 1): the PR comment of a 200-case compare stays under
+GitHub's 65,536 characters and keeps, for every slower case, its table row and its one line of
+why; the unchanged cases leave the main table for a folded one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from kbench_ci.github.comment import build_body
+from kbench_ci.report.compare import render_compare
+from kbench_ci.results.model import CaseResult, CompiledKernel, EscapeAudit, KernelLaunch, MeasureSettings, VariantResult
+from kbench_ci.results.outcome import (
+    Assessment,
+    CaseComparison,
+    CompareOutcome,
+    CompareRequest,
+    Gate,
+    Measurement,
+    PhaseTimes,
+    RevisionInfo,
+)
+from kbench_ci.stats import RatioEstimate, Verdict
+
+GITHUB_LIMIT = 65_536
+
+
+def variant(label: str, registers: int, ms: float) -> VariantResult:
+    launch = KernelLaunch(name="void matmul_kernel<128, 256, 64>(float const*, float const*, float*, int, int, int)",
+                          per_call=1, share=1.0, mean_us=ms * 1e3, grid=(512, 1, 1), block=(256, 1, 1),
+                          registers=registers, shared_bytes=147456, blocks_per_sm=3.88, occupancy_pct=13)
+    audit = EscapeAudit(status="passed", event_ms=(ms,) * 5, cupti_span_ms=(ms * 0.99,) * 5, escaped_ms=(0.0,) * 5,
+                        streams=(7,), launches=(launch,))
+    compiled = (CompiledKernel(name="matmul_kernel", source="triton", registers=registers, spill_stores=0,
+                               shared_bytes=147456, num_warps=8, num_stages=3, autotune_pick="BLOCK_M: 128"),)
+    rounds = tuple(tuple(ms * (1 + 0.001 * ((r * 7 + i) % 5)) for i in range(10)) for r in range(20))
+    return VariantResult(label=label, kind="triton", role="solution", status="ok", rounds_ms=rounds, escape_audit=audit,
+                         compiled=compiled, fresh_inputs="8 versions of the inputs; outputs of all 200 timed calls checked")
+
+
+def case(index: int, slower: bool) -> CaseComparison:
+    ratio = 1.042 if slower else 1.001
+    estimate = RatioEstimate(ratio=ratio, ci_low=ratio - 0.004, ci_high=ratio + 0.004, p_value=0.001 if slower else 0.6,
+                             n_rounds=20, confidence=0.95, round_ratios=(ratio,) * 20)
+    dims = {"M": 1024 + index, "N": 4096, "K": 4096}
+    case_id = f"tmm[M={dims['M']},N=4096,K=4096]"
+    base = variant("base", 168, 0.180)
+    head = variant("head", 207 if slower else 168, 0.180 * ratio)
+    result = CaseResult(case_id=case_id, dims=dims, seed=42, variants=(base, head), timing_method="cuda_event")
+    verdict = Verdict.SLOWER if slower else Verdict.UNCHANGED
+    measurement = Measurement(result=result, assessment=Assessment(verdict, estimate, None), rounds=20, phases=PhaseTimes())
+    return CaseComparison(case_id=case_id, kernel="tmm", dims=dims, verdict=verdict, threshold=0.02, estimate=estimate,
+                          message=None, measurement=measurement)
+
+
+def outcome(cases: list[CaseComparison], tmp_path: Path) -> CompareOutcome:
+    slower = sum(c.verdict is Verdict.SLOWER for c in cases)
+    gate = Gate(passed=slower == 0, complete=True, counts={"slower": slower, "unchanged": len(cases) - slower},
+                summary=f"{slower} slower of {len(cases)}", geomean_ratio=1.002, max_geomean_slowdown=None,
+                geomean_failed=False, failing=tuple(c.case_id for c in cases if c.verdict is Verdict.SLOWER))
+    settings = MeasureSettings(device="cuda", seed=42, correctness_trials=3, timing_method="cuda_event", num_warmup=10,
+                               trials_per_round=10, discard_first=1, rounds=20, flush_l2=True)
+    side = RevisionInfo(label="base", ref="main", sha="a" * 40, description="main (aaaaaaa)", tree="worktree")
+    return CompareOutcome(
+        cases=tuple(cases), total_cases=len(cases), gate=gate, base=side, head=replace(side, label="head", ref="HEAD"),
+        settings=settings, request=CompareRequest(start=tmp_path, base="main", device="cuda"), environment=None,
+        results_path=tmp_path / "results.json", report_path=tmp_path / "benchmark.md", wall_s=600.0, setup_s=5.0,
+        max_geomean_slowdown=None,
+    )
+
+
+def test_a_200_case_comment_fits_and_keeps_every_slower_row_and_why_line(tmp_path: Path) -> None:
+    cases = [case(index, slower=index % 20 == 0) for index in range(200)]
+    markdown = render_compare(outcome(cases, tmp_path))
+    assert len(markdown) > GITHUB_LIMIT  # the full report does not fit: the comment must fold it
+    body, shortened = build_body(markdown)
+    print(f"report {len(markdown):,} characters, comment {len(body):,}")
+    assert shortened and len(body) < GITHUB_LIMIT
+    slower = [c for c in cases if c.verdict is Verdict.SLOWER]
+    assert len(slower) == 10
+    for item in slower:
+        row = next(line for line in body.splitlines() if line.startswith(f"| `tmm`") and f"M={item.dims['M']}" in line)
+        assert "slower" in row
+        assert f"- `{item.case_id}` slower +4.20%: compiled `matmul_kernel`: registers 168 → 207" in body
+    assert "190 unchanged cases" in body
+    main_table = body.split("## Why it changed")[0]
+    assert main_table.count("| `tmm`") == 10  # unchanged rows are out of the main table
+
+
+def test_a_small_suite_keeps_every_case_in_one_table(tmp_path: Path) -> None:
+    cases = [case(index, slower=index == 0) for index in range(6)]
+    markdown = render_compare(outcome(cases, tmp_path))
+    assert markdown.split("## Why it changed")[0].count("| `tmm`") == 6 and "unchanged cases</summary>" not in markdown
