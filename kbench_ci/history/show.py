@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import MissingExtraError
-from kbench_ci.history.store import HistoryEntry
+from kbench_ci.history.store import CasePoint, HistoryEntry
 from kbench_ci.stats import Step, detect_steps
 
 
@@ -27,6 +27,9 @@ class Trend:
     commits: tuple[str, ...]
     medians_ms: tuple[float, ...]
     steps: tuple[Step, ...]
+    #: per commit, where recorded: registers of the main kernel, share of the GPU's ceiling
+    registers: tuple[int | None, ...] = ()
+    peak_shares: tuple[float | None, ...] = ()
 
     @property
     def chart_name(self) -> str:
@@ -39,16 +42,26 @@ class Trend:
 
 def trends(history: Sequence[HistoryEntry], *, threshold: float, kernel: str | None = None) -> list[Trend]:
     """Per (GPU model, case), in the order the entries were recorded (oldest first)."""
-    series: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    series: dict[tuple[str, str], list[tuple[str, CasePoint]]] = {}
     for entry in history:
         for point in entry.points:
             if kernel is None or point.case_id == kernel or point.case_id.startswith(f"{kernel}["):
-                series.setdefault((entry.gpu, point.case_id), []).append((entry.commit, point.median_ms))
+                series.setdefault((entry.gpu, point.case_id), []).append((entry.commit, point))
     found = []
     for (gpu, case_id), points in sorted(series.items()):
-        medians = tuple(m for _, m in points)
-        found.append(Trend(gpu, case_id, tuple(c for c, _ in points), medians, tuple(detect_steps(medians, threshold))))
+        medians = tuple(p.median_ms for _, p in points)
+        found.append(Trend(gpu, case_id, tuple(c for c, _ in points), medians, tuple(detect_steps(medians, threshold)),
+                           registers=tuple(p.registers for _, p in points),
+                           peak_shares=tuple(p.peak_share for _, p in points)))
     return found
+
+
+def _first_to_last(values: Sequence[Any], text: Any) -> str:
+    """"first → last" of the recorded values (the same once: one value), or — when none is."""
+    known = [value for value in values if value is not None]
+    if not known:
+        return "—"
+    return text(known[0]) if known[0] == known[-1] else f"{text(known[0])} → {text(known[-1])}"
 
 
 def render_markdown(found: Sequence[Trend], *, threshold: float) -> str:
@@ -56,13 +69,15 @@ def render_markdown(found: Sequence[Trend], *, threshold: float) -> str:
              f"Median latency per recorded commit; a step is a lasting change larger than {threshold:.0%}.", ""]
     if not found:
         return "\n".join([*lines, "Nothing recorded yet.", ""])
-    lines += ["| GPU | case | commits | first | last | change | steps |", "|---|---|---|---|---|---|---|"]
+    lines += ["| GPU | case | commits | first | last | change | steps | registers | % of peak |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for trend in found:
         steps = "; ".join(f"{(s.ratio - 1):+.1%} at {trend.step_range(s)}" for s in trend.steps) or "none"
         change = trend.medians_ms[-1] / trend.medians_ms[0] - 1
         lines.append(
             f"| {trend.gpu} | `{trend.case_id}` | {len(trend.commits)} | {_ms(trend.medians_ms[0])} | "
-            f"{_ms(trend.medians_ms[-1])} | {change:+.1%} | {steps} |"
+            f"{_ms(trend.medians_ms[-1])} | {change:+.1%} | {steps} | {_first_to_last(trend.registers, str)} | "
+            f"{_first_to_last(trend.peak_shares, lambda share: f'{share:.0%}')} |"
         )
     return "\n".join([*lines, ""])
 

@@ -31,11 +31,30 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 @dataclass(frozen=True, slots=True)
 class CasePoint:
-    """One case of one run: the head's median latency and how many samples it rests on."""
+    """One case of one run: the head's median latency and how many samples it rests on, and
+    (where the run recorded them) why it runs at that speed: the registers per thread of its
+    kernel with the largest share of GPU time, and its share of the GPU's ceiling."""
 
     case_id: str
     median_ms: float
     n_samples: int
+    registers: int | None = None
+    #: the larger of achieved bandwidth / copy bandwidth and FLOP/s / matmul rate (0..1)
+    peak_share: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"case_id": self.case_id, "median_ms": self.median_ms, "n_samples": self.n_samples}
+        if self.registers is not None:
+            data["registers"] = self.registers
+        if self.peak_share is not None:
+            data["peak_share"] = self.peak_share
+        return data
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> CasePoint:
+        registers, share = data.get("registers"), data.get("peak_share")
+        return CasePoint(str(data["case_id"]), float(data["median_ms"]), int(data["n_samples"]),
+                         int(registers) if registers is not None else None, float(share) if share is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +66,13 @@ class HistoryEntry:
 
     def as_json(self) -> dict[str, Any]:
         return {"commit": self.commit, "recorded_at": self.recorded_at, "gpu": self.gpu,
-                "points": [{"case_id": p.case_id, "median_ms": p.median_ms, "n_samples": p.n_samples} for p in self.points]}
+                "points": [point.as_json() for point in self.points]}
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> HistoryEntry:
         return HistoryEntry(
             commit=str(data["commit"]), recorded_at=str(data["recorded_at"]), gpu=str(data["gpu"]),
-            points=tuple(CasePoint(str(p["case_id"]), float(p["median_ms"]), int(p["n_samples"])) for p in data["points"]),
+            points=tuple(CasePoint.from_json(point) for point in data["points"]),
         )
 
     @property
@@ -98,12 +117,13 @@ def entries_from_results(
     commit = _checked_commit(payload, commit, force=force)
     if schema == "kbench-ci/compare":
         measured = [
-            (case, CasePoint(case["case_id"], *_median_of(case.get("head")))) for case in payload.get("cases", ())
-            if _median_of(case.get("head"))[1] > 0
+            (case, CasePoint(case["case_id"], *_median_of(case.get("head")), *_why_figures(case.get("head"))))
+            for case in payload.get("cases", ()) if _median_of(case.get("head"))[1] > 0
         ]
     elif schema == "kbench-ci/run":
         measured = [
-            (case, CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"])))
+            (case, CasePoint(case["case_id"], float(case["median_ms"]), int(case["n_samples"]),
+                             *_why_figures(case.get("result"))))
             for case in payload.get("cases", ()) if case.get("median_ms") is not None and case.get("n_samples")
         ]
     else:
@@ -131,6 +151,25 @@ def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None,
         raise UsageError(f"these results hold {len(found)} GPU models ({', '.join(e.gpu for e in found)})",
                          hint="record them with entries_from_results: one entry per model")
     return found[0]
+
+
+def _why_figures(variant: Mapping[str, Any] | None) -> tuple[int | None, float | None]:
+    """A variant's registers (its largest-share kernel in the CUPTI audit, else the compiler's
+    first kernel) and its share of the GPU's ceiling, from results.json; None where absent."""
+    if not isinstance(variant, Mapping):
+        return None, None
+    audit = variant.get("escape_audit") or {}
+    launches = [launch for launch in audit.get("launches") or () if launch.get("registers") is not None]
+    compiled = [kernel for kernel in variant.get("compiled") or () if kernel.get("registers") is not None]
+    registers = launches[0]["registers"] if launches else compiled[0]["registers"] if compiled else None
+    light = variant.get("speed_of_light") or {}
+    seconds = (light.get("median_ms") or 0) / 1e3
+    shares = [
+        amount / seconds / ceiling
+        for amount, ceiling in ((light.get("bytes"), light.get("copy_bytes_per_s")), (light.get("flops"), light.get("matmul_flops_per_s")))
+        if amount and ceiling and seconds > 0
+    ]
+    return (int(registers) if registers is not None else None), (max(shares) if shares else None)
 
 
 def _median_of(variant: Mapping[str, Any] | None) -> tuple[float, int]:

@@ -79,7 +79,7 @@ def test_a_200_case_comment_fits_and_keeps_every_slower_row_and_why_line(tmp_pat
     slower = [c for c in cases if c.verdict is Verdict.SLOWER]
     assert len(slower) == 10
     for item in slower:
-        row = next(line for line in body.splitlines() if line.startswith(f"| `tmm`") and f"M={item.dims['M']}" in line)
+        row = next(line for line in body.splitlines() if line.startswith("| `tmm`") and f"M={item.dims['M']}" in line)
         assert "slower" in row
         assert f"- `{item.case_id}` slower +4.20%: compiled `matmul_kernel`: registers 168 → 207" in body
     assert "190 unchanged cases" in body
