@@ -193,8 +193,9 @@ def fit_body(
 
 def _fold_details(markdown: str, budget: int, measure: Callable[[str], int]) -> str:
     blocks = list(_DETAILS.finditer(markdown))
-    # Fold the largest blocks first: they buy the most room for the least lost detail.
-    order = sorted(range(len(blocks)), key=lambda i: -len(blocks[i].group(0)))
+    # Fold the details of unchanged cases first (a reviewer reads the changed ones), then the
+    # largest blocks: they buy the most room for the least lost detail.
+    order = sorted(range(len(blocks)), key=lambda i: (not _quiet(blocks[i].group(1)), -len(blocks[i].group(0))))
     folded: set[int] = set()
     text = markdown
     for i in order:
@@ -203,6 +204,12 @@ def _fold_details(markdown: str, budget: int, measure: Callable[[str], int]) -> 
         folded.add(i)
         text = _render_folded(markdown, blocks, folded)
     return text
+
+
+def _quiet(block: str) -> bool:
+    """A block about unchanged cases (its summary says so)."""
+    summary = _SUMMARY.search(block)
+    return summary is not None and "unchanged" in summary.group(1)
 
 
 def _render_folded(markdown: str, blocks: list[re.Match[str]], folded: set[int]) -> str:

@@ -178,7 +178,7 @@ def render_compare(
                   "From a checkout of the head (the command compares the working tree with the base):", "",
                   *repro, ""]
 
-    chart = _compare_chart(ordered)
+    chart = _compare_chart(loud if quiet else ordered)  # 200 bars read as none
     if chart:
         parts += ["## Change per case", "", chart, ""]
 

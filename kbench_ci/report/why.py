@@ -7,7 +7,7 @@ resources that differ ("registers 168 → 207, occupancy 50% → 38%") and its G
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kbench_ci.results.model import CompiledKernel, KernelLaunch, VariantResult
@@ -60,6 +60,11 @@ def _by_name(launches: Sequence[KernelLaunch]) -> dict[str, _Kernel]:
     }
 
 
+def _base_name(name: str) -> str:
+    """A kernel's name without return type, parameters or template arguments."""
+    return short_kernel_name(name).split("<", 1)[0].strip()
+
+
 def _triple(value: tuple[int, int, int] | None) -> str:
     if value is None:
         return "—"
@@ -91,8 +96,12 @@ def _shape_changes(base: _Kernel, head: _Kernel) -> list[str]:
     return changes
 
 
-def launch_changes(base: Sequence[KernelLaunch], head: Sequence[KernelLaunch]) -> list[str]:
-    """What differs between the two sides' launches, most GPU time first: one phrase per kernel."""
+def launch_changes(
+    base: Sequence[KernelLaunch], head: Sequence[KernelLaunch], said: Mapping[str, set[str]] | None = None
+) -> list[str]:
+    """What differs between the two sides' launches, most GPU time first: one phrase per kernel.
+    ``said``: phrases already given per kernel name (the compiler's), not repeated for a launch
+    of that kernel (``matmul_kernel<128, 256>`` is the compiler's ``matmul_kernel``)."""
     base_kernels, head_kernels = _by_name(base), _by_name(head)
     weighed: list[tuple[float, str]] = []
     for name in base_kernels.keys() | head_kernels.keys():
@@ -104,6 +113,8 @@ def launch_changes(base: Sequence[KernelLaunch], head: Sequence[KernelLaunch]) -
             weighed.append((was.share, f"{shown} no longer launched (was {_pct(was.share)} of the time)"))
         elif was is not None and now is not None:
             changes = _shape_changes(was, now)
+            repeated = (said or {}).get(_base_name(name), set())
+            changes = [change for change in changes if change not in repeated]
             moved = now.us_per_call / was.us_per_call - 1 if was.us_per_call > 0 else 0.0
             if abs(moved) >= TIME_CHANGE:
                 changes.append(f"{was.us_per_call:.3g} → {now.us_per_call:.3g} us per call ({moved * 100:+.1f}%)")
@@ -140,6 +151,17 @@ def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKern
     return changes
 
 
+def _compiled_phrases(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> dict[str, set[str]]:
+    """The register changes the compiler's line already names, by kernel name."""
+    head_by_name = {kernel.name: kernel for kernel in head}
+    said: dict[str, set[str]] = {}
+    for was in base:
+        now = head_by_name.get(was.name)
+        if now is not None and None not in (was.registers, now.registers) and was.registers != now.registers:
+            said.setdefault(_base_name(was.name), set()).add(f"registers {was.registers} → {now.registers}")
+    return said
+
+
 def autotune_split(base: VariantResult | None, head: VariantResult | None) -> str | None:
     """The autotuner's picks where base and head picked differently (one phrase), else None."""
     if base is None or head is None:
@@ -162,7 +184,8 @@ def why_line(base: VariantResult | None, head: VariantResult | None) -> str | No
     traced = bool(base_launches and head_launches)
     if not traced and not compiled:
         return None
-    changes = compiled + (launch_changes(base_launches, head_launches) if traced else [])
+    said = _compiled_phrases(base.compiled, head.compiled) if base is not None and head is not None else {}
+    changes = compiled + (launch_changes(base_launches, head_launches, said) if traced else [])
     if not changes:
         return "same kernels, launch shapes and resources as the base: the change is inside the kernel code"
     more = f"; {len(changes) - MAX_IN_LINE} more in the details" if len(changes) > MAX_IN_LINE else ""

@@ -82,6 +82,11 @@ def test_a_200_case_comment_fits_and_keeps_every_slower_row_and_why_line(tmp_pat
         row = next(line for line in body.splitlines() if line.startswith("| `tmm`") and f"M={item.dims['M']}" in line)
         assert "slower" in row
         assert f"- `{item.case_id}` slower +4.20%: compiled `matmul_kernel`: registers 168 → 207" in body
+        (line,) = [entry for entry in body.splitlines() if entry.startswith(f"- `{item.case_id}` slower")]
+        assert line.count("registers 168 → 207") == 1  # the launch does not repeat the compiler's figure
+    # Unchanged cases' details are folded before any slower case's: what room is left shows slower ones.
+    kept = [line for line in body.splitlines() if line.startswith("<summary>")]
+    assert kept and all("slower" in line for line in kept), kept
     assert "190 unchanged cases" in body
     main_table = body.split("## Why it changed")[0]
     assert main_table.count("| `tmm`") == 10  # unchanged rows are out of the main table
