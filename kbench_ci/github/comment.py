@@ -538,6 +538,33 @@ def _resolve_pr(
     )
 
 
+#: the sections of a compare report that stay out of the PR comment: the job summary and the
+#: uploaded report hold them (per-case samples, correctness, audit, launches; the environment;
+#: how it was measured)
+REPORT_ONLY_SECTIONS = ("Cases", "Environment", "How it was measured")
+REPORT_ONLY_NOTE = ("_Each case's details (samples, correctness, CUPTI audit, launches, compiler figures), the "
+                    "environment and how it was measured: in this job's summary and its uploaded report._")
+
+
+def comment_summary(markdown: str) -> str:
+    """A compare report as a PR comment: headline, the table, why each change happened, how to
+    reproduce it and the chart; the sections of :data:`REPORT_ONLY_SECTIONS` are left to the
+    job summary. Any other markdown is returned as it is."""
+    if not markdown.startswith("# kbench-ci compare"):
+        return markdown
+    kept: list[str] = []
+    dropped = False
+    skipping = False
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            skipping = line[3:].strip() in REPORT_ONLY_SECTIONS
+            dropped = dropped or skipping
+        if not skipping:
+            kept.append(line)
+    text = "\n".join(kept).rstrip() + "\n"
+    return text + ("\n" + REPORT_ONLY_NOTE + "\n" if dropped else "")
+
+
 def compose_body(
     directory: Path, *, marker_id: str = "default", env: Mapping[str, str] | None = None, pages_url: str | None = None
 ) -> tuple[str, bool, Gate | None]:
@@ -562,6 +589,7 @@ def compose_body(
         trends = trend_links(_results_data(results), site)
         if trends is not None:
             markdown = f"{trends}\n\n{markdown}"
+    markdown = comment_summary(markdown)
     links = links_line(env)
     if links is not None:
         markdown = f"{links}\n\n{markdown}"

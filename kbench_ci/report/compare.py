@@ -178,7 +178,7 @@ def render_compare(
                   "From a checkout of the head (the command compares the working tree with the base):", "",
                   *repro, ""]
 
-    chart = _compare_chart(loud if quiet else ordered)  # 200 bars read as none
+    chart = _compare_chart(ordered)
     if chart:
         parts += ["## Change per case", "", chart, ""]
 
@@ -247,21 +247,34 @@ def job_effect(outcome: CompareOutcome) -> str:
 
 
 def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
-    timed = [c for c in cases if c.estimate is not None and math.isfinite(c.estimate.ratio)]
+    """The changed cases' bars (slower, faster, inconclusive: an unchanged one is a flat line
+    that says nothing), clipped at four times the largest threshold so one +186% bar cannot
+    flatten the ±3% ones, with the threshold drawn as a line on either side."""
+    timed = [c for c in cases if c.estimate is not None and math.isfinite(c.estimate.ratio)
+             and c.verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE)]
     if not timed:
         return None
+    threshold = 100 * max(c.threshold for c in timed)
+    clip = 4 * threshold
     values = [round((c.estimate.ratio - 1.0) * 100, 3) for c in timed]  # type: ignore[union-attr]
-    low = min(0.0, min(values))
-    high = max(0.0, max(values))
+    clipped = any(abs(v) > clip for v in values)
+    shown = [max(-clip, min(clip, v)) for v in values]
+    low, high = min(-threshold, min(shown)), max(threshold, max(shown))
     pad = max(0.5, (high - low) * 0.1)
     labels = ", ".join(f'"{_mermaid_label(c.case_id)}"' for c in timed)
+    title = "Changed cases: head vs base, change of the median time (%, positive = slower)"
+    if clipped:
+        title += f"; bars clipped at ±{clip:g}%"
     return "\n".join([
         "```mermaid",
         "xychart-beta",
-        '  title "Head vs base: change of the median time (%, positive = slower)"',
+        f'  title "{title}"',
         f"  x-axis [{labels}]",
         f'  y-axis "change (%)" {low - pad:.2f} --> {high + pad:.2f}',
-        f"  bar [{', '.join(f'{v:g}' for v in values)}]",
+        f"  bar [{', '.join(f'{v:g}' for v in shown)}]",
+        # the threshold on both sides: a bar inside the two lines is within it
+        f"  line [{', '.join(f'{threshold:g}' for _ in timed)}]",
+        f"  line [{', '.join(f'{-threshold:g}' for _ in timed)}]",
         "```",
     ])
 

@@ -43,7 +43,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from kbench_ci.github import action as action_steps
-from kbench_ci.github.comment import marker
+from kbench_ci.github.comment import REPORT_ONLY_NOTE, marker
 from tests.integration.github.github_fake import FakeGitHub
 from tests.support.suite_repo import GIT_ENV, TempRepo
 
@@ -584,9 +584,13 @@ JOB_FAILS_NOTE = (
 
 
 def comment_body(job: JobRun) -> str:
-    """The marker, the links to the run and the artifact, then benchmark.md as written."""
+    """The marker, the links to the run and the artifact, then benchmark.md as written less the
+    sections left to the job summary (per-case details, environment, how it was measured)."""
     links = f"[Workflow run]({RUN_URL}) · [Report artifact `kbench-ci-report`]({ARTIFACT_URL})"
-    return f"{marker()}\n{links}\n\n{job.report()}"
+    report = job.report()
+    assert "## How it was measured" in report and "## Environment" in report
+    summary = report.split("\n## Cases\n")[0].rstrip() + "\n"
+    return f"{marker()}\n{links}\n\n{summary}\n{REPORT_ONLY_NOTE}\n"
 
 
 def comment_calls(server: FakeGitHub, start: int, end: int | None = None) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from kbench_ci.github.comment import build_body
+from kbench_ci.github.comment import REPORT_ONLY_NOTE, build_body, comment_summary
 from kbench_ci.report.compare import render_compare
 from kbench_ci.results.model import CaseResult, CompiledKernel, EscapeAudit, KernelLaunch, MeasureSettings, VariantResult
 from kbench_ci.results.outcome import (
@@ -72,10 +72,10 @@ def outcome(cases: list[CaseComparison], tmp_path: Path) -> CompareOutcome:
 def test_a_200_case_comment_fits_and_keeps_every_slower_row_and_why_line(tmp_path: Path) -> None:
     cases = [case(index, slower=index % 20 == 0) for index in range(200)]
     markdown = render_compare(outcome(cases, tmp_path))
-    assert len(markdown) > GITHUB_LIMIT  # the full report does not fit: the comment must fold it
-    body, shortened = build_body(markdown)
+    assert len(markdown) > GITHUB_LIMIT  # the full report does not fit: the comment is its summary
+    body, shortened = build_body(comment_summary(markdown))
     print(f"report {len(markdown):,} characters, comment {len(body):,}")
-    assert shortened and len(body) < GITHUB_LIMIT
+    assert len(body) < GITHUB_LIMIT and REPORT_ONLY_NOTE in body
     slower = [c for c in cases if c.verdict is Verdict.SLOWER]
     assert len(slower) == 10
     for item in slower:
@@ -84,10 +84,16 @@ def test_a_200_case_comment_fits_and_keeps_every_slower_row_and_why_line(tmp_pat
         assert f"- `{item.case_id}` slower +4.20%: compiled `matmul_kernel`: registers 168 → 207" in body
         (line,) = [entry for entry in body.splitlines() if entry.startswith(f"- `{item.case_id}` slower")]
         assert line.count("registers 168 → 207") == 1  # the launch does not repeat the compiler's figure
-    # Unchanged cases' details are folded before any slower case's: what room is left shows slower ones.
+    assert "190 unchanged cases" in body and "## Environment" not in body and "## Cases" not in body
+
+
+def test_folding_takes_unchanged_cases_details_before_any_slower_ones(tmp_path: Path) -> None:
+    """The full report (a job summary, a comment of another tool) folded to the comment's size."""
+    cases = [case(index, slower=index % 20 == 0) for index in range(200)]
+    body, shortened = build_body(render_compare(outcome(cases, tmp_path)))
+    assert shortened and len(body) < GITHUB_LIMIT
     kept = [line for line in body.splitlines() if line.startswith("<summary>")]
     assert kept and all("slower" in line for line in kept), kept
-    assert "190 unchanged cases" in body
     main_table = body.split("## Why it changed")[0]
     assert main_table.count("| `tmm`") == 10  # unchanged rows are out of the main table
 
