@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import re
 import shlex
@@ -633,8 +634,27 @@ def summary(env: Mapping[str, str]) -> StepResult:
             "run-url": run_url(env) or "",
         },
     )
+    if evaluation.gate is not None and _plain_file(results):
+        lines += _annotations(results, env)
     kind = {"passed": "notice", "skipped": "notice", "failed": "warning", "error": "error"}[evaluation.verdict]
     return StepResult(0, (*lines, _command(kind, f"kbench-ci: {evaluation.message}")))
+
+
+def _annotations(results: Path, env: Mapping[str, str]) -> list[str]:
+    """One annotation per case that fails the gate (or got faster), on its kernel's file."""
+    # Imported here: this module runs on the standard library alone in the fork recipe's
+    # comment workflow, and the annotations read results with the report's code (numpy).
+    from kbench_ci.github.annotations import case_annotations, kernel_files  # noqa: PLC0415
+
+    try:
+        data = json.loads(read_report_file(results))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    head = data.get("head") if isinstance(data.get("head"), dict) else {}
+    workspace = Path(env.get("GITHUB_WORKSPACE") or Path.cwd())
+    return case_annotations(data, kernel_files(workspace, head.get("config") if head else None))
 
 
 def _plain_file(path: Path) -> bool:
