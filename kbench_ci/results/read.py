@@ -85,6 +85,7 @@ def _build(data: Mapping[str, Any] | None) -> BuildOutcome | None:
     return BuildOutcome(
         side=str(data["side"]), kernel=str(data["kernel"]), ok=bool(data["ok"]), duration_s=float(data["seconds"]),
         command=data.get("command"), message=data.get("message"), compiler_output=data.get("compiler_output"),
+        cached=bool(data.get("cached", False)),
     )
 
 
