@@ -41,7 +41,7 @@ from kbench_ci.suite import settings
 from kbench_ci.suite.loader import parse_threshold
 
 if TYPE_CHECKING:
-    from kbench_ci.gate.execute import ProgressFn
+    from kbench_ci.gate.progress import ProgressFn
 
 __all__ = ["HELP", "compare", "parse_fraction"]
 

@@ -25,7 +25,7 @@ from kbench_ci.errors import ExitCode, KbenchError
 from kbench_ci.measure.protocol import Progress, WorkerEvent
 
 if TYPE_CHECKING:
-    from kbench_ci.gate.execute import SuiteProgress
+    from kbench_ci.gate.progress import SuiteProgress
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV",

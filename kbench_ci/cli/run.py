@@ -39,7 +39,7 @@ from kbench_ci.results.schema import SUMMARY_SCHEMA
 from kbench_ci.suite import settings
 
 if TYPE_CHECKING:
-    from kbench_ci.gate.execute import ProgressFn
+    from kbench_ci.gate.progress import ProgressFn
 
 __all__ = ["HELP", "run"]
 

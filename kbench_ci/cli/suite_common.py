@@ -21,7 +21,7 @@ from kbench_ci.results.outdir import check_output_file, output_folder
 from kbench_ci.suite.settings import CACHE_DIR_ENV, ExecutionOptions
 
 if TYPE_CHECKING:
-    from kbench_ci.gate.execute import ProgressFn
+    from kbench_ci.gate.progress import ProgressFn
 
 __all__ = [
     "CacheDirOption",

@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from kbench_ci.errors import MergeInputError, UsageError
-from kbench_ci.gate.compare import compare_payload
-from kbench_ci.gate.run import run_payload
 from kbench_ci.gate.verdicts import _percent, evaluate_gate
 from kbench_ci.report.compare import render_compare
 from kbench_ci.report.markdown import code
@@ -58,6 +56,7 @@ from kbench_ci.results.read import (
     shard_from_json,
 )
 from kbench_ci.results.schema import COMPARE_SCHEMA, RUN_SCHEMA
+from kbench_ci.results.writers import compare_payload, run_payload
 from kbench_ci.stats import Verdict, classify
 from kbench_ci.suite.shards import assign_shards
 
@@ -546,7 +545,7 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
         start=Path.cwd(), device=settings.device, output_dir=request.output_dir,
         kernels=tuple(first["settings"].get("kernels") or ()), command_line=request.command_line,
     )
-    payload = run_payload(outcome, None, run_request)
+    payload = run_payload(outcome, run_request)
     payload["gate"] = {**payload["gate"], "passed": passed, "complete": outcome.complete and not problems, "summary": summary}
     payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], spread.gpus, strict=True)]
     payload["merge"] = _merge_json(sources, problems, (), per_model=check.per_model)

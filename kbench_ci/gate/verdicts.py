@@ -7,9 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from kbench_ci.gate.execute import (
-    WorkerRun,
-)
+from kbench_ci.gate.worker_call import WorkerRun
 from kbench_ci.results.model import CaseResult
 from kbench_ci.results.outcome import (
     ALPHA,

@@ -1,9 +1,9 @@
 """A ``run``'s or ``compare``'s results.json read back into the frozen outcome types, so that
 ``merge`` can judge and render shards' cases with the same gate and report code that wrote them.
 
-Each decoder is the inverse of its payload writer (``gate.compare.case_json``,
-``gate.run.run_payload``): what they wrote, these read, and writing it again gives the same JSON.
-Input that is not such a payload raises KeyError, TypeError or ValueError; the caller names the
+Each decoder is the inverse of its writer in :mod:`kbench_ci.results.writers` (``case_json``,
+``run_case_json``): what they wrote, these read, and writing it again gives the same JSON
+(tests/unit/results/test_round_trip.py). Input that is not such a payload raises KeyError, TypeError or ValueError; the caller names the
 file.
 """
 
@@ -85,6 +85,7 @@ def _build(data: Mapping[str, Any] | None) -> BuildOutcome | None:
     return BuildOutcome(
         side=str(data["side"]), kernel=str(data["kernel"]), ok=bool(data["ok"]), duration_s=float(data["seconds"]),
         command=data.get("command"), message=data.get("message"), compiler_output=data.get("compiler_output"),
+        cached=bool(data.get("cached", False)),
     )
 
 

@@ -5,6 +5,9 @@ test keeps it in the test run, and adds the cycle check that a layers contract c
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import grimp
 import pytest
 
@@ -68,3 +71,32 @@ def test_measure_never_imports_gate_and_report_never_imports_measure(graph: grim
     assert graph.find_shortest_chain(importer="kbench_ci.measure", imported="kbench_ci.gate", as_packages=True) is None
     assert graph.find_shortest_chain(importer="kbench_ci.report", imported="kbench_ci.measure", as_packages=True) is None
     assert graph.find_shortest_chain(importer="kbench_ci.report", imported="kbench_ci.gate", as_packages=True) is None
+
+
+#: the longest a function of gate/ may be (lines from ``def`` to its last line, docstring and
+#: nested functions included): the commands there once grew one 168-line function each
+#: (issue 24, "One suite driver")
+GATE_FUNCTION_MAX_LINES = 80
+GATE = Path(__file__).resolve().parents[2] / "kbench_ci" / "gate"
+
+
+def _function_lengths(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        (node.end_lineno - node.lineno + 1, f"{path.name}:{node.lineno} {node.name}")
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None
+    ]
+
+
+def test_no_function_in_gate_is_longer_than_the_limit() -> None:
+    lengths = [row for path in sorted(GATE.glob("*.py")) for row in _function_lengths(path)]
+    assert lengths, f"no functions found under {GATE}"
+    too_long = [f"{where}: {n} lines" for n, where in sorted(lengths, reverse=True) if n > GATE_FUNCTION_MAX_LINES]
+    assert too_long == [], f"functions in kbench_ci/gate over {GATE_FUNCTION_MAX_LINES} lines:\n" + "\n".join(too_long)
+
+
+def test_the_function_length_check_counts_what_it_should(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    def g():\n        pass\n    return 1\n")
+    assert sorted(_function_lengths(source)) == [(2, "m.py:2 g"), (4, "m.py:1 f")]

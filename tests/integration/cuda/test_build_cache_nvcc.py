@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.cuda.build import BuildCache, build, plan_build
+from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.execute import SideBuilder
 from kbench_ci.measure.isolation import private_libraries
 from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.results.model import MeasureSettings

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.execute import SuiteProgress
+from kbench_ci.gate.progress import SuiteProgress
 from kbench_ci.measure.protocol import CaseStarted
 from kbench_ci.results.outcome import CompareRequest, GpuSlot
 from kbench_ci.suite.settings import Execution

@@ -12,7 +12,7 @@ import torch
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.execute import SuiteProgress
+from kbench_ci.gate.progress import SuiteProgress
 from kbench_ci.gate.run import run_suite
 from kbench_ci.measure.protocol import CaseFinished, CaseStarted
 from kbench_ci.results.outcome import CompareRequest, RunRequest

@@ -113,7 +113,7 @@ def test_the_commands_exit_2_with_one_line(
 
 def test_progress_names_the_gpu_and_counts_cases_finished_out_of_order(capsys: pytest.CaptureFixture[str]) -> None:
     from kbench_ci.cli.console import ProgressLine, suite_progress  # noqa: PLC0415
-    from kbench_ci.gate.execute import SuiteProgress  # noqa: PLC0415
+    from kbench_ci.gate.progress import SuiteProgress  # noqa: PLC0415
 
     now = [0.0]
     progress = ProgressLine(tty=False, heartbeat_s=3600)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kbench_ci.cli.console import ProgressLine, suite_progress
-from kbench_ci.gate.execute import SuiteProgress
+from kbench_ci.gate.progress import SuiteProgress
 
 
 def test_each_case_ends_with_a_line_of_verdict_change_and_seconds(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,6 @@
 """``--gpus``: cases spread over one warm worker per GPU (issue 11, "Every GPU of the runner").
 
-The scheduler (:func:`kbench_ci.gate.execute.distribute`) is tested as a pure function with fake
+The scheduler (:func:`kbench_ci.gate.distribute.distribute`) is tested as a pure function with fake
 work; ``run_compare`` and ``run_suite`` with a fake worker that records the thread (the GPU's
 lane) each job ran in.
 """
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.execute import distribute, lane_device, visible_device
+from kbench_ci.gate.distribute import distribute
+from kbench_ci.gate.lanes import lane_device, visible_device
 from kbench_ci.gate.run import run_suite
 from kbench_ci.measure.parent import WorkerOutcome
 from kbench_ci.measure.protocol import CaseJob

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.gate.execute import job_timeout_s
+from kbench_ci.gate.jobs import job_timeout_s
 from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.results.model import MeasureSettings
 

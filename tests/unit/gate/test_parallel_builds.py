@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench_ci.gate.execute import BuildRequest, SideBuilder
+from kbench_ci.gate.builds import BuildRequest, SideBuilder
 from kbench_ci.suite.model import KernelSpec
 
 

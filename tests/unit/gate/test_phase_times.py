@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.gate import execute
+from kbench_ci.gate import worker_call
 from kbench_ci.measure.parent import WorkerOutcome
 from kbench_ci.measure.protocol import Begin, CaseFinished, CaseJob, SideSpec, WorkerEvent
 from kbench_ci.results.model import CaseResult, MeasureSettings
@@ -30,7 +30,7 @@ def _job() -> CaseJob:
 
 def test_audit_time_is_its_own_bucket_and_ends_at_the_next_phase(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()
-    monkeypatch.setattr(execute.time, "monotonic", clock)
+    monkeypatch.setattr(worker_call.time, "monotonic", clock)
     # phase the worker enters, then seconds spent in it
     script = [("compile", 2.0), ("correctness", 3.0), ("timing", 10.0), ("audit", 0.25), ("timing", 1.5)]
 
@@ -42,7 +42,7 @@ def test_audit_time_is_its_own_bucket_and_ends_at_the_next_phase(monkeypatch: py
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
     job = _job()
-    run = execute.run_worker(job, timeout_s=60, worker=worker)
+    run = worker_call.run_worker(job, timeout_s=60, worker=worker)
     phases = run.phases
     assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((6.0, 3.0, 11.5, 0.25))
     assert phases.total_s == pytest.approx(20.75)
@@ -56,7 +56,7 @@ def test_phases_are_timed_by_the_workers_timestamps_not_by_when_the_parent_reads
     50 ms (H200, 90 A/A case-runs). Here every event arrives 0.05 s late, in bursts, and the case
     ends at the worker's CaseFinished, however late the parent notices it."""
     clock = FakeClock()
-    monkeypatch.setattr(execute.time, "monotonic", clock)
+    monkeypatch.setattr(worker_call.time, "monotonic", clock)
     script = [("correctness", 0.1), ("timing", 0.2), ("audit", 0.02), ("timing", 0.03)]
 
     def worker(job: CaseJob, *, timeout_s: float, on_event: Callable[[WorkerEvent], None]) -> tuple[CaseResult, WorkerOutcome]:
@@ -73,7 +73,7 @@ def test_phases_are_timed_by_the_workers_timestamps_not_by_when_the_parent_reads
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
     job = _job()
-    phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
+    phases = worker_call.run_worker(job, timeout_s=60, worker=worker).phases
     assert (phases.load_s, phases.correctness_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 0.1, 0.23, 0.02))
 
 
@@ -81,7 +81,7 @@ def test_a_stale_case_finished_does_not_end_a_later_phase(monkeypatch: pytest.Mo
     """A CaseFinished from before the last Begin (a worker that timed out, whose late event the
     retry's stream still carries) must not make the retry's last phase zero."""
     clock = FakeClock()
-    monkeypatch.setattr(execute.time, "monotonic", clock)
+    monkeypatch.setattr(worker_call.time, "monotonic", clock)
 
     def worker(job: CaseJob, *, timeout_s: float, on_event: Callable[[WorkerEvent], None]) -> tuple[CaseResult, WorkerOutcome]:
         on_event(Begin("base", "timing", at=clock.now + 1.0))  # type: ignore[arg-type]
@@ -91,5 +91,5 @@ def test_a_stale_case_finished_does_not_end_a_later_phase(monkeypatch: pytest.Mo
         return CaseResult(case_id=job.case_id, dims={}, seed=42, variants=(), timing_method="cuda_event"), WorkerOutcome()
 
     job = _job()
-    phases = execute.run_worker(job, timeout_s=60, worker=worker).phases
+    phases = worker_call.run_worker(job, timeout_s=60, worker=worker).phases
     assert (phases.load_s, phases.timing_s, phases.audit_s) == pytest.approx((1.0, 1.0, 0.75))

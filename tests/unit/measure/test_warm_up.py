@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kbench_ci.errors import ExitCode
-from kbench_ci.gate.execute import preload_modules
+from kbench_ci.gate.lanes import preload_modules
 from kbench_ci.measure import child
 from kbench_ci.measure.parent import WorkerPool
 from kbench_ci.measure.protocol import CaseJob, LoadError, SideSpec, VariantDone
@@ -116,6 +116,6 @@ def test_a_worker_is_started_with_its_device_and_preload(tmp_path: Path) -> None
 
 
 def test_the_builds_gpu_is_the_runs_device() -> None:
-    from kbench_ci.gate.execute import _gpu_index
+    from kbench_ci.gate.lanes import _gpu_index
 
     assert [_gpu_index(device) for device in ("cuda:1", "cuda:0", "cuda", "cpu")] == [1, 0, None, None]
