@@ -136,6 +136,15 @@ def compare(
         str | None,
         typer.Option("--job-note", hidden=True, help="what a failed gate does to the job (the action sets it)"),
     ] = None,
+    changed_only: Annotated[
+        bool,
+        typer.Option(
+            "--changed-only",
+            help="measure only the kernels whose files (solution, ref.py, included headers, imported modules) or "
+            "kbench.toml entry differ between base and head; the others are listed as not affected. A change to the "
+            "suite's settings or the repository's toolchain files measures everything",
+        ),
+    ] = False,
     device: DeviceOption = "auto",
     gpu: GpuOption = None,
     gpus: GpusOption = None,
@@ -166,7 +175,7 @@ def compare(
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
-            job_note=job_note, shard=chosen_shard, gpus=slots,
+            job_note=job_note, shard=chosen_shard, gpus=slots, changed_only=changed_only,
         )
         return run_compare(
             request, on_progress=on_progress,

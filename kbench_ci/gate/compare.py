@@ -34,12 +34,13 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import ConfigError, KbenchError, UsageError
 from kbench_ci.gate.builds import BuildFn, BuildRequest
+from kbench_ci.gate.changed import changed_selection, selection_record
 from kbench_ci.gate.compare_case import CasePlan, MeasureComparison, base_kind
 from kbench_ci.gate.driver import SuiteDriver
 from kbench_ci.gate.jobs import check_runnable, check_size_expressions, implementation_of, select_kernels
@@ -56,6 +57,7 @@ from kbench_ci.results.outcome import (
     BASE,
     HEAD,
     CaseComparison,
+    ChangedSelection,
     CompareOutcome,
     CompareRequest,
     RevisionInfo,
@@ -92,7 +94,7 @@ def run_compare(
     revisions = repo.resolve_revisions(request.base, request.head, request.base_mode)
     with ExitStack() as stack:
         sides = _read_sides(repo, revisions, request, stack)
-        kernels = _select_kernels(sides, request)
+        kernels, selection = _changed_only(repo, revisions, sides, _select_kernels(sides, request), request)
         settings = job_settings(
             sides.head_suite.settings, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
         )
@@ -100,7 +102,7 @@ def run_compare(
         report = _CompareReport(
             request=request, base=sides.base_info, head=sides.head_info, settings=settings, total_cases=len(plans),
             max_geomean_slowdown=_max_geomean_slowdown(request, sides.head_suite), shard=shard, started=started,
-            setup_s=time.perf_counter() - started,
+            setup_s=time.perf_counter() - started, selection=selection,
         )
         driver = SuiteDriver(plans, report, on_progress=on_progress)
         driver.write()  # an empty, incomplete report at once: the gate reads "not passed" until the end
@@ -130,6 +132,9 @@ class _Sides:
     head_info: RevisionInfo
     base_suite: Suite | None
     base_info: RevisionInfo
+    #: each side's checkout root (the user's working tree for a head that is not a commit)
+    head_tree: Path
+    base_tree: Path
 
 
 def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareRequest, stack: ExitStack) -> _Sides:
@@ -173,7 +178,7 @@ def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareReq
         tree="worktree", mode=revisions.base_mode, merge_base_of=revisions.merge_base_of,
         config=_relative_label(base_config, base_tree), note=base_note,
     )
-    return _Sides(head_suite, head_config, head_info, base_suite, base_info)
+    return _Sides(head_suite, head_config, head_info, base_suite, base_info, head_tree, base_tree)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,28 @@ def _select_kernels(sides: _Sides, request: CompareRequest) -> _Kernels:
     check_size_expressions(head, sides.head_config.name)
     check_runnable(head, request.device)
     return _Kernels(head, base, head_kinds, {k.name: base_kind(k, request.device)[0] for k in base})
+
+
+def _changed_only(
+    repo: GitRepo, revisions: ResolvedRevisions, sides: _Sides, kernels: _Kernels, request: CompareRequest
+) -> tuple[_Kernels, ChangedSelection | None]:
+    """``--changed-only``: the selected kernels that a change between the sides reaches, and
+    the report's record of what was left out (gate/changed.py)."""
+    if not request.changed_only:
+        return kernels, None
+    plan = changed_selection(
+        repo, revisions.base_sha, revisions.head_sha,
+        (sides.base_tree, sides.base_suite), (sides.head_tree, sides.head_suite),
+    )
+    keep = plan.affected_names
+    record = selection_record(plan)
+    selected = {k.name for k in kernels.head}
+    record = replace(record, not_affected=tuple(name for name in record.not_affected if name in selected))
+    return _Kernels(
+        head=tuple(k for k in kernels.head if k.name in keep), base=tuple(k for k in kernels.base if k.name in keep),
+        head_kinds={n: kind for n, kind in kernels.head_kinds.items() if n in keep},
+        base_kinds={n: kind for n, kind in kernels.base_kinds.items() if n in keep},
+    ), record
 
 
 def _max_geomean_slowdown(request: CompareRequest, head_suite: Suite) -> float | None:
@@ -239,6 +266,8 @@ class _CompareReport:
     started: float
     #: git, both suites and the plan, before the first build
     setup_s: float
+    #: ``--changed-only``: what was left out, and why the rest was measured
+    selection: ChangedSelection | None = None
 
     def outcome(self, cases: tuple[CaseComparison, ...], environment: Mapping[str, Any] | None) -> CompareOutcome:
         return CompareOutcome(
@@ -247,7 +276,7 @@ class _CompareReport:
             base=self.base, head=self.head, settings=self.settings, request=self.request, environment=environment,
             results_path=self.request.output_dir / "results.json", report_path=self.request.output_dir / "benchmark.md",
             wall_s=time.perf_counter() - self.started, setup_s=self.setup_s,
-            max_geomean_slowdown=self.max_geomean_slowdown, shard=self.shard,
+            max_geomean_slowdown=self.max_geomean_slowdown, shard=self.shard, selection=self.selection,
         )
 
     def payload(self, outcome: CompareOutcome) -> dict[str, Any]:

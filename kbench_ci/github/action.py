@@ -149,6 +149,15 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise UsageError(f"{name}={value!r} is not 'true' or 'false'")
 
 
+def changed_only(env: Mapping[str, str]) -> bool:
+    """The ``changed-only`` input: "auto" (or empty) is on for pull requests, off otherwise
+    (a push to main measures everything, for the history)."""
+    value = env.get("KBENCH_CHANGED_ONLY", "").strip().lower()
+    if value in ("", "auto"):
+        return env.get("GITHUB_EVENT_NAME", "").strip() in ("pull_request", "pull_request_target")
+    return _flag(env, "KBENCH_CHANGED_ONLY", False)
+
+
 # -- resolve ------------------------------------------------------------------------------------
 
 
@@ -361,6 +370,8 @@ def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
             argv += ["--shard-timings", timings]
     elif env.get("KBENCH_SHARD_TIMINGS", "").strip():
         raise UsageError("the shard-timings input needs the shard input (K/N)")
+    if changed_only(env):
+        argv.append("--changed-only")
     # Built libraries and JIT caches live where the action's actions/cache step restores them.
     if _flag(env, "KBENCH_CACHE", True):
         argv += ["--cache-dir", str(Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / CACHE_FOLDER)]

@@ -112,6 +112,7 @@ def render_compare(
     ]
     if outcome.base.note:
         parts += [f"> **No baseline:** {outcome.base.note}.", ""]
+    parts += _selection_lines(outcome)
     if gate.geomean_ratio is not None:
         limit = (
             f" (limit +{gate.max_geomean_slowdown * 100:g}%{' — exceeded' if gate.geomean_failed else ''})"
@@ -184,8 +185,9 @@ def render_compare(
 
     if ordered:
         parts += ["## Cases", ""]
+        reasons = outcome.selection.reasons if outcome.selection is not None else {}
         for case in ordered:
-            parts += _case_details(case)
+            parts += _case_details(case, reasons.get(case.kernel, ()))
 
     parts += ["## Environment", "", table(["", ""], [
         *environment_line(outcome.environment),
@@ -279,6 +281,23 @@ def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
     ])
 
 
+def _selection_lines(outcome: CompareOutcome) -> list[str]:
+    """``--changed-only``: what was left out and why, or why everything was measured."""
+    selection = outcome.selection
+    if selection is None:
+        return []
+    if selection.everything_reason is not None:
+        lines = [f"**Changed only:** every kernel measured: {selection.everything_reason}."]
+    elif selection.not_affected:
+        names = ", ".join(code(name) for name in selection.not_affected)
+        lines = [f"**Changed only:** {len(selection.not_affected)} kernel(s) not affected by this change (not measured): "
+                 f"{names}."]
+    else:
+        lines = ["**Changed only:** the change reaches every selected kernel."]
+    lines += [f"_{note}_" for note in selection.notes]
+    return [*lines, ""]
+
+
 def _why_lines(cases: Sequence[CaseComparison]) -> list[str]:
     """One line per slower or faster case: what its launches did (report/why.py)."""
     lines = []
@@ -317,7 +336,7 @@ def _launch_table(case: CaseComparison) -> list[str]:
     return lines
 
 
-def _case_details(case: CaseComparison) -> list[str]:
+def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str]:
     estimate = case.estimate
     headline = f"{MARKERS[case.verdict]} {case.case_id} — {case.verdict_text}"
     if estimate is not None:
@@ -326,6 +345,8 @@ def _case_details(case: CaseComparison) -> list[str]:
     if case.message:
         lines += [f"**Note:** {cell(case.message, 2000)}", ""]
     facts: list[tuple[str, str]] = [("threshold", f"{case.threshold * 100:g}%")]
+    if reasons:
+        facts.append(("measured because", cell("; ".join(reasons), 600)))
     if estimate is not None:
         facts += [
             ("head / base (median ratio)", f"{estimate.ratio:.4f} ({pct(estimate.ratio)})"),

@@ -324,6 +324,8 @@ class CompareRequest:
     job_note: str | None = None
     #: ``--shard K/N``: compare only this shard of the union of both sides' cases
     shard: ShardRequest | None = None
+    #: ``--changed-only``: measure only the kernels whose files or entry differ between the sides
+    changed_only: bool = False
 
 
 #: ``--accept *``: every slower case
@@ -482,6 +484,22 @@ class RevisionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangedSelection:
+    """``compare --changed-only``: the kernels no change between the sides reaches (not
+    measured), each measured kernel's reasons, and why everything was measured when it was."""
+
+    not_affected: tuple[str, ...]
+    #: kernel name → the sentences saying which of its files or entry keys changed
+    reasons: Mapping[str, tuple[str, ...]]
+    everything_reason: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"not_affected": list(self.not_affected), "reasons": {k: list(v) for k, v in self.reasons.items()},
+                "everything_reason": self.everything_reason, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True, slots=True)
 class CompareOutcome:
     cases: tuple[CaseComparison, ...]
     total_cases: int
@@ -498,6 +516,8 @@ class CompareOutcome:
     max_geomean_slowdown: float | None
     #: the shard this comparison measured (``--shard``), or None
     shard: ShardRecord | None = None
+    #: ``--changed-only``: what was left out and why the rest was measured; None: everything asked for
+    selection: ChangedSelection | None = None
 
     @property
     def gpus(self) -> tuple[GpuSlot, ...]:

@@ -191,6 +191,8 @@ def compare_payload(outcome: CompareOutcome) -> dict[str, Any]:
         },
         "cases": [case_json(case) for case in outcome.cases],
         "shard": outcome.shard.as_json() if outcome.shard is not None else None,
+        # --changed-only: the kernels left out as not affected, and why the others were measured
+        "changed_only": outcome.selection.as_json() if outcome.selection is not None else None,
         # --gpus: the workers the cases were spread over; shared: two on one GPU (timings not valid)
         "gpus": [slot.as_json() for slot in outcome.gpus],
         "gpus_shared": gpus_shared(outcome.gpus),
