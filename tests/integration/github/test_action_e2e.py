@@ -648,8 +648,8 @@ def test_pass_resolves_the_pull_request(sticky: Sticky, origin: Origin) -> None:
     assert Path(data["command_line"][0]).name == "kbench-ci"
     assert data["command_line"][1:] == [
         "compare", "--base", origin.base, "--head", origin.pass1, "--output-dir", str(job.report_dir),
-        "--threshold", "10%", "--cache-dir", str(job.runner_temp / action_steps.CACHE_FOLDER),
-        "--no-fail", "--job-note", JOB_FAILS_NOTE, "--device", "cpu"]
+        "--threshold", "10%", "--changed-only", "--cache-dir", str(job.runner_temp / action_steps.CACHE_FOLDER),
+        "--no-fail", "--job-note", JOB_FAILS_NOTE, "--device", "cpu"]  # a pull request: --changed-only
     assert [case["threshold"] for case in data["cases"]] == [0.1]
     # The build cache step ran on the pull request, with the folder the compare used.
     assert job.steps["cache"].ran and job.steps["cache"].with_["path"] == str(job.runner_temp / action_steps.CACHE_FOLDER)
