@@ -150,7 +150,13 @@ class Execution:
         wanted = {"TRITON_CACHE_DIR": self.cache_dir / "triton", "TORCHINDUCTOR_CACHE_DIR": self.cache_dir / "inductor",
                   # measure/speed_of_light.py's measured ceilings of each GPU model
                   "KBENCH_CI_CEILINGS_DIR": self.cache_dir / "ceilings"}
-        return {name: str(path) for name, path in wanted.items() if not source.get(name)}
+        environment = {name: str(path) for name, path in wanted.items() if not source.get(name)}
+        # Triton keeps each autotuner's pick in its cache folder, keyed by the kernel's source,
+        # its configs and the tuning key: tuned once, by the first side, not by every worker of
+        # every run; a changed kernel or config list tunes again.
+        if not source.get("TRITON_CACHE_AUTOTUNING"):
+            environment["TRITON_CACHE_AUTOTUNING"] = "1"
+        return environment
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:

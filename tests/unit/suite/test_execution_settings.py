@@ -49,9 +49,9 @@ def test_workers_get_triton_and_inductor_caches_in_the_cache_folder_unless_set(t
     chosen = Execution(cache_dir=tmp_path)
     assert chosen.worker_environment({}) == {
         "TRITON_CACHE_DIR": str(tmp_path / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
+        "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"), "TRITON_CACHE_AUTOTUNING": "1",
     }
-    assert chosen.worker_environment({"TRITON_CACHE_DIR": "/mine"}) == {
+    assert chosen.worker_environment({"TRITON_CACHE_DIR": "/mine", "TRITON_CACHE_AUTOTUNING": "0"}) == {
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
     }
     assert Execution(cache_dir=None).worker_environment({}) == {}
