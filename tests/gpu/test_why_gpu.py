@@ -1,0 +1,131 @@
+"""Issue 23 on a GPU: the launch anatomy and ptxas's figures of a head that raises register
+pressure, the speed of light of a CUDA vector add against this GPU's measured copy bandwidth, a
+declared floor that makes a too-fast time incorrect, and the Triton autotuner's pick.
+Skipped without CUDA; the figures are printed for the closing notes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.redteam import HONEST, MATMUL_REF
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+TRUTH = ROOT / "tests" / "fixtures" / "truth"
+N = 2**24
+
+#: a head that keeps 64 floats per thread live across a loop: more registers, fewer blocks per SM
+PRESSURE = """\
+extern "C" __global__ void vadd_kernel(const float* a, const float* b, float* c, long n) {
+  long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = a[i], y = b[i], r[64];
+#pragma unroll
+  for (int k = 0; k < 64; k++) r[k] = x * (k + 1) + y;
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 64; k++) s += r[k] * r[63 - k];
+  c[i] = x + y + (s == 1.2345e30f ? 1.0f : 0.0f);
+}
+
+extern "C" void solve(const float* a, const float* b, float* c, long N) {
+  vadd_kernel<<<(N + 255) / 256, 256>>>(a, b, c, N);
+}
+"""
+
+
+def kbench(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    completed = subprocess.run([sys.executable, "-m", "kbench_ci", *args], capture_output=True, text=True,
+                               timeout=timeout, cwd=cwd, env=environment)
+    print(completed.stdout[-3000:])
+    print(completed.stderr[-2000:], file=sys.stderr)
+    return completed
+
+
+def vadd_bench(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    shutil.copy(TRUTH / "vadd.cu", tmp_path / "vadd.cu")
+    shutil.copy(TRUTH / "vadd_ref.py", tmp_path / "vadd_ref.py")
+    assert kbench("build", str(tmp_path / "vadd.cu")).returncode == 0
+    done = kbench("bench", str(tmp_path / "vadd.cu"), "--implementation=cuda-cpp", f"--ref={tmp_path / 'vadd_ref.py'}",
+                  f"--N={N}", "--ptr-size=N", f"--output-dir={tmp_path / 'out'}", *flags)
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    return done, results["case"]["variants"][0]
+
+
+def test_a_vector_add_reads_as_a_share_of_the_measured_copy_bandwidth(tmp_path: Path) -> None:
+    done, solution = vadd_bench(tmp_path, "--bytes=3*N*4")
+    figures = solution["speed_of_light"]
+    share = 3 * N * 4 / (figures["median_ms"] / 1e3) / figures["copy_bytes_per_s"]
+    print(f"SOL vadd 2^24: median {figures['median_ms'] * 1e3:.2f} us, copy ceiling {figures['copy_bytes_per_s'] / 1e12:.3f} "
+          f"TB/s, achieved {share:.1%}, floor {figures['floor_ms'] * 1e3:.2f} us")
+    assert done.returncode == 0 and solution["status"] == "ok"
+    assert 0.4 < share < 1.1
+    (kernel,) = [k for k in solution["compiled"] if k["name"] == "vadd_kernel"]
+    assert kernel["source"] == "ptxas" and 0 < kernel["registers"] < 64
+    launches = solution["escape_audit"]["launches"]
+    print(f"LAUNCHES vadd: {launches}")
+    assert launches[0]["name"].startswith("vadd_kernel") and launches[0]["grid"][0] == N // 256
+
+
+def test_a_declared_work_the_time_cannot_hold_is_incorrect(tmp_path: Path) -> None:
+    done, solution = vadd_bench(tmp_path, "--bytes=3*N*4*100")
+    print(f"FLOOR: {solution['message']}")
+    assert done.returncode == 1 and solution["status"] == "incorrect"
+    assert "below the physical floor" in solution["message"]
+
+
+def test_the_triton_autotuners_pick_and_registers_are_recorded(tmp_path: Path) -> None:
+    done = kbench("bench", str(HONEST / "triton_autotuned.py"), "--implementation=triton", f"--ref={MATMUL_REF}",
+                  "--M=2048", "--N=2048", "--K=2048", f"--output-dir={tmp_path}")
+    solution = json.loads((tmp_path / "results.json").read_text())["case"]["variants"][0]
+    print(f"TRITON compiled: {solution['compiled']}")
+    assert done.returncode == 0
+    (kernel,) = solution["compiled"]
+    assert kernel["source"] == "triton" and kernel["autotune_pick"] and kernel["registers"] > 0 and kernel["versions"] >= 1
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
+
+
+def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    shutil.copy(TRUTH / "vadd.cu", repo / "kernels" / "vadd.cu")
+    shutil.copy(TRUTH / "vadd_ref.py", repo / "kernels" / "vadd_ref.py")
+    (repo / "kbench.toml").write_text(
+        '[[kernels]]\nname = "vadd"\nsolution = "kernels/vadd.cu"\nref = "kernels/vadd_ref.py"\n'
+        f'implementation = "cuda-cpp"\nptr_size = "N"\nbytes = "3*N*4"\nshapes = [{{ N = {N} }}]\n'
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "kernels" / "vadd.cu").write_text(PRESSURE)
+    git(repo, "commit", "-qam", "head: 64 live floats per thread")
+    done = kbench("compare", "--base", "HEAD~1", "--changed-only", f"--output-dir={tmp_path / 'out'}", cwd=repo)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (case,) = data["cases"]
+    base_k = {k["name"]: k for k in case["base"]["compiled"]}["vadd_kernel"]
+    head_k = {k["name"]: k for k in case["head"]["compiled"]}["vadd_kernel"]
+    base_l, head_l = case["base"]["escape_audit"]["launches"][0], case["head"]["escape_audit"]["launches"][0]
+    print(f"REGISTERS ptxas {base_k['registers']} -> {head_k['registers']}, CUPTI {base_l['registers']} -> "
+          f"{head_l['registers']}, occupancy {base_l['occupancy_pct']} -> {head_l['occupancy_pct']}, verdict "
+          f"{case['verdict']} {case['ratio']}")
+    assert done.returncode in (0, 1)
+    assert head_k["registers"] > base_k["registers"] and head_l["registers"] > base_l["registers"]
+    report = (tmp_path / "out" / "benchmark.md").read_text()
+    if case["verdict"] in ("slower", "faster"):
+        why = report.split("## Why it changed")[1].split("##")[0]
+        print(why)
+        assert f"registers {base_k['registers']} → {head_k['registers']}" in why
