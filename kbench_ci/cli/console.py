@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -200,6 +200,7 @@ def suite_progress(
     last_key: tuple[object, ...] | None = None
     started = clock()
     state = {"done": 0, "total": 0, "case": ""}
+    durations: list[float] = []  # each finished case's wall time
     # With --gpus the cases of several GPUs report from their own threads: one at a time.
     lock = threading.RLock()
 
@@ -207,10 +208,8 @@ def suite_progress(
         with lock:
             done, total, case = state["done"], state["total"], state["case"]
         elapsed = clock() - started
-        if isinstance(done, int) and isinstance(total, int) and done:
-            left = f"about {_duration(elapsed / done * (total - done))} left"
-        else:
-            left = "time left known after the first case"
+        estimate = time_left(durations, total - done, elapsed) if isinstance(done, int) and isinstance(total, int) else None
+        left = f"about {_duration(estimate)} left" if estimate is not None else "time left known after the first case"
         where = f", now {case}" if case else ""
         return f"kbench-ci: … {_duration(elapsed)} elapsed, {done}/{total} cases done{where}; {left}"
 
@@ -256,12 +255,28 @@ def suite_progress(
             state["case"] = ""
             detail = f" — {update.detail}" if update.detail else ""
             took = f" ({update.seconds:.1f} s)" if update.seconds is not None else ""
+            if update.seconds is not None:
+                durations.append(update.seconds)
             progress.say(
                 f"kbench-ci: [{update.index}/{update.total}] {update.case_id}{on_gpu}: {update.outcome}{detail}{took}"
             )
             progress.advance(done)
 
     return on_progress
+
+
+def time_left(durations: Sequence[float], remaining: int, elapsed: float) -> float | None:
+    """Seconds the ``remaining`` cases should take: the typical (median) finished case, not the
+    mean, so a few first cases measured again (twice the rounds and more) do not double the
+    estimate; divided by how many cases ran at once so far (their wall times over the elapsed
+    time: several with ``--gpus``). None before any case has finished."""
+    if not durations or remaining < 0:
+        return None
+    ordered = sorted(durations)
+    middle = len(ordered) // 2
+    typical = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    at_once = max(1.0, sum(durations) / elapsed) if elapsed > 0 else 1.0
+    return remaining * typical / at_once
 
 
 class Terminated(KeyboardInterrupt):
