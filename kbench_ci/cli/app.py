@@ -37,7 +37,7 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", "-V", is_eager=True, callback=_print_version, help="print the version and exit"),
+        typer.Option("--version", "-V", metavar="", is_eager=True, callback=_print_version, help="print the version and exit"),
     ] = False,
 ) -> None:
     """A CI regression gate for GPU kernels: correct first, timed truthfully, judged with statistics."""

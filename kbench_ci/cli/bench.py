@@ -101,7 +101,7 @@ def bench(
         float, typer.Option("--timeout", help="seconds before a hung kernel is killed")
     ] = settings.DEFAULT_TIMEOUT_S,
     no_flush_l2: Annotated[
-        bool, typer.Option("--no-flush-l2", help="time with a warm L2 (default: flushed before every trial)")
+        bool, typer.Option("--no-flush-l2", metavar="", help="time with a warm L2 (default: flushed before every trial)")
     ] = False,
 ) -> None:
     # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.

@@ -22,14 +22,14 @@ def build(
     cutlass: Annotated[
         bool,
         typer.Option(
-            "--cutlass", help="add CUTLASS/CuTe include flags (CUTLASS_PATH or the nvidia-cutlass package)"
+            "--cutlass", metavar="", help="add CUTLASS/CuTe include flags (CUTLASS_PATH or the nvidia-cutlass package)"
         ),
     ] = False,
     arch: Annotated[
         str | None, typer.Option("--arch", help="sm_90 etc.; default: the GPU's, or KBENCH_CUDA_ARCH")
     ] = None,
     no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="rebuild even when the source hash matches")
+        bool, typer.Option("--no-cache", metavar="", help="rebuild even when the source hash matches")
     ] = False,
     flag: Annotated[list[str] | None, typer.Option("--flag", help="extra nvcc flag (repeatable)")] = None,
 ) -> None:

@@ -38,14 +38,14 @@ def comment(
     dry_run: Annotated[
         bool,
         typer.Option(
-            "--dry-run", "--print",
+            "--dry-run", "--print", metavar="",
             help="print the exact comment body (marker, links, folding) and post nothing: no token, no network",
         ),
     ] = False,
     skip_head_check: Annotated[
         bool,
         typer.Option(
-            "--skip-head-check",
+            "--skip-head-check", metavar="",
             help="with --from-artifact --pr N outside a workflow_run event: post without checking that the "
             "artifact is of the pull request's head commit (you checked it)",
         ),

@@ -65,31 +65,35 @@ def parse_fraction(value: str, *, option: str) -> float:
 
 def compare(
     base: Annotated[
-        str, typer.Option("--base", help="the base revision: a branch, tag or sha (e.g. main, origin/main)")
+        str, typer.Option("--base", rich_help_panel="What to compare",
+            help="the base revision: a branch, tag or sha (e.g. main, origin/main)")
     ],
     head: Annotated[
         str | None,
         typer.Option(
-            "--head", help="the head revision (default: this working tree as it is, uncommitted changes included)"
+            "--head", rich_help_panel="What to compare",
+                help="the head revision (default: this working tree as it is, uncommitted changes included)"
         ),
     ] = None,
     base_mode: Annotated[
         str,
         typer.Option(
-            "--base-mode", help="merge-base (default: where head branched off base) | tip (base as it is)"
+            "--base-mode", rich_help_panel="What to compare",
+                help="merge-base (default: where head branched off base) | tip (base as it is)"
         ),
     ] = "merge-base",
     config: Annotated[
         Path | None,
         typer.Option(
-            "--config", help="kbench.toml or pyproject.toml inside the repository (each side reads its own copy)"
+            "--config", rich_help_panel="What to compare",
+                help="kbench.toml or pyproject.toml inside the repository (each side reads its own copy)"
         ),
     ] = None,
     output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
     threshold: Annotated[
         str | None,
         typer.Option(
-            "--threshold",
+            "--threshold", rich_help_panel="The gate",
             help="smallest slowdown that fails the gate, for every kernel: 0.02 or \"2%\" "
             f"(default: per kernel, {settings.DEFAULT_THRESHOLD:.0%})",
         ),
@@ -97,20 +101,21 @@ def compare(
     max_geomean_slowdown: Annotated[
         str | None,
         typer.Option(
-            "--max-geomean-slowdown", help='fail when the geometric mean of head/base exceeds 1 + this: 0.01 or "1%"'
+            "--max-geomean-slowdown", rich_help_panel="The gate",
+                help='fail when the geometric mean of head/base exceeds 1 + this: 0.01 or "1%"'
         ),
     ] = None,
     rounds: Annotated[
         int | None,
         typer.Option(
-            "--rounds", min=1,
+            "--rounds", rich_help_panel="How to measure", min=1,
             help=f"interleaved timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})",
         ),
     ] = None,
     time_budget: Annotated[
         float | None,
         typer.Option(
-            "--time-budget", min=0.0,
+            "--time-budget", rich_help_panel="How to measure", min=0.0,
             help="seconds of timing a case may add past --rounds until its verdict is decided; 0: exactly "
             f"--rounds (default: the suite's, {settings.DEFAULT_TIME_BUDGET_S:g})",
         ),
@@ -118,12 +123,13 @@ def compare(
     case_timeout: CaseTimeoutOption = None,
     no_fail: Annotated[
         bool,
-        typer.Option("--no-fail", help="report regressions but exit 0 (usage and environment errors still exit 2 / 3)"),
+        typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
+            help="report regressions but exit 0 (usage and environment errors still exit 2 / 3)"),
     ] = False,
     accept: Annotated[
         list[str] | None,
         typer.Option(
-            "--accept", metavar="KERNEL|CASE",
+            "--accept", rich_help_panel="The gate", metavar="KERNEL|CASE",
             help="accept a known regression: a kernel name or an exact case id ('softmax[N=2048]'), repeatable; "
             "'*' accepts every case. 'slower' becomes 'slower (accepted)' and does not fail the gate; "
             "'incorrect' never can be accepted",
@@ -139,7 +145,7 @@ def compare(
     changed_only: Annotated[
         bool,
         typer.Option(
-            "--changed-only",
+            "--changed-only", metavar="", rich_help_panel="What to compare",
             help="measure only the kernels whose files (solution, ref.py, included headers, imported modules) or "
             "kbench.toml entry differ between base and head; the others are listed as not affected. A change to the "
             "suite's settings or the repository's toolchain files measures everything",

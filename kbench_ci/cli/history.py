@@ -34,7 +34,7 @@ def record_command(
         str | None, typer.Option("--push", help="also push the branch to this remote, retrying when another job got there first")
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="record results of a dirty tree, or of another commit than --commit, anyway")
+        bool, typer.Option("--force", metavar="", help="record results of a dirty tree, or of another commit than --commit, anyway")
     ] = False,
 ) -> None:
     with error_boundary():

@@ -55,7 +55,7 @@ def merge(
     ] = None,
     no_fail: Annotated[
         bool,
-        typer.Option("--no-fail", help="exit 0 on a failed gate (missing shards still exit 4, bad input 2)"),
+        typer.Option("--no-fail", metavar="", help="exit 0 on a failed gate (missing shards still exit 4, bad input 2)"),
     ] = False,
     job_note: Annotated[
         str | None,

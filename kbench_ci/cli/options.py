@@ -78,12 +78,12 @@ class UsageProblems:
         if self.found:
             raise UsageError(f"{len(self.found)} problems:" + "".join(f"\n  - {p.one_line()}" for p in self.found))
 
-OutputDirOption = Annotated[Path, typer.Option("--output-dir", help="where benchmark.md and results.json go")]
-GpuOption = Annotated[int | None, typer.Option("--gpu", help="CUDA device index (default 0)")]
+OutputDirOption = Annotated[Path, typer.Option("--output-dir", rich_help_panel="Output", help="where benchmark.md and results.json go")]
+GpuOption = Annotated[int | None, typer.Option("--gpu", rich_help_panel="GPUs and shards", help="CUDA device index (default 0)")]
 GpusOption = Annotated[
     str | None,
     typer.Option(
-        "--gpus", metavar="all|I,J,...",
+        "--gpus", rich_help_panel="GPUs and shards", metavar="all|I,J,...",
         help="spread the cases over several GPUs of one model, one warm worker each: 'all' or indices such as "
         "0,1,3; a case's base and head always share one GPU. An index twice (0,0) puts two workers on one GPU: "
         "for testing the distribution only, its timings are not valid",
@@ -92,7 +92,7 @@ GpusOption = Annotated[
 ShardOption = Annotated[
     str | None,
     typer.Option(
-        "--shard", metavar="K/N",
+        "--shard", rich_help_panel="GPUs and shards", metavar="K/N",
         help="measure only the K-th of N shares of the cases (a job of a runner matrix); "
         "join the shards' folders with `kbench-ci merge`",
     ),
@@ -100,7 +100,7 @@ ShardOption = Annotated[
 ShardTimingsOption = Annotated[
     Path | None,
     typer.Option(
-        "--shard-timings", metavar="FILE",
+        "--shard-timings", rich_help_panel="GPUs and shards", metavar="FILE",
         help="balance the shards by time: an earlier results.json (e.g. the last run on main) or "
         "{case_id: seconds}; give every job the same file (default: balanced by count)",
     ),

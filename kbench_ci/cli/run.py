@@ -49,18 +49,21 @@ HELP = "Check and time every kernel × shape of kbench.toml on this tree."
 def run(
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="kbench.toml or pyproject.toml (default: found from here upwards)"),
+        typer.Option("--config", rich_help_panel="What to compare",
+            help="kbench.toml or pyproject.toml (default: found from here upwards)"),
     ] = None,
     output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
     rounds: Annotated[
         int | None,
         typer.Option(
-            "--rounds", min=1, help=f"timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})"
+            "--rounds", rich_help_panel="How to measure",
+                min=1, help=f"timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})"
         ),
     ] = None,
     case_timeout: CaseTimeoutOption = None,
     no_fail: Annotated[
-        bool, typer.Option("--no-fail", help="report, but exit 0 even when a case is incorrect or failed")
+        bool, typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
+            help="report, but exit 0 even when a case is incorrect or failed")
     ] = False,
     device: DeviceOption = "auto",
     gpu: GpuOption = None,

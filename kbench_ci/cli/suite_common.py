@@ -39,23 +39,24 @@ __all__ = [
 
 DEVICE_HELP = "auto | cuda | cpu (auto: the GPU when there is one, else the CPU with host_time timing)"
 
-DeviceOption = Annotated[str, typer.Option("--device", help=DEVICE_HELP)]
+DeviceOption = Annotated[str, typer.Option("--device", rich_help_panel="How to measure", help=DEVICE_HELP)]
 CaseTimeoutOption = Annotated[
     float | None,
     typer.Option(
-        "--case-timeout", min=0.001,
+        "--case-timeout", rich_help_panel="How to measure", min=0.001,
         help="seconds per case before it counts as hung (default: each kernel's timeout)",
     ),
 ]
-KernelOption = Annotated[list[str] | None, typer.Option("--kernel", help="only this kernel (repeatable)")]
+KernelOption = Annotated[list[str] | None, typer.Option("--kernel", rich_help_panel="What to compare",
+    help="only this kernel (repeatable)")]
 JsonSummaryOption = Annotated[
-    Path | None, typer.Option("--json-summary", help="also write a small JSON with the gate and the file paths")
+    Path | None, typer.Option("--json-summary", rich_help_panel="Output", help="also write a small JSON with the gate and the file paths")
 ]
 
 FreshWorkerOption = Annotated[
     bool,
     typer.Option(
-        "--fresh-worker",
+        "--fresh-worker", metavar="", rich_help_panel="Workers and caches",
         help="start a new worker process for every case instead of one warm worker for the suite (for "
         "debugging; slower; also KBENCH_CI_FRESH_WORKER=1 or warm_worker = false in kbench.toml)",
     ),
@@ -63,14 +64,15 @@ FreshWorkerOption = Annotated[
 CacheDirOption = Annotated[
     Path | None,
     typer.Option(
-        "--cache-dir",
+        "--cache-dir", rich_help_panel="Workers and caches",
         help=f"folder for built libraries and Triton/TorchInductor caches, kept across runs (default: ${CACHE_DIR_ENV}, "
         "kbench.toml's cache_dir, else $XDG_CACHE_HOME/kbench-ci or ~/.cache/kbench-ci)",
     ),
 ]
 NoCacheOption = Annotated[
     bool,
-    typer.Option("--no-cache", help="keep nothing across runs: build every kernel, JIT-compile afresh"),
+    typer.Option("--no-cache", metavar="", rich_help_panel="Workers and caches",
+        help="keep nothing across runs: build every kernel, JIT-compile afresh"),
 ]
 
 
