@@ -130,6 +130,10 @@ def _device_problem(device: torch.device) -> EnvironmentProblem | None:
     )
 
 
+#: intra-op threads of a CPU-mode worker (see run_case)
+CPU_THREADS = 1
+
+
 def run_case(job: CaseJob, emit: Emit) -> None:
     device = torch.device(job.settings.device)
     problem = _device_problem(device)
@@ -140,6 +144,12 @@ def run_case(job: CaseJob, emit: Emit) -> None:
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    else:
+        # One intra-op thread on the CPU: torch's threads spin-wait for each other, so one busy
+        # process elsewhere on a 2-core machine made a 768^3 matmul 8-10x slower and its times
+        # swing 2x from call to call (16-38 ms against 2.7 ms), which hid replayed results from
+        # the memoisation probe. One thread keeps a free core to itself.
+        torch.set_num_threads(CPU_THREADS)
     emit(EnvironmentReport(_environment(device)))
     if device.type == "cuda":
         emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))

@@ -308,7 +308,7 @@ class HostTimer:
         """Nothing to keep busy: a host clock has no idle state to fall into between rounds."""
 
     def describe(self) -> str:
-        where = "device synchronised before and after" if self._is_cuda else "CPU"
+        where = "device synchronised before and after" if self._is_cuda else f"CPU, {torch.get_num_threads()} intra-op thread(s)"
         flush = f"cache flushed ({self._flush.nbytes / 2**20:.0f} MiB write) before every trial" if self._flush.enabled else "warm cache"
         return f"host wall clock (perf_counter), {where}; {flush}"
 
