@@ -503,21 +503,21 @@ class Reach:
 
 def decision_reach(estimate: RatioEstimate, threshold: float, rounds_possible: int) -> Reach | None:
     """Can more rounds decide this inconclusive comparison? The interval's half-width (in log
-    space) shrinks about as 1/sqrt(rounds): projected to ``rounds_possible``, divided by the
-    slack, can it fit inside the band (unchanged) or clear 1 beyond the band (slower/faster)?
-    None before :data:`MIN_ROUNDS_TO_PROJECT` rounds or with a degenerate interval."""
+    space) shrinks about as 1/sqrt(rounds). Out of reach when, projected to ``rounds_possible``
+    and divided by the slack, it is still wider than the band (so no interval can ever fit
+    inside it: never ``unchanged``) while the ratio itself lies inside the band (no change
+    beyond the threshold suspected: a ``slower`` would need the estimate to move out of the
+    band and the interval to clear 1, beyond what this noise resolves). A ratio already beyond
+    the band is never out of reach: it goes on, and to re-measurement. None before
+    :data:`MIN_ROUNDS_TO_PROJECT` rounds or with a degenerate interval."""
     done = estimate.n_rounds
     if done < MIN_ROUNDS_TO_PROJECT or estimate.ci_low <= 0 or estimate.ratio <= 0 or rounds_possible < done:
         return None
     half_width = (math.log(estimate.ci_high) - math.log(estimate.ci_low)) / 2
     projected = half_width * math.sqrt(done / rounds_possible)
-    hopeful = projected / PROJECTION_SLACK
     band = math.log1p(threshold)
-    distance = abs(math.log(estimate.ratio))
-    can_be_unchanged = distance + hopeful <= band
-    can_be_changed = distance > band and hopeful < distance
-    return Reach(rounds_possible=rounds_possible, resolvable=math.expm1(projected),
-                 out_of_reach=not (can_be_unchanged or can_be_changed))
+    out_of_reach = projected / PROJECTION_SLACK > band and abs(math.log(estimate.ratio)) < band
+    return Reach(rounds_possible=rounds_possible, resolvable=math.expm1(projected), out_of_reach=out_of_reach)
 
 
 def needs_remeasure(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) -> bool:

@@ -39,10 +39,12 @@ from kbench_ci.measure.variant import (
     raise_if_context_lost,
     sync,
 )
-from kbench_ci.stats import MemoEvidence, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
+from kbench_ci.stats import MemoEvidence, Reach, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
 
 #: a shift of the samples beyond this (ms) means the traced calls ran unlike the timed ones
 MAX_SHIFT_MS = 0.005
+#: consecutive checks that must find the verdict out of reach before the rounds stop early
+OUT_OF_REACH_CHECKS = 2
 
 
 @dataclass(slots=True)
@@ -166,6 +168,7 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         entry.variant.settle()
     live = [entry for entry in timed if entry.variant.result.status == "ok"]
     round_index = 0
+    strikes = 0  # consecutive checks that found the verdict out of reach
     while batch := plan.next_batch(round_index, time.perf_counter() - timing_started):
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else live
@@ -186,7 +189,12 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         if job.stopping is not None and _verdict_decided(live, job.stopping):
             break
         if job.stopping is not None and _out_of_reach(live, job.stopping, round_index, check_started - timing_started):
-            break
+            strikes += 1
+            if strikes >= OUT_OF_REACH_CHECKS:
+                _note_early_stop(live, job.stopping, round_index, check_started - timing_started)
+                break
+        else:
+            strikes = 0
         plan.checked(round_index, time.perf_counter() - check_started)
 
 
@@ -240,24 +248,37 @@ def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> bool:
     return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
 
 
-def _out_of_reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> bool:
-    """Stop an undecided comparison whose interval cannot shrink enough within the budget
-    (stats.decision_reach), saying on the head what this case can resolve at its noise."""
+def _reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> Reach | None:
+    """Where the head/base comparison can get in the rounds the budget still buys (stats.decision_reach),
+    on the interval the report will compute (stats' default bootstrap replicates)."""
     sides = [entry for entry in live if entry.variant.role == "solution"]
     if len(sides) != 2 or done <= 0 or elapsed_s <= 0:
-        return False
+        return None
     affordable = int((rule.budget_s - elapsed_s) / (elapsed_s / done))
     possible = max(done, min(rule.max_rounds, done + affordable))
-    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
-    reach = decision_reach(estimate, rule.threshold, possible)
-    if reach is None or not reach.out_of_reach:
-        return False
-    _note(sides[1], (
+    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
+    return decision_reach(estimate, rule.threshold, possible)
+
+
+def _out_of_reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> bool:
+    """Is no verdict within reach of the rounds left? (Stopping needs :data:`OUT_OF_REACH_CHECKS`
+    such checks in a row: noise made on purpose in the first rounds, or a warm-up that spills
+    into them, must not end the comparison at its first projection.)"""
+    reach = _reach(live, rule, done, elapsed_s)
+    return reach is not None and reach.out_of_reach
+
+
+def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> None:
+    """Say on the head what this case can resolve at its noise."""
+    reach = _reach(live, rule, done, elapsed_s)
+    heads = [entry for entry in live if entry.variant.role == "solution"][1:]
+    if reach is None or not heads:
+        return
+    _note(heads[0], (
         f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "
         f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "
         f"not the {rule.threshold:.1%} threshold (raise the threshold or time_budget for it)"
     ))
-    return True
 
 
 def _finish(entry: _Timed, device: torch.device) -> None:

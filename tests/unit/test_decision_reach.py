@@ -42,3 +42,15 @@ def test_the_slack_keeps_a_borderline_case_going() -> None:
 def test_too_few_rounds_or_a_broken_interval_project_nothing() -> None:
     assert decision_reach(estimate(1.0, 0.9, 1.1, MIN_ROUNDS_TO_PROJECT - 1), 0.01, 400) is None
     assert decision_reach(estimate(1.0, 0.0, 1.1, 10), 0.01, 400) is None
+
+
+def test_a_slowdown_near_the_threshold_with_a_tight_interval_goes_on() -> None:
+    """Found in review: 1.047 in [1.03, 1.065] at a 5% threshold is a real slowdown that more
+    rounds may call slower; it must not stop as inconclusive."""
+    reach = decision_reach(estimate(1.047, 1.03, 1.065, 8), 0.05, rounds_possible=64)
+    assert reach is not None and not reach.out_of_reach
+
+
+def test_a_ratio_beyond_the_band_never_stops_early_however_noisy() -> None:
+    reach = decision_reach(estimate(1.06, 0.90, 1.25, 8), 0.02, rounds_possible=10)
+    assert reach is not None and not reach.out_of_reach
