@@ -36,8 +36,8 @@ class KernelShape:
     registers: int
     #: static + dynamic shared memory per block (CUPTI gives the sum)
     shared_bytes: int
-    #: blocks of the grid per SM (grid size / SM count, not the occupancy)
-    blocks_per_sm: float
+    #: blocks of the grid per SM (grid size / SM count, not the occupancy); None where not recorded
+    blocks_per_sm: float | None
     #: kineto's estimate of the achieved occupancy (%), from registers, shared memory and block size
     occupancy_pct: int | None
 
@@ -64,11 +64,14 @@ def kernel_shape(metadata: Mapping[str, Any]) -> KernelShape | None:
     )
 
 
-def _number(value: Any) -> float:
+def _number(value: Any) -> float | None:
+    """A metadata number, or None where missing or unreadable (never NaN: the shape is a dict
+    key when launches are grouped, and NaN equals nothing, not even itself)."""
     try:
-        return float(value)  # kineto writes an infinite ratio as "inf"
+        number = float(value)  # kineto writes an infinite ratio as "inf"
     except (TypeError, ValueError):
-        return float("nan")
+        return None
+    return None if number != number else number
 
 
 def metadata_fragment(fragment: str) -> dict[str, Any]:

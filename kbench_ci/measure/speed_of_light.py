@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from kbench_ci.cuda.size_expr import evaluate_size_expression
-from kbench_ci.errors import SignatureError
+from kbench_ci.errors import KbenchError, SignatureError
 from kbench_ci.results.atomic import write_text_atomically
 from kbench_ci.results.model import SpeedOfLight
 from kbench_ci.suite.settings import default_cache_dir
@@ -139,11 +139,29 @@ def ceilings_for(device: torch.device) -> Ceilings | None:
     if cached is not None or device.type != "cuda":
         return cached
     measured = measure_ceilings(device)
-    try:
-        save_ceilings(measured, folder)
-    except OSError:
-        pass  # an unwritable cache folder only costs measuring again next time
+    keep(measured, folder)
     return measured
+
+
+def keep(ceilings: Ceilings, folder: Path) -> None:
+    """Cache ``ceilings``; an unwritable cache folder only costs measuring again next time."""
+    try:
+        save_ceilings(ceilings, folder)
+    except (OSError, KbenchError):
+        pass
+
+
+def remeasured(device: torch.device, cached: Ceilings) -> Ceilings:
+    """The ceilings measured again, each the higher of the two: a copy measured while another
+    process shared the GPU reads low, and a low ceiling would make honest kernels impossible."""
+    fresh = measure_ceilings(device)
+    best = Ceilings(
+        device=cached.device, copy_bytes_per_s=max(cached.copy_bytes_per_s, fresh.copy_bytes_per_s),
+        matmul_flops_per_s={name: max(rate, cached.matmul_flops_per_s.get(name, 0.0))
+                            for name, rate in fresh.matmul_flops_per_s.items()},
+    )
+    keep(best, ceilings_dir())
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +197,17 @@ def inferred_work(inputs: Mapping[str, Any]) -> Work:
     total = 0
     for value in inputs.values():
         if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() not in seen:
-            seen.add(value.untyped_storage().data_ptr())
-            total += value.numel() * value.element_size()
+            storage = value.untyped_storage()
+            seen.add(storage.data_ptr())
+            # a broadcast (stride-0) view reads its storage once, not numel() times
+            total += min(storage.nbytes(), value.numel() * value.element_size())
     return Work(bytes=total or None, flops=None, declared=False)
+
+
+def has_eight_bit_inputs(inputs: Mapping[str, Any]) -> bool:
+    """Any 8-bit tensor input (FP8, INT8, UINT8): tensor cores run those faster than any rate measured here."""
+    return any(isinstance(value, torch.Tensor) and value.element_size() == 1 and value.dtype != torch.bool
+               for value in inputs.values())
 
 
 def main_float_dtype(inputs: Mapping[str, Any]) -> str | None:
@@ -195,15 +221,21 @@ def main_float_dtype(inputs: Mapping[str, Any]) -> str | None:
     return max(weight, key=lambda name: weight[name]) if weight else None
 
 
-def assess(work: Work, median_ms: float, ceilings: Ceilings | None, dtype: str | None) -> SpeedOfLight:
-    """The solution's figures against the ceilings, and the floor it cannot beat."""
+def assess(
+    work: Work, median_ms: float, ceilings: Ceilings | None, dtype: str | None, *, eight_bit: bool = False
+) -> SpeedOfLight:
+    """The solution's figures against the ceilings, and the floor it cannot beat. The share of
+    peak is against the rate of the inputs' own dtype; the floor against the fastest rate
+    measured (a float32 kernel may compute in fp16 inside), and there is no FLOP floor for a
+    kernel with 8-bit inputs (FP8 and INT8 tensor cores outrun every rate measured here)."""
     copy_rate = ceilings.copy_bytes_per_s if ceilings is not None else None
     matmul_rate = ceilings.matmul_flops_per_s.get(dtype) if ceilings is not None and dtype is not None else None
+    fastest = max(ceilings.matmul_flops_per_s.values(), default=None) if ceilings is not None else None
     floors = []
     if work.bytes and copy_rate:
         floors.append(work.bytes / (copy_rate * HEADROOM) * 1e3)
-    if work.flops and matmul_rate:
-        floors.append(work.flops / (matmul_rate * HEADROOM) * 1e3)
+    if work.flops and fastest and not eight_bit:
+        floors.append(work.flops / (fastest * HEADROOM) * 1e3)
     return SpeedOfLight(
         source="declared" if work.declared else "inferred", bytes=work.bytes, flops=work.flops, median_ms=median_ms,
         copy_bytes_per_s=copy_rate, matmul_flops_per_s=matmul_rate, matmul_dtype=dtype if matmul_rate else None,

@@ -71,3 +71,13 @@ def test_a_bad_work_expression_is_usage_and_names_the_flag(tmp_path: Path) -> No
     assert done.returncode == 2
     assert "--bytes '3*Q*4'" in done.stderr and "Q" in done.stderr
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_with_a_warm_cache_the_floor_is_not_applied(tmp_path: Path) -> None:
+    """Found in review: inputs in cache run faster than any copy of memory; --no-flush-l2 keeps
+    the figures and drops the floor."""
+    ceilings = fake_ceilings(tmp_path / "ceilings")
+    done = bench(tmp_path / "out", ceilings, "--flops=2*M*N*K*1000", "--no-flush-l2")
+    solution = json.loads((tmp_path / "out" / "results.json").read_text())["case"]["variants"][0]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert solution["status"] == "ok" and solution["speed_of_light"]["floor_ms"] is None

@@ -110,3 +110,13 @@ def test_no_calls_or_no_activity_is_an_empty_anatomy_and_the_tail_is_cut() -> No
     anatomy = launch_anatomy(many)
     assert len(anatomy) == MAX_KINDS and anatomy[0].name == "k00"
     assert sum(launch.share for launch in anatomy) < 1.0  # shares stay of the whole, the tail included
+
+
+def test_launches_whose_record_lacks_blocks_per_sm_still_group_as_one_kind() -> None:
+    """Found in review: a missing field read as NaN made every launch a kind of its own."""
+    fragment = MATMUL_FRAGMENT.replace('"blocks per SM": 3.878788,', "")
+    shapes = [kernel_shape(metadata_fragment(fragment)) for _ in range(20)]
+    assert shapes[0] is not None and shapes[0].blocks_per_sm is None
+    anatomy = launch_anatomy([[_kernel("matmul_kernel", i * 10, 10, shape) for i, shape in enumerate(shapes[:10])],
+                              [_kernel("matmul_kernel", i * 10, 10, shape) for i, shape in enumerate(shapes[10:])]])
+    assert len(anatomy) == 1 and anatomy[0].per_call == 10.0

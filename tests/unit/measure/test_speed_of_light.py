@@ -100,3 +100,20 @@ def test_the_figures_survive_results_json_and_read_as_percent_of_peak() -> None:
     assert variant_from_json(json.loads(json.dumps(to_jsonable(variant)))) == variant
     text = speed_of_light_text(figures)
     assert text.startswith("3,263 GB/s = 82% of the measured copy bandwidth") and "declared" in text
+
+
+def test_the_flop_floor_is_the_fastest_rate_and_none_for_eight_bit_inputs() -> None:
+    """Found in review: a float32 kernel may compute in fp16 inside, and FP8/INT8 tensor cores
+    outrun every rate measured: the floor must not convict either."""
+    work = Work(bytes=None, flops=2 * 8192**3, declared=True)
+    as_float32 = assess(work, 1.0, H200_LIKE, "float32")
+    assert as_float32.floor_ms is not None
+    assert math.isclose(as_float32.floor_ms, 2 * 8192**3 / (8.0e14 * HEADROOM) * 1e3)  # fp16's rate, not TF32's
+    assert as_float32.matmul_flops_per_s == 4.0e14  # the share of peak stays against its own dtype
+    assert assess(work, 1.0, H200_LIKE, "float32", eight_bit=True).floor_ms is None
+
+
+def test_a_broadcast_input_counts_its_storage_once() -> None:
+    bias = torch.zeros(256, dtype=torch.float32)
+    work = inferred_work({"x": torch.zeros(1024, 256), "bias": bias.expand(1024, 256)})
+    assert work.bytes == 1024 * 256 * 4 + 256 * 4
