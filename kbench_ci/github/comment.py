@@ -584,12 +584,12 @@ def compose_body(
         raise UsageError(f"{report} is empty: there is nothing to post")
     results = directory / RESULTS_FILE
     gate = load_gate(results) if report_file_present(results) else None
+    markdown = comment_summary(markdown)  # before the trend links: it reads the report's own title
     site = pages_url if pages_url is not None else (env.get("KBENCH_PAGES_URL", "").strip() or None)
     if site is not None and report_file_present(results):
         trends = trend_links(_results_data(results), site)
         if trends is not None:
             markdown = f"{trends}\n\n{markdown}"
-    markdown = comment_summary(markdown)
     links = links_line(env)
     if links is not None:
         markdown = f"{links}\n\n{markdown}"

@@ -29,6 +29,7 @@ def cuda_kernels(source: Path) -> tuple[CompiledKernel, ...]:
         CompiledKernel(
             name=kernel.name, source="ptxas", registers=kernel.registers, spill_stores=kernel.spill_stores,
             spill_loads=kernel.spill_loads, stack_bytes=kernel.stack_bytes, shared_bytes=kernel.shared_bytes,
+            symbol=kernel.symbol,
         )
         for kernel in ptxas.read_resources(shared_library_path(source))
     )

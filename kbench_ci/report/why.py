@@ -124,7 +124,8 @@ def launch_changes(
 
 
 _COMPILED_FIELDS = (
-    ("registers", "registers", ""), ("spill_stores", "spill stores", " B"), ("spill_loads", "spill loads", " B"),
+    # ptxas counts spills in bytes, Triton in its own unit: no unit shown
+    ("registers", "registers", ""), ("spill_stores", "spill stores", ""), ("spill_loads", "spill loads", ""),
     ("stack_bytes", "stack", " B"), ("shared_bytes", "shared memory", " B"), ("num_warps", "warps", ""),
     ("num_stages", "stages", ""),
 )
@@ -133,10 +134,10 @@ _COMPILED_FIELDS = (
 def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> list[str]:
     """What the compiler did differently, per kernel on both sides: ptxas's or Triton's figures,
     and the autotuner's pick."""
-    head_by_name = {kernel.name: kernel for kernel in head}
+    head_by_key = {kernel.key: kernel for kernel in head}
     changes = []
     for was in base:
-        now = head_by_name.get(was.name)
+        now = head_by_key.get(was.key)
         if now is None:
             continue
         parts = [
@@ -153,10 +154,10 @@ def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKern
 
 def _compiled_phrases(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> dict[str, set[str]]:
     """The register changes the compiler's line already names, by kernel name."""
-    head_by_name = {kernel.name: kernel for kernel in head}
+    head_by_key = {kernel.key: kernel for kernel in head}
     said: dict[str, set[str]] = {}
     for was in base:
-        now = head_by_name.get(was.name)
+        now = head_by_key.get(was.key)
         if now is not None and None not in (was.registers, now.registers) and was.registers != now.registers:
             said.setdefault(_base_name(was.name), set()).add(f"registers {was.registers} → {now.registers}")
     return said
@@ -166,9 +167,9 @@ def autotune_split(base: VariantResult | None, head: VariantResult | None) -> st
     """The autotuner's picks where base and head picked differently (one phrase), else None."""
     if base is None or head is None:
         return None
-    head_by_name = {kernel.name: kernel for kernel in head.compiled}
+    head_by_key = {kernel.key: kernel for kernel in head.compiled}
     for was in base.compiled:
-        now = head_by_name.get(was.name)
+        now = head_by_key.get(was.key)
         if now is not None and None not in (was.autotune_pick, now.autotune_pick) and was.autotune_pick != now.autotune_pick:
             return (f"`{short_kernel_name(was.name)}`: the autotuner picked `{was.autotune_pick}` on base and "
                     f"`{now.autotune_pick}` on head; the times compare two configs, not two sources")
@@ -226,7 +227,7 @@ def cell_text(value: str | None) -> str:
     return "—" if value is None else f"`{value}`"
 
 
-COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads B", "stack B", "shared B", "warps",
+COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads", "stack B", "shared B", "warps",
                     "stages", "autotune pick", "compiled versions"]
 
 LAUNCH_HEADERS = ["side", "kernel", "per call", "GPU time", "us each", "grid", "block", "registers",

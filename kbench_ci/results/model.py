@@ -82,6 +82,13 @@ class CompiledKernel:
     autotune_pick: str | None = None
     #: Triton: how many compiled versions of the kernel the process holds (autotuning compiles one per config)
     versions: int | None = None
+    #: ptxas: the entry's symbol (a template's instances share a name, not a symbol); what base
+    #: and head are matched by
+    symbol: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.symbol or self.name
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,3 +102,21 @@ def test_a_small_suite_keeps_every_case_in_one_table(tmp_path: Path) -> None:
     cases = [case(index, slower=index == 0) for index in range(6)]
     markdown = render_compare(outcome(cases, tmp_path))
     assert markdown.split("## Why it changed")[0].count("| `tmm`") == 6 and "unchanged cases</summary>" not in markdown
+
+
+def test_the_comment_is_a_summary_also_with_trend_links(tmp_path: Path) -> None:
+    """Found in review: the trend line went on top first, and the report's title was then not
+    where the summary looked for it."""
+    import json
+
+    from kbench_ci.github.comment import compose_body
+
+    cases = [case(index, slower=index == 0) for index in range(3)]
+    (tmp_path / "benchmark.md").write_text(render_compare(outcome(cases, tmp_path)))
+    (tmp_path / "results.json").write_text(json.dumps({
+        "schema": "kbench-ci/compare", "gate": {"passed": False, "summary": "1 slower of 3", "counts": {"slower": 1}},
+        "environment": {"gpu_name": "NVIDIA H200"}, "cases": [{"case_id": cases[0].case_id, "verdict": "slower"}],
+    }))
+    body, _, _ = compose_body(tmp_path, env={}, pages_url="https://example.github.io/repo/")
+    assert "example.github.io" in body
+    assert "## Environment" not in body and "## How it was measured" not in body and REPORT_ONLY_NOTE in body

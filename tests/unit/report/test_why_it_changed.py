@@ -103,7 +103,7 @@ def test_compiler_changes_lead_the_line_and_a_split_autotune_pick_is_flagged_on_
     base = replace(variant("base", (MATMUL_BASE,)), compiled=(base_k,))
     head = replace(variant("head", (MATMUL_BASE,)), compiled=(head_k,))
     assert compiled_changes((base_k,), (head_k,)) == [
-        "compiled `matmul_kernel`: registers 168 → 207, spill stores 0 B → 48 B, autotuner picked "
+        "compiled `matmul_kernel`: registers 168 → 207, spill stores 0 → 48, autotuner picked "
         "`BLOCK_M: 128, num_warps: 8, num_stages: 3` on base, `BLOCK_M: 64, num_warps: 8, num_stages: 3` on head"
     ]
     line = why_line(base, head)
@@ -122,3 +122,13 @@ def test_compiled_kernels_survive_results_json() -> None:
                             shared_bytes=0)
     original = replace(variant("head", ()), compiled=(kernel,))
     assert variant_from_json(json.loads(json.dumps(to_jsonable(original)))) == original
+
+
+def test_template_instances_sharing_a_name_are_matched_by_symbol() -> None:
+    """Found in review: vadd<float> and vadd<half> both read `vadd`; matched by name, an unchanged
+    pair showed "registers 12 → 16"."""
+    floats = CompiledKernel(name="vadd", source="ptxas", registers=12, symbol="_Z4vaddIfEvPKT_S2_PS0_i")
+    halves = CompiledKernel(name="vadd", source="ptxas", registers=16, symbol="_Z4vaddI6__halfEvPKT_S3_PS1_i")
+    assert compiled_changes((floats, halves), (floats, halves)) == []
+    assert compiled_changes((floats, halves), (floats, replace(halves, registers=24))) == [
+        "compiled `vadd`: registers 16 → 24"]
