@@ -122,6 +122,12 @@ class _Dependencies:
     #: a kernel built by its own command: every changed file under this folder counts (the
     #: command may compile or read any of them)
     folder: str | None = None
+    #: a Python solution: every changed file that is not Python under this folder counts (a
+    #: .cu it compiles with torch.utils.cpp_extension, a table it reads)
+    python_folder: str | None = None
+    #: the suite's kernel files (solutions and references): each is its own kernel's, not a file
+    #: a Python solution beside it reads
+    kernel_files: frozenset[str] = frozenset()
 
 
 def affected_kernels(
@@ -239,6 +245,9 @@ def _hits(deps: _Dependencies, changed: frozenset[str]) -> dict[str, str]:
             found[path] = deps.files[path]
         elif deps.folder is not None and path.startswith(f"{deps.folder}/"):
             found[path] = "in the folder of a kernel built by its own command"
+        elif (deps.python_folder is not None and path.startswith(f"{deps.python_folder}/") and not path.endswith(".py")
+              and path not in deps.kernel_files):
+            found[path] = "a file beside the Python solution (one it may compile or read)"
         elif deps.every_header_because is not None and PurePosixPath(path).suffix.lower() in _C_FAMILY_SUFFIXES:
             found[path] = f"every C/C++/CUDA file counts: {deps.every_header_because}"
     return found
@@ -263,9 +272,10 @@ class _DependencyFinder:
         files: dict[str, str] = {}
         self._add(files, kernel.solution, "the solution")
         self._add(files, kernel.ref, "ref.py")
-        every_header_because = folder = None
+        every_header_because = folder = python_folder = None
         if kernel.solution.suffix == ".py":
             self._add_imports(files, kernel.solution, "the solution")
+            python_folder = self._inside(kernel.solution.parent)
         elif kernel.build is not None:
             folder = self._inside(kernel.solution.parent)
             every_header_because = "the kernel is built by its own command, whose include flags kbench-ci cannot see"
@@ -279,7 +289,11 @@ class _DependencyFinder:
         self._add_imports(files, kernel.ref, "ref.py")
         if every_header_because is not None:
             self.notes.append(f"{kernel.name} ({self.label}): {every_header_because}; every changed C/C++/CUDA file counts for it")
-        return _Dependencies(files=files, every_header_because=every_header_because, folder=folder)
+        kernel_files = frozenset(
+            inside for k in self.suite.kernels for inside in (self._inside(k.solution), self._inside(k.ref)) if inside
+        )
+        return _Dependencies(files=files, every_header_because=every_header_because, folder=folder,
+                             python_folder=python_folder, kernel_files=kernel_files)
 
     def _scan(self, source: Path, *, cutlass: bool) -> frozenset[Path] | str:
         """The files the compiler reads for ``source``, or why there is no answer."""

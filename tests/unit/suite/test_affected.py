@@ -324,7 +324,9 @@ def test_a_kernel_with_its_own_build_command_counts_its_folder(tmp_path: Path) -
     )
 
     # The Makefile is in the kernels' folder: softmax's command may read it; gemm's build cannot.
-    assert plan.affected_names == {"softmax"}
+    # add.py is a Python solution there: a non-Python file beside it may be one it compiles or
+    # reads (torch.utils.cpp_extension), so it counts too (found in review).
+    assert plan.affected_names == {"softmax", "add"}
 
 
 def test_each_side_is_scanned_in_its_own_tree(tmp_path: Path) -> None:
@@ -347,3 +349,13 @@ def test_a_build_command_kernels_folder_is_read_lexically_from_a_roundabout_path
     softmax = plan.change_of("softmax")
     assert softmax is not None
     assert softmax.reasons == ("kernels/Makefile changed (in the folder of a kernel built by its own command)",)
+
+
+def test_a_source_a_python_solution_compiles_beside_it_counts_but_another_kernels_file_does_not(tmp_path: Path) -> None:
+    """Found in review: a PyTorch solution that builds kernels/ext.cu with cpp_extension was "not
+    affected" by a change to it. Another kernel's .cu in the same folder is that kernel's only."""
+    plan = plan_for(tmp_path, {"kernels/ext.cu": "// compiled by add.py at run time\n"})
+    assert plan.change_of("add") is not None and "kernels/ext.cu" in plan.change_of("add").changed_files  # type: ignore[union-attr]
+    softmax_only = plan_for(tmp_path / "again", {
+        "kernels/softmax.cu": '// faster\nextern "C" void solve(const float* x, float* y, int N) {}\n'})
+    assert "add" not in softmax_only.affected_names
