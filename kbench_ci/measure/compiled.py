@@ -50,13 +50,14 @@ def triton_kernels(namespace: Mapping[str, Any]) -> tuple[CompiledKernel, ...]:
         chosen = _matching(compiled, pick)
         metadata = getattr(chosen, "metadata", None)
         found.append(CompiledKernel(
-            name=str(getattr(chosen, "name", None) or getattr(jit, "__name__", "kernel")),
+            name=str(getattr(chosen if chosen is not None else compiled[-1], "name", None)
+                     or getattr(jit, "__name__", "kernel")),
             source="triton",
             registers=_int(getattr(chosen, "n_regs", None)),
             spill_stores=_int(getattr(chosen, "n_spills", None)),
             shared_bytes=_int(_field(metadata, "shared")),
-            num_warps=_int(_field(metadata, "num_warps")),
-            num_stages=_int(_field(metadata, "num_stages")),
+            num_warps=_int(_field(metadata, "num_warps") if chosen is not None else getattr(pick, "num_warps", None)),
+            num_stages=_int(_field(metadata, "num_stages") if chosen is not None else getattr(pick, "num_stages", None)),
             autotune_pick=str(pick) if pick is not None else None,
             versions=len(compiled),
         ))
@@ -101,15 +102,20 @@ def _kernels_in(kernels: Any) -> Iterable[Any]:
 
 
 def _matching(compiled: list[Any], pick: Any) -> Any:
-    """The compiled kernel of the autotuner's pick where it can be told (its warps and stages),
-    else the last compiled (the one the calls used, when nothing was autotuned)."""
-    if pick is not None:
-        wanted = (getattr(pick, "num_warps", None), getattr(pick, "num_stages", None))
-        for kernel in reversed(compiled):
-            metadata = getattr(kernel, "metadata", None)
-            if (_field(metadata, "num_warps"), _field(metadata, "num_stages")) == wanted:
-                return kernel
-    return compiled[-1]
+    """The compiled kernel of the autotuner's pick: the one of its warps and stages when there
+    is exactly one (configs that differ only in block sizes cannot be told apart from here: then
+    None, and no figure is reported rather than another config's); the last compiled (the one
+    the calls used) when nothing was autotuned."""
+    if pick is None:
+        return compiled[-1]
+    wanted = (getattr(pick, "num_warps", None), getattr(pick, "num_stages", None))
+    matches = [kernel for kernel in compiled if _warps_and_stages(kernel) == wanted]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _warps_and_stages(kernel: Any) -> tuple[Any, Any]:
+    metadata = getattr(kernel, "metadata", None)
+    return _field(metadata, "num_warps"), _field(metadata, "num_stages")
 
 
 def _field(metadata: Any, name: str) -> Any:

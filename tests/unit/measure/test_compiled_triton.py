@@ -85,3 +85,15 @@ def test_a_plain_jit_kernel_and_triton_2_caches_are_read_once_each() -> None:
 
 def test_kernels_never_compiled_and_unrelated_objects_give_nothing() -> None:
     assert triton_kernels({"k": FakeJit("never_run"), "x": 1, "cls": FakeJit, "s": "text"}) == ()
+
+
+def test_a_pick_its_warps_and_stages_cannot_single_out_reports_no_figures_rather_than_anothers() -> None:
+    """Found in review: configs differing only in block sizes share warps and stages."""
+    jit = FakeJit("matmul_kernel", {0: ({
+        "k1": compiled("matmul_kernel", 128, 0, 65536, 8, 3),
+        "k2": compiled("matmul_kernel", 207, 12, 147456, 8, 3),
+    }, "target")})
+    pick = FakeConfig({"BLOCK_M": 128}, num_warps=8, num_stages=3)
+    (kernel,) = triton_kernels({"matmul_kernel": FakeAutotuner(jit, pick)})
+    assert kernel.registers is None and kernel.shared_bytes is None and kernel.spill_stores is None
+    assert (kernel.num_warps, kernel.num_stages, kernel.versions) == (8, 3, 2) and kernel.autotune_pick
