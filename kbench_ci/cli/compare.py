@@ -151,6 +151,14 @@ def compare(
             "suite's settings or the repository's toolchain files measures everything",
         ),
     ] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile", rich_help_panel="How to measure", metavar="",
+            help="after timing, run each slower or faster case's base and head once under ncu (--clock-control "
+            "none): DRAM bytes, achieved occupancy, SM and memory throughput in the case's details",
+        ),
+    ] = False,
     device: DeviceOption = "auto",
     gpu: GpuOption = None,
     gpus: GpusOption = None,
@@ -181,7 +189,7 @@ def compare(
             output_dir=output_dir, threshold=chosen_threshold, max_geomean_slowdown=chosen_geomean,
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
-            job_note=job_note, shard=chosen_shard, gpus=slots, changed_only=changed_only,
+            job_note=job_note, shard=chosen_shard, gpus=slots, changed_only=changed_only, profile=profile,
         )
         return run_compare(
             request, on_progress=on_progress,

@@ -236,6 +236,8 @@ def suite_progress(
             forward(where, "build", 0, 1, (update.index, "build"))
         elif update.stage == "remeasure" and update.event is None:
             progress.say(f"kbench-ci: {where}: suspected regression, measuring again with more rounds")
+        elif update.stage == "profile":
+            progress.say(f"kbench-ci: {where}: profiling base and head under ncu (--profile)")
         elif update.stage in ("measure", "remeasure") and update.event is not None:
             event = update.event
             if not isinstance(event, Progress):

@@ -18,6 +18,7 @@ from kbench_ci.errors import KbenchError, UsageError
 from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured
 from kbench_ci.gate.jobs import implementation_of, job_timeout_s, make_job
+from kbench_ci.gate.profile import profile_sides
 from kbench_ci.gate.verdicts import _percent, assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun, run_worker
 from kbench_ci.measure.impls import COMPILED_KINDS
@@ -220,6 +221,11 @@ class MeasureComparison:
             measurement=deciding, first=first, base_build=built.base_build, head_build=built.head_build,
             base_kind=built.base_kind, head_kind=built.head_kind, phases=phases, goalposts=goalposts,
         )
+        if self.request.profile and comparison.verdict in (Verdict.SLOWER, Verdict.FASTER) and runs.problem is None:
+            # After the timing, never inside it: each side in a process of its own under ncu.
+            slot.say("profile")
+            job = make_job(head, built.sides, settings, rounds=1)
+            comparison = replace(comparison, profile=profile_sides(job, [side.label for side in built.sides]))
         return comparison, runs.problem
 
 

@@ -192,7 +192,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Varia
             emit(Begin(side.label, "load"))
         try:
             problem = load_problem(Path(side.ref))
-            solution = _load_solution(side, problem, job, device)
+            solution = load_solution(side, problem, job, device)
         except KbenchError as exc:
             torch_globals.restore()
             # A side that cannot load is an error of that side only (a compare reports it).
@@ -239,7 +239,8 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Varia
     return variants
 
 
-def _load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.device) -> Solution:
+def load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.device) -> Solution:
+    """One side's solution, loaded as the worker loads it (also measure/profile_call.py)."""
     path = Path(side.solution)
     if side.implementation in COMPILED_KINDS:
 

@@ -34,6 +34,7 @@ from kbench_ci.report.why import (
     compiled_rows,
     launch_changes,
     launch_rows,
+    profile_lines,
     why_line,
 )
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
@@ -400,6 +401,7 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
             lines += [audit, ""]
         lines += _launch_table(case)
         lines += _compiled_table(case)
+        lines += profile_lines(case.profile)
     for build in (case.base_build, case.head_build):
         if build is not None:
             lines += compiler_output(build, f"{build.side} compiler output:")

@@ -7,10 +7,12 @@ resources that differ ("registers 168 → 207, occupancy 50% → 38%") and its G
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbench_ci.report.markdown import table
 from kbench_ci.results.model import CompiledKernel, KernelLaunch, VariantResult
+from kbench_ci.results.outcome import SideProfile
 
 #: a kernel whose GPU time per call moved less than this (relative) is not named for its time alone
 TIME_CHANGE = 0.02
@@ -232,3 +234,41 @@ COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads
 
 LAUNCH_HEADERS = ["side", "kernel", "per call", "GPU time", "us each", "grid", "block", "registers",
                   "shared B", "blocks/SM", "occupancy (est.)"]
+
+
+def _weighted(profile: SideProfile, field: str) -> float | None:
+    """A percentage over the call's kernels, each weighted by its duration."""
+    pairs = [(getattr(k, field), k.duration_ns) for k in profile.kernels if getattr(k, field) is not None and k.duration_ns]
+    total = sum(weight for _, weight in pairs)
+    return sum(value * weight for value, weight in pairs) / total if total else None
+
+
+def _total(profile: SideProfile, field: str) -> float | None:
+    values = [getattr(k, field) for k in profile.kernels if getattr(k, field) is not None]
+    return sum(values) if values else None
+
+
+_PROFILE_ROWS: tuple[tuple[str, Callable[[SideProfile], float | None], float, str], ...] = (
+    ("GPU time of the call (us)", lambda p: _total(p, "duration_ns"), 1e-3, "{:,.2f}"),
+    ("DRAM read (MB)", lambda p: _total(p, "dram_read_bytes"), 1e-6, "{:,.2f}"),
+    ("DRAM written (MB)", lambda p: _total(p, "dram_write_bytes"), 1e-6, "{:,.2f}"),
+    ("achieved occupancy (%)", lambda p: _weighted(p, "occupancy_pct"), 1.0, "{:.1f}"),
+    ("SM throughput (% of peak)", lambda p: _weighted(p, "sm_throughput_pct"), 1.0, "{:.1f}"),
+    ("memory throughput (% of peak)", lambda p: _weighted(p, "memory_throughput_pct"), 1.0, "{:.1f}"),
+)
+
+
+def profile_lines(profiles: Sequence[SideProfile]) -> list[str]:
+    """``--profile``: ncu's figures of base and head side by side, and why a side has none."""
+    if not profiles:
+        return []
+    lines = ["ncu, one warm call per side (`--clock-control none`; kernels summed, percentages weighted by time):", ""]
+    measured = [p for p in profiles if p.kernels]
+    if measured:
+        rows = []
+        for label, read, scale, text in _PROFILE_ROWS:
+            cells = [read(p) for p in measured]
+            rows.append([label, *("—" if value is None else text.format(value * scale) for value in cells)])
+        lines += [table(["", *(p.label for p in measured)], rows), ""]
+    lines += [f"- {p.label}: not profiled: {p.problem}" for p in profiles if p.problem]
+    return [*lines, ""] if any(p.problem for p in profiles) else lines

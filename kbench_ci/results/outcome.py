@@ -326,6 +326,8 @@ class CompareRequest:
     shard: ShardRequest | None = None
     #: ``--changed-only``: measure only the kernels whose files or entry differ between the sides
     changed_only: bool = False
+    #: ``--profile``: ncu on each side of every slower or faster case, after its timing
+    profile: bool = False
 
 
 #: ``--accept *``: every slower case
@@ -361,6 +363,34 @@ class Measurement:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfiledKernel:
+    """ncu's figures of one kernel of one profiled call (``compare --profile``)."""
+
+    name: str
+    duration_ns: float | None = None
+    dram_read_bytes: float | None = None
+    dram_write_bytes: float | None = None
+    #: achieved occupancy: active warps over the SM's maximum (%)
+    occupancy_pct: float | None = None
+    #: SM and memory throughput, % of the GPU's peak over the kernel's time
+    sm_throughput_pct: float | None = None
+    memory_throughput_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SideProfile:
+    """One side's call under ncu: its kernels' figures, or why there are none."""
+
+    label: str
+    kernels: tuple[ProfiledKernel, ...] = ()
+    problem: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"label": self.label, "problem": self.problem,
+                "kernels": [{f: getattr(k, f) for f in ProfiledKernel.__slots__} for k in self.kernels]}
+
+
+@dataclass(frozen=True, slots=True)
 class CaseComparison:
     """The outcome of one case (kernel × shape) of a comparison."""
 
@@ -388,6 +418,8 @@ class CaseComparison:
     #: what the head changed of what this kernel is checked against (ref.py, tolerances,
     #: threshold, shapes, seed): said at the top of the case in the report
     goalposts: tuple[str, ...] = ()
+    #: ``--profile``: each side's call under ncu (slower and faster cases only)
+    profile: tuple[SideProfile, ...] = ()
 
     @property
     def fails_gate(self) -> bool:

@@ -151,6 +151,7 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
             {**b.as_json(), "result": result.variant(b.name) if result is not None else None} for b in case.baselines
         ],
         "message": case.message,
+        "profile": [side.as_json() for side in case.profile],
         "implementation": {"base": case.base_kind, "head": case.head_kind},
         "timing_method": result.timing_method if result else None,
         "timing_description": result.timing_description if result else None,

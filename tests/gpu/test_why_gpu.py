@@ -115,7 +115,8 @@ def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> No
     git(repo, "commit", "-qm", "base")
     (repo / "kernels" / "vadd.cu").write_text(PRESSURE)
     git(repo, "commit", "-qam", "head: 64 live floats per thread")
-    done = kbench("compare", "--base", "HEAD~1", "--changed-only", f"--output-dir={tmp_path / 'out'}", cwd=repo)
+    done = kbench("compare", "--base", "HEAD~1", "--changed-only", "--profile", f"--output-dir={tmp_path / 'out'}",
+                  cwd=repo)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     (case,) = data["cases"]
     base_k = {k["name"]: k for k in case["base"]["compiled"]}["vadd_kernel"]
@@ -130,4 +131,7 @@ def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> No
     if case["verdict"] in ("slower", "faster"):
         why = report.split("## Why it changed")[1].split("##")[0]
         print(why)
+        print(f"PROFILE {case['profile']}")
+        assert [side["label"] for side in case["profile"]] == ["base", "head"]
+        assert all(side["kernels"] or side["problem"] for side in case["profile"])
         assert f"registers {base_k['registers']} → {head_k['registers']}" in why
