@@ -15,11 +15,8 @@ from pathlib import Path
 import torch
 
 from kbench_ci.measure.child import load_solution
-from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.measure.protocol import PROFILE_RANGE, CaseJob
 from kbench_ci.measure.usercode import load_problem
-
-#: the NVTX range ncu is told to profile
-RANGE = "kbench_ci_profile"
 
 
 def main(argv: list[str]) -> int:
@@ -33,7 +30,7 @@ def main(argv: list[str]) -> int:
     kwargs = dict(inputs.kwargs)
     solution.kernel.call(kwargs)
     torch.cuda.synchronize(device)
-    with torch.cuda.nvtx.range(RANGE):
+    with torch.cuda.nvtx.range(PROFILE_RANGE):
         solution.kernel.call(kwargs)
         torch.cuda.synchronize(device)
     return 0

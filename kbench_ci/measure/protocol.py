@@ -16,6 +16,11 @@ from kbench_ci.results.schema import to_jsonable, variant_from_json
 CONTEXT_LOST_EXIT = 86
 
 
+#: the NVTX range ``compare --profile`` has ncu profile (measure/profile_call.py makes it; here,
+#: where the parent can read it without importing torch)
+PROFILE_RANGE = "kbench_ci_profile"
+
+
 @dataclass(frozen=True, slots=True)
 class SideSpec:
     """One solution to check and time: the bench solution, or the base or head of a compare."""
