@@ -52,6 +52,7 @@ from kbench_ci.results.read import (
     compare_case_from_json,
     revision_from_json,
     run_case_from_json,
+    selection_from_json,
     settings_from_json,
     shard_from_json,
 )
@@ -500,6 +501,8 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         report_path=report_path, wall_s=max(float((s.payload.get("seconds") or {}).get("wall") or 0.0) for s in sources)
         + time.perf_counter() - started,
         setup_s=max(float((s.payload.get("seconds") or {}).get("setup") or 0.0) for s in sources), max_geomean_slowdown=limit,
+        # every shard planned from the same base and head: the first one's --changed-only record is all of theirs
+        selection=selection_from_json(first.get("changed_only")),
     )
     payload = compare_payload(outcome)
     payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], spread.gpus, strict=True)]

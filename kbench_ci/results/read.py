@@ -20,17 +20,22 @@ from kbench_ci.results.outcome import (
     Assessment,
     BuildOutcome,
     CaseComparison,
+    ChangedSelection,
     Measurement,
     PhaseTimes,
+    ProfiledKernel,
     RevisionInfo,
     RunCase,
     ShardRecord,
+    SideProfile,
 )
 from kbench_ci.results.schema import float_from_json, variant_from_json
 from kbench_ci.stats import RatioEstimate, Verdict
 
 __all__ = [
     "compare_case_from_json",
+    "selection_from_json",
+    "side_profile_from_json",
     "revision_from_json",
     "run_case_from_json",
     "settings_from_json",
@@ -161,6 +166,26 @@ def compare_case_from_json(data: Mapping[str, Any], *, seed: int) -> CaseCompari
         base_kind=implementation.get(BASE), head_kind=implementation.get(HEAD), phases=phases,
         accepted=bool(data.get("accepted", False)),
         goalposts=tuple(data.get("goalposts", ())),
+        profile=tuple(side_profile_from_json(side) for side in data.get("profile") or ()),
+    )
+
+
+def side_profile_from_json(data: Mapping[str, Any]) -> SideProfile:
+    """One side of a case's ``profile`` (``compare --profile``)."""
+    return SideProfile(
+        label=str(data["label"]), problem=data.get("problem"),
+        kernels=tuple(ProfiledKernel(**kernel) for kernel in data.get("kernels") or ()),
+    )
+
+
+def selection_from_json(data: Mapping[str, Any] | None) -> ChangedSelection | None:
+    """A compare results.json's ``changed_only`` (``--changed-only``), or None."""
+    if data is None:
+        return None
+    return ChangedSelection(
+        not_affected=tuple(data.get("not_affected") or ()),
+        reasons={str(k): tuple(v) for k, v in (data.get("reasons") or {}).items()},
+        everything_reason=data.get("everything_reason"), notes=tuple(data.get("notes") or ()),
     )
 
 

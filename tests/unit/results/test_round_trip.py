@@ -30,22 +30,26 @@ from kbench_ci.results.outcome import (
     Assessment,
     BuildOutcome,
     CaseComparison,
+    ChangedSelection,
     CommitRecord,
     CompareOutcome,
     CompareRequest,
     Gate,
     Measurement,
     PhaseTimes,
+    ProfiledKernel,
     RevisionInfo,
     RunCase,
     RunOutcome,
     RunRequest,
     ShardRecord,
+    SideProfile,
 )
 from kbench_ci.results.read import (
     compare_case_from_json,
     revision_from_json,
     run_case_from_json,
+    selection_from_json,
     settings_from_json,
     shard_from_json,
 )
@@ -200,6 +204,9 @@ def _compare_cases() -> tuple[CaseComparison, ...]:
         head_build=BuildOutcome(side="head", kernel="add", ok=True, duration_s=1.2, command="nvcc head"),
         base_kind="cuda-cpp", head_kind="cuda-cpp", phases=PhaseTimes(2.2, 2.0, 1.0, 6.0, 0.2), accepted=True,
         goalposts=("atol 0.0001 → 0.001",),
+        profile=(SideProfile("base", kernels=(ProfiledKernel("add_kernel", duration_ns=61344.0, dram_read_bytes=1.3e8,
+                                                             occupancy_pct=84.2),)),
+                 SideProfile("head", problem="ncu is not on PATH: install Nsight Compute to profile")),
     )
     incorrect = CaseComparison(
         case_id="add[N=32]", kernel="add", dims={"N": 32}, verdict=Verdict.INCORRECT, threshold=0.05,
@@ -227,6 +234,10 @@ def _compare_cases() -> tuple[CaseComparison, ...]:
     return slower, incorrect, crashed, removed
 
 
+SELECTION = ChangedSelection(not_affected=("mm2",), reasons={"add": ("kernels/add.cu changed (the solution)",)},
+                             notes=("mm (base): no header scan was run",))
+
+
 def _compare_outcome(tmp_path: Path) -> CompareOutcome:
     request = CompareRequest(start=tmp_path, base="main", device="cuda:0", output_dir=tmp_path, accept=("add",),
                              command_line=("kbench-ci", "compare"))
@@ -241,6 +252,7 @@ def _compare_outcome(tmp_path: Path) -> CompareOutcome:
                           tree="working tree", config="kbench.toml"),
         settings=SETTINGS, request=request, environment={"gpu_name": "Fake GPU"}, results_path=tmp_path / "results.json",
         report_path=tmp_path / "benchmark.md", wall_s=30.0, setup_s=1.5, max_geomean_slowdown=None, shard=SHARD,
+        selection=SELECTION,
     )
 
 
@@ -251,6 +263,7 @@ def test_a_compare_results_json_reads_back_as_the_cases_revisions_settings_and_s
     settings = settings_from_json(data["settings"])
     assert settings == SETTINGS
     assert shard_from_json(data["shard"]) == SHARD
+    assert selection_from_json(data["changed_only"]) == SELECTION
     assert revision_from_json("base", data["base"]) == outcome.base
     assert revision_from_json("head", data["head"]) == outcome.head
     cases = tuple(compare_case_from_json(c, seed=settings.seed) for c in data["cases"])
@@ -267,6 +280,6 @@ def test_a_compare_results_json_written_again_from_what_was_read_is_the_same(tmp
         settings=settings_from_json(first["settings"]), request=outcome.request, environment=first["environment"],
         results_path=outcome.results_path, report_path=outcome.report_path, wall_s=first["seconds"]["wall"],
         setup_s=first["seconds"]["setup"], max_geomean_slowdown=outcome.max_geomean_slowdown,
-        shard=shard_from_json(first["shard"]),
+        shard=shard_from_json(first["shard"]), selection=selection_from_json(first["changed_only"]),
     )
     assert _without_created(_written(tmp_path, compare_payload(again))) == _without_created(first)
