@@ -26,7 +26,7 @@ from kbench_ci.measure.escape import AuditedCallFailed, audit_together
 from kbench_ci.measure.impls import Kernel
 from kbench_ci.measure.inputs import InputSet, same_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule, TimingDescription
-from kbench_ci.measure.schedule import RoundPlan
+from kbench_ci.measure.schedule import RoundPlan, affordable_rounds
 from kbench_ci.measure.staging import OutputCheck, StagedCalls, TimedSet
 from kbench_ci.measure.timing import CudaEventTimer, Timer, make_timer, shift_samples
 from kbench_ci.measure.variant import (
@@ -189,10 +189,11 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         check_started = time.perf_counter()
         if job.stopping is not None and _verdict_decided(live, job.stopping):
             break
-        if job.stopping is not None and _out_of_reach(live, job.stopping, round_index, check_started - timing_started):
+        reach = _reach(live, job.stopping, round_index, check_started - timing_started) if job.stopping else None
+        if job.stopping is not None and reach is not None and reach.out_of_reach:
             strikes += 1
             if strikes >= OUT_OF_REACH_CHECKS:
-                _note_early_stop(live, job.stopping, round_index, check_started - timing_started)
+                _note_early_stop(live, job.stopping, round_index, reach)
                 break
         else:
             strikes = 0
@@ -251,29 +252,22 @@ def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> bool:
 
 def _reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> Reach | None:
     """Where the head/base comparison can get in the rounds the budget still buys (stats.decision_reach),
-    on the interval the report will compute (stats' default bootstrap replicates)."""
+    on the interval the report will compute (stats' default bootstrap replicates). The rounds stop
+    only after :data:`OUT_OF_REACH_CHECKS` checks in a row find it out of reach: noise made on
+    purpose in the first rounds, or a warm-up that spills into them, must not end the comparison
+    at its first projection."""
     sides = [entry for entry in live if entry.variant.role == "solution"]
     if len(sides) != 2 or done <= 0 or elapsed_s <= 0:
         return None
-    affordable = int((rule.budget_s - elapsed_s) / (elapsed_s / done))
-    possible = max(done, min(rule.max_rounds, done + affordable))
+    possible = max(done, min(rule.max_rounds, done + int(affordable_rounds(rule, done, elapsed_s))))
     estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
     return decision_reach(estimate, rule.threshold, possible)
 
 
-def _out_of_reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> bool:
-    """Is no verdict within reach of the rounds left? (Stopping needs :data:`OUT_OF_REACH_CHECKS`
-    such checks in a row: noise made on purpose in the first rounds, or a warm-up that spills
-    into them, must not end the comparison at its first projection.)"""
-    reach = _reach(live, rule, done, elapsed_s)
-    return reach is not None and reach.out_of_reach
-
-
-def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> None:
+def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, reach: Reach) -> None:
     """Say on the head what this case can resolve at its noise."""
-    reach = _reach(live, rule, done, elapsed_s)
     heads = [entry for entry in live if entry.variant.role == "solution"][1:]
-    if reach is None or not heads:
+    if not heads:
         return
     _note(heads[0], (
         f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "

@@ -55,8 +55,7 @@ class RoundPlan:
         size = max(rule.batch_rounds, _even(done * rule.batch_growth))
         if done > 0 and elapsed_s > 0:
             # No batch that the budget cannot pay for at the pace so far (checks included).
-            affordable = (rule.budget_s - elapsed_s) / (elapsed_s / done)
-            size = min(size, max(rule.batch_rounds, _even(affordable)))
+            size = min(size, max(rule.batch_rounds, _even(affordable_rounds(rule, done, elapsed_s))))
         return min(size, rule.max_rounds - done)
 
     def may_continue(self, done: int, elapsed_s: float) -> bool:
@@ -82,3 +81,9 @@ def _even(rounds: float) -> int:
     """The even number of rounds nearest ``rounds`` from below (0 for anything under 2)."""
     whole = math.floor(rounds) if math.isfinite(rounds) else 0
     return max(whole - whole % 2, 0)
+
+
+def affordable_rounds(rule: StoppingRule, done: int, elapsed_s: float) -> float:
+    """Rounds the rest of the budget buys at the pace of the ``done`` rounds so far (checks
+    included); ``done`` and ``elapsed_s`` positive."""
+    return (rule.budget_s - elapsed_s) / (elapsed_s / done)

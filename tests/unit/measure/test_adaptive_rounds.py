@@ -15,6 +15,7 @@ from kbench_ci.measure import rounds as rounds_module
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.stats import Reach
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "cheats_py"
 MIN_ROUNDS = 4
@@ -79,15 +80,17 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     head = [tuple(1.0 + random.gauss(0, 0.05) for _ in range(5)) for _ in range(8)]
     rule = _rule(threshold=0.01, budget_s=2.0)
     sides = [_timed("base", base), _timed("head", head)]
-    assert rounds_module._out_of_reach(sides, rule, done=8, elapsed_s=1.0)
+    reach = rounds_module._reach(sides, rule, done=8, elapsed_s=1.0)
+    assert reach is not None and reach.out_of_reach
     assert sides[1].variant.result.notes == ()  # a check alone says nothing: the stop does
-    rounds_module._note_early_stop(sides, rule, done=8, elapsed_s=1.0)
+    rounds_module._note_early_stop(sides, rule, 8, reach)
     (note,) = sides[1].variant.result.notes
     assert note.startswith("stopped after 8 rounds, undecided: the time budget allows about 16 rounds")
     assert "can resolve ±" in note and "not the 1.0% threshold" in note
     assert sides[0].variant.result.notes == ()
     going_on = [_timed("base", base), _timed("head", head)]
-    assert not rounds_module._out_of_reach(going_on, _rule(threshold=0.01, budget_s=50.0), done=8, elapsed_s=1.0)
+    going = rounds_module._reach(going_on, _rule(threshold=0.01, budget_s=50.0), done=8, elapsed_s=1.0)
+    assert going is not None and not going.out_of_reach
 
 
 def test_an_undecidable_verdict_stops_when_the_budget_is_spent() -> None:
@@ -133,7 +136,8 @@ def test_time_budget_zero_and_positive_load(tmp_path: Path) -> None:
 def test_the_rounds_stop_only_after_two_checks_in_a_row_find_no_verdict_in_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     """One check out of reach, then one within, then two out: the stop comes at the fourth check."""
     answers = iter([True, False, True, True])
-    monkeypatch.setattr(rounds_module, "_out_of_reach", lambda *args: next(answers))
+    monkeypatch.setattr(rounds_module, "_reach", lambda *args: Reach(rounds_possible=400, resolvable=0.05,
+                                                                      out_of_reach=next(answers)))
     monkeypatch.setattr(rounds_module, "_note_early_stop", lambda *args: None)
     # checks at 4, 6, 8, 10 rounds (batches of 2): the second strike in a row is the check at 10
     assert _rounds(_job(_undecidable(max_rounds=400))) == {"base": 10, "head": 10}

@@ -124,7 +124,7 @@ def test_the_worker_keeps_the_device_busy_during_every_check(monkeypatch: pytest
     monkeypatch.setattr(RoundPlan, "checked", checked)
     # The early stop (a verdict out of reach, tested in test_adaptive_rounds) would end this
     # undecidable case at its first projection: here only the budget and the cap end it.
-    monkeypatch.setattr("kbench_ci.measure.rounds._out_of_reach", lambda *args: False)
+    monkeypatch.setattr("kbench_ci.measure.rounds._reach", lambda *args: None)
     fixtures = Path(__file__).parents[2] / "fixtures" / "cheats_py"
     sides = tuple(
         SideSpec(label=label, solution=str(fixtures / "honest.py"), ref=str(fixtures / "ref.py"), implementation="pytorch")
