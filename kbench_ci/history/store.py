@@ -20,6 +20,7 @@ from typing import Any
 
 from kbench_ci.errors import UsageError
 from kbench_ci.git import RefMoved, branch_tip, commit_files_to_branch, fetch_branch, push_branch, read_branch_files
+from kbench_ci.results.schema import speed_of_light_from_json
 
 #: the branch the history lives on unless the user names another
 DEFAULT_BRANCH = "kbench-history"
@@ -162,13 +163,8 @@ def _why_figures(variant: Mapping[str, Any] | None) -> tuple[int | None, float |
     launches = [launch for launch in audit.get("launches") or () if launch.get("registers") is not None]
     compiled = [kernel for kernel in variant.get("compiled") or () if kernel.get("registers") is not None]
     registers = launches[0]["registers"] if launches else compiled[0]["registers"] if compiled else None
-    light = variant.get("speed_of_light") or {}
-    seconds = (light.get("median_ms") or 0) / 1e3
-    shares = [
-        amount / seconds / ceiling
-        for amount, ceiling in ((light.get("bytes"), light.get("copy_bytes_per_s")), (light.get("flops"), light.get("matmul_flops_per_s")))
-        if amount and ceiling and seconds > 0
-    ]
+    light = speed_of_light_from_json(variant.get("speed_of_light"))
+    shares = [share for share in (light.bandwidth_fraction, light.flops_fraction) if share is not None] if light else []
     return (int(registers) if registers is not None else None), (max(shares) if shares else None)
 
 
