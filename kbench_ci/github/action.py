@@ -76,6 +76,7 @@ from kbench_ci.github.comment import (
     validate_marker_id,
     validate_pages_url,
 )
+from kbench_ci.github.workflow_commands import workflow_command
 from kbench_ci.procgroup import make_non_dumpable, user_code_environment
 
 __all__ = [
@@ -134,8 +135,7 @@ def _append_summary(path: Path, text: str) -> None:
 
 def _command(kind: str, message: str) -> str:
     """A workflow command (``::error::`` ...) with its message escaped as the runner expects."""
-    escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return f"::{kind}::{escaped}"
+    return workflow_command(kind, message)
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

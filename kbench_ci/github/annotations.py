@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import KbenchError
+from kbench_ci.github.workflow_commands import workflow_command
 from kbench_ci.report.why import why_line
 from kbench_ci.results.schema import variant_from_json
 from kbench_ci.suite.loader import find_config, load_suite
@@ -20,14 +21,6 @@ from kbench_ci.suite.loader import find_config, load_suite
 #: GitHub's limit of annotations of one kind per step
 MAX_PER_KIND = 10
 _KIND_OF = {"slower": "error", "incorrect": "error", "failed": "error", "faster": "notice"}
-
-
-def _property(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A").replace(":", "%3A").replace(",", "%2C")
-
-
-def _message(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def kernel_files(workspace: Path, config: str | None) -> dict[str, str]:
@@ -78,9 +71,7 @@ def case_annotations(results: Mapping[str, Any], files: Mapping[str, str]) -> li
         ratio = case.get("ratio")
         change = f" {(ratio - 1) * 100:+.2f}%" if isinstance(ratio, (int, float)) and verdict in ("slower", "faster") else ""
         title = f"kbench-ci: {case.get('case_id')} {verdict}{change}"
-        where = files.get(str(case.get("kernel")))
-        properties = (f"file={_property(where)}," if where else "") + f"title={_property(title)}"
-        lines.append(f"::{kind} {properties}::{_message(_detail(case))}")
+        lines.append(workflow_command(kind, _detail(case), file=files.get(str(case.get("kernel")), ""), title=title))
     for kind, count in sorted(left.items()):
-        lines.append(f"::{kind}::{count} more case(s) {'fail the gate' if kind == 'error' else 'changed'}: see the report")
+        lines.append(workflow_command(kind, f"{count} more case(s) {'fail the gate' if kind == 'error' else 'changed'}: see the report"))
     return lines
