@@ -177,7 +177,8 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
     return facts
 
 
-def _share(fraction: float) -> str:
+def share_text(fraction: float) -> str:
+    """A part of a whole as a whole percentage; "<1%" for what would round to 0%."""
     return "<1%" if fraction < 0.005 else f"{fraction:.0%}"
 
 
@@ -185,10 +186,10 @@ def speed_of_light_text(figures: SpeedOfLight) -> str:
     """Achieved bandwidth and FLOP/s, as a share of the GPU's measured ceilings where known."""
     parts = []
     if figures.bytes_per_s is not None:
-        share = f" = {_share(figures.bandwidth_fraction)} of the measured copy bandwidth" if figures.bandwidth_fraction else ""
+        share = f" = {share_text(figures.bandwidth_fraction)} of the measured copy bandwidth" if figures.bandwidth_fraction else ""
         parts.append(f"{figures.bytes_per_s / 1e9:,.4g} GB/s{share}")
     if figures.flops_per_s is not None:
-        share = (f" = {_share(figures.flops_fraction)} of the measured {figures.matmul_dtype} matmul rate"
+        share = (f" = {share_text(figures.flops_fraction)} of the measured {figures.matmul_dtype} matmul rate"
                  if figures.flops_fraction else "")
         parts.append(f"{figures.flops_per_s / 1e12:,.4g} TFLOP/s{share}")
     work = ", ".join(

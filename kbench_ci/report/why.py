@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbench_ci.report.markdown import table
+from kbench_ci.report.markdown import share_text, table
 from kbench_ci.results.model import CompiledKernel, KernelLaunch, VariantResult
 from kbench_ci.results.outcome import SideProfile
 
@@ -76,10 +76,6 @@ def _triple(value: tuple[int, int, int] | None) -> str:
     return "×".join(used)
 
 
-def _pct(share: float) -> str:
-    return f"{share * 100:.0f}%" if share >= 0.01 else "<1%"
-
-
 def _shape_changes(base: _Kernel, head: _Kernel) -> list[str]:
     b, h = base.main, head.main
     changes: list[str] = []
@@ -110,9 +106,9 @@ def launch_changes(
         shown = f"`{short_kernel_name(name)}`"
         was, now = base_kernels.get(name), head_kernels.get(name)
         if was is None and now is not None:
-            weighed.append((now.share, f"a new kernel {shown} ({_pct(now.share)} of the time)"))
+            weighed.append((now.share, f"a new kernel {shown} ({share_text(now.share)} of the time)"))
         elif now is None and was is not None:
-            weighed.append((was.share, f"{shown} no longer launched (was {_pct(was.share)} of the time)"))
+            weighed.append((was.share, f"{shown} no longer launched (was {share_text(was.share)} of the time)"))
         elif was is not None and now is not None:
             changes = _shape_changes(was, now)
             repeated = (said or {}).get(_base_name(name), set())
@@ -199,7 +195,7 @@ def launch_rows(side: str, launches: Sequence[KernelLaunch]) -> list[list[str]]:
     """The details' table rows of one side's launches."""
     return [
         [
-            side, f"`{short_kernel_name(launch.name)}`", f"{launch.per_call:g}", _pct(launch.share),
+            side, f"`{short_kernel_name(launch.name)}`", f"{launch.per_call:g}", share_text(launch.share),
             f"{launch.mean_us:.3g}", _triple(launch.grid), _triple(launch.block),
             "—" if launch.registers is None else str(launch.registers),
             "—" if launch.shared_bytes is None else f"{launch.shared_bytes:,}",
