@@ -37,6 +37,7 @@ from types import ModuleType
 
 import torch
 
+from kbench_ci.cuda import ptxas
 from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.protocol import CaseJob
@@ -64,6 +65,9 @@ def private_libraries(job: CaseJob, directory: Path) -> CaseJob:
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target / source.name)
         shutil.copyfile(library, target / library.name)
+        resources = ptxas.resources_path(library)  # the compiler's figures travel with their library
+        if resources.is_file():
+            shutil.copyfile(resources, ptxas.resources_path(target / library.name))
         sides.append(replace(side, solution=str(target / source.name)))
     return replace(job, sides=tuple(sides))
 

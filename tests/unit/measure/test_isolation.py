@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kbench_ci.measure.compiled import cuda_kernels
 from kbench_ci.measure.isolation import ProcessBaseline, _clear_triton_caches, private_libraries
 from kbench_ci.measure.protocol import (
     CaseFinished,
@@ -117,6 +118,11 @@ def test_each_case_loads_each_sides_library_from_a_path_of_its_own(tmp_path: Pat
     first, second = Path(one.sides[1].solution), Path(two.sides[1].solution)
     assert first != second and first.parent != built
     assert first.with_suffix(".so").read_bytes() == b"library" == second.with_suffix(".so").read_bytes()
+    # ptxas's figures travel with the library: the worker reports them from the private copy.
+    assert not Path(str(first.with_suffix(".so")) + ".ptxas.json").exists()
+    (built / "k.so.ptxas.json").write_text('[{"symbol": "k", "registers": 12}]')
+    three = Path(private_libraries(_job(head), tmp_path / "case-4").sides[0].solution)
+    assert [k.registers for k in cuda_kernels(three)] == [12]
     # A side without a built library keeps its path, so the loader's message names it.
     (built / "k.so").unlink()
     assert private_libraries(_job(head), tmp_path / "case-3").sides[0] == head
