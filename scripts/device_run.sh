@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One `device` call of GPU acceptance work, in the order given, inside one deadline:
+#   bash scripts/device_run.sh DEADLINE_S PART[:SECONDS] ...
+# e.g. bash scripts/device_run.sh 580 truth:240 redteam:200 bench
+# Each part's log goes to $OUT/<part>.log; the GPU's clocks, power and temperature every 500 ms
+# to $OUT/clocks.csv (a power-limited matmul's figures are read against them); the result
+# folders a part leaves under /tmp/kb_out go back as $OUT/results.tar.gz. A part stops at its own
+# limit or at the deadline, whichever comes first, and the next one starts.
+# The H200 reaches no registry: GitPython and nvidia-ml-py come as wheels in .carry/compare-aa
+# (scripts/fetch_device_wheels.sh), carried with the call (carry=[".carry"]).
+set -uo pipefail
+deadline=$(( $(date +%s) + ${1:?usage: device_run.sh DEADLINE_S PART[:SECONDS] ...} ))
+shift
+out=${OUT:-/tmp/device_out}
+mkdir -p "$out" /tmp/kb_out
+if compgen -G ".carry/compare-aa/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/compare-aa/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv -lms 500 >"$out/clocks.csv" 2>/dev/null &
+clocks=$!
+trap 'kill $clocks 2>/dev/null' EXIT
+
+part_command() {
+  case "$1" in
+    truth) echo "python3 scripts/cupti_truth.py --bracket --out /tmp/kb_out/truth" ;;
+    truth-cublas) echo "python3 scripts/cupti_truth.py --bracket --only cuBLAS --out /tmp/kb_out/truth_cublas" ;;
+    redteam) echo "python3 -m pytest tests/gpu/test_redteam_gpu.py tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
+    bench) echo "python3 -m pytest tests/gpu/test_gpu_bench.py -q -rA -p no:cacheprovider" ;;
+    aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
+    regression) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
+    interleaved) echo "python3 scripts/interleaved_probe.py --extra 0.02" ;;
+    cost) echo "python3 scripts/gate_wall_time.py --old-code .carry/old --time-budget 5" ;;
+    changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
+    sol) echo "python3 scripts/speed_of_light_truth.py --out /tmp/kb_out/sol" ;;
+    install) echo "bash scripts/action_install_time.sh" ;;
+    *) return 1 ;;
+  esac
+}
+
+for spec in "$@"; do
+  part=${spec%%:*}
+  limit=${spec#*:}
+  [ "$limit" = "$spec" ] && limit=600
+  left=$(( deadline - $(date +%s) ))
+  if [ "$left" -lt 20 ]; then
+    echo "$part: not run, the deadline is reached" | tee -a "$out/skipped.log"
+    continue
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  command=$(part_command "$part") || { echo "unknown part: $part" >&2; exit 2; }
+  start=$(date +%s)
+  echo "== $part ($(date +%H:%M:%S), limit ${limit}s): $command" | tee "$out/$part.log"
+  timeout --kill-after=5 "$limit" bash -c "$command" >>"$out/$part.log" 2>&1
+  rc=$?
+  echo "== $part: rc $rc after $(( $(date +%s) - start ))s" | tee -a "$out/$part.log"
+done
+tar -czf "$out/results.tar.gz" -C /tmp kb_out 2>/dev/null
