@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -76,11 +77,25 @@ def _number(value: Any) -> float | None:
 
 def metadata_fragment(fragment: str) -> dict[str, Any]:
     """kineto's ``metadata_json()`` of one activity: the inside of a JSON object (no braces)."""
-    try:
-        parsed = json.loads("{" + fragment + "}")
-    except ValueError:
-        return {}
+    parsed = _loads_lenient("{" + fragment + "}")
     return parsed if isinstance(parsed, dict) else {}
+
+
+#: what C++ formatting writes for a non-finite number (``blocks per SM`` of a zero-SM record,
+#: say), which JSON has no word for: read as null, so one field cannot void the others
+_NON_FINITE = re.compile(r"(?<=[:\[,\s])-?(?:inf|nan)(?=[\s,\]}])")
+
+
+def _loads_lenient(text: str) -> Any:
+    """JSON as kineto writes it; None when it cannot be read even with its non-finite numbers as null."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return json.loads(_NON_FINITE.sub("null", text))
+    except ValueError:
+        return None
 
 
 def shapes_from_chrome_trace(trace: Mapping[str, Any]) -> dict[int, KernelShape]:
@@ -141,7 +156,9 @@ class ActivityTrace:
                 raise CuptiUnavailable(f"stopping the trace failed: {first_line(stop_error)}") from stop_error
             return
         self.events = [event for event in (_convert(item) for item in raw) if event is not None]
-        if self._result is not None and raw and not hasattr(raw[0], "metadata_json"):
+        # Where the events do not carry the launch shapes (no metadata_json, or, as with torch
+        # 2.11 on the H200, one without the kernel fields), the saved chrome trace does.
+        if self._result is not None and any(_kernel_without_shape(event) for event in self.events):
             self.events = _with_saved_shapes(self._result, self.events)
 
     def _start(self) -> None:
@@ -195,6 +212,10 @@ def _convert(raw: Any) -> TraceEvent | None:
     )
 
 
+def _kernel_without_shape(event: TraceEvent) -> bool:
+    return event.on_gpu and event.shape is None and not event.name.startswith(("Memcpy", "Memset"))
+
+
 def _with_saved_shapes(result: Any, events: list[TraceEvent]) -> list[TraceEvent]:
     """The launch shapes read back from the trace saved as chrome JSON (the one place kineto
     writes them where a torch build's events do not expose ``metadata_json``)."""
@@ -203,10 +224,10 @@ def _with_saved_shapes(result: Any, events: list[TraceEvent]) -> list[TraceEvent
     try:
         result.save(path)
         with open(path, encoding="utf-8") as saved:
-            trace = json.load(saved)
+            trace = _loads_lenient(saved.read())
     except (OSError, ValueError, RuntimeError):
         return events  # the shapes are a report's extra: the audit stands without them
     finally:
         os.unlink(path)
     shapes = shapes_from_chrome_trace(trace) if isinstance(trace, dict) else {}
-    return [replace(e, shape=shapes.get(e.correlation)) if e.on_gpu else e for e in events]
+    return [replace(e, shape=shapes.get(e.correlation, e.shape)) if e.on_gpu else e for e in events]

@@ -7,10 +7,16 @@ CuptiActivity.cpp): this machine has no GPU to record a fresh one."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kbench_ci.measure.anatomy import MAX_KINDS, launch_anatomy
 from kbench_ci.measure.cupti import (
+    ActivityTrace,
     KernelShape,
     TraceEvent,
     kernel_shape,
@@ -120,3 +126,62 @@ def test_launches_whose_record_lacks_blocks_per_sm_still_group_as_one_kind() -> 
     anatomy = launch_anatomy([[_kernel("matmul_kernel", i * 10, 10, shape) for i, shape in enumerate(shapes[:10])],
                               [_kernel("matmul_kernel", i * 10, 10, shape) for i, shape in enumerate(shapes[10:])]])
     assert len(anatomy) == 1 and anatomy[0].per_call == 10.0
+
+
+def test_a_non_finite_number_voids_only_itself() -> None:
+    fragment = MATMUL_FRAGMENT.replace("3.878788", "inf").replace('"est. achieved occupancy %": 13', '"est. achieved occupancy %": nan')
+    shape = kernel_shape(metadata_fragment(fragment))
+    assert shape is not None and shape.registers == 207 and shape.blocks_per_sm is None and shape.occupancy_pct is None
+
+
+class _SavedResult:
+    """A profiler result whose events carry no shapes but whose saved chrome trace does."""
+
+    def save(self, path: str) -> None:
+        text = json.dumps(CHROME_TRACE).replace('"blocks per SM": 1.0', '"blocks per SM": inf')
+        Path(path).write_text(text, encoding="utf-8")
+
+
+class _RawEvent:
+    def __init__(self, name: str, on_gpu: bool, correlation: int) -> None:
+        self._name, self._gpu, self._correlation = name, on_gpu, correlation
+
+    def name(self) -> str:
+        return self._name
+
+    def device_type(self) -> str:
+        return "DeviceType.CUDA" if self._gpu else "DeviceType.CPU"
+
+    def correlation_id(self) -> int:
+        return self._correlation
+
+    def device_resource_id(self) -> int:
+        return 7
+
+    def start_ns(self) -> int:
+        return 1000
+
+    def end_ns(self) -> int:
+        return 2000
+
+    def metadata_json(self) -> str:
+        return ""  # as torch 2.11 gave on the H200: no kernel fields in the events themselves
+
+
+def test_shapes_missing_from_the_events_come_from_the_saved_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = [_RawEvent("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN", True, 88), _RawEvent("Memset (Device)", True, 87),
+           _RawEvent("cudaLaunchKernel", False, 88)]
+    trace = ActivityTrace()
+
+    def stop() -> list[Any]:
+        trace._result = _SavedResult()
+        return raw
+
+    monkeypatch.setattr(trace, "_start", lambda: None)
+    monkeypatch.setattr(trace, "_stop", stop)
+    with trace:
+        pass
+    shapes = {event.name: event.shape for event in trace.events if event.on_gpu}
+    kernel = shapes["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN"]
+    assert kernel is not None and kernel.grid == (2, 66, 1) and kernel.registers == 168 and kernel.blocks_per_sm is None
+    assert shapes["Memset (Device)"] is None
