@@ -15,11 +15,16 @@ from tests.integration.github.test_action_e2e import load_action
 ROOT = Path(__file__).resolve().parents[3]
 
 FAKE_PYTHON = """#!/bin/bash
-# -c: the torch probe (a CUDA build when FAKE_CUDA=1); -m venv ARGS DIR: record ARGS, make DIR/bin/python
-if [[ "$1" == "-c" ]]; then [[ "${FAKE_CUDA:-0}" == 1 ]]; exit $?; fi
+# -c: the torch probe (a CUDA build when FAKE_CUDA=1) or the site-packages query (prints one);
+# -m venv ARGS DIR: record ARGS, make DIR/bin/python (which answers the purelib query and records pip)
+if [[ "$1" == "-c" ]]; then
+  if [[ "$2" == *getsitepackages* ]]; then echo /runner/site-packages; exit 0; fi
+  [[ "${FAKE_CUDA:-0}" == 1 ]]; exit $?
+fi
 if [[ "$1" == "-m" && "$2" == "venv" ]]; then
-  shift 2; echo "$*" >> "$RECORD"; dir="${@: -1}"; mkdir -p "$dir/bin"
-  printf '#!/bin/bash\\necho "pip $*" >> "$RECORD"\\n' > "$dir/bin/python"; chmod +x "$dir/bin/python"; exit 0
+  shift 2; echo "$*" >> "$RECORD"; dir="${@: -1}"; mkdir -p "$dir/bin" "$dir/lib/site-packages"
+  printf '#!/bin/bash\\nif [[ "$1" == -c ]]; then echo %s/lib/site-packages; exit 0; fi\\necho "pip $*" >> "$RECORD"\\n' "$dir" > "$dir/bin/python"
+  chmod +x "$dir/bin/python"; exit 0
 fi
 exit 3
 """
@@ -50,8 +55,13 @@ def test_the_venv_sees_the_runners_torch_only_when_it_is_a_cuda_build_or_asked(
 ) -> None:
     done, record = run_setup(tmp_path, choice, cuda)
     assert done.returncode == 0, done.stdout + done.stderr
-    venv_args = record[0]
-    assert ("--system-site-packages" in venv_args) is system
+    # The runner's site-packages reach the venv through a .pth file (also when the runner's python
+    # is itself a venv, where --system-site-packages would reach only the base interpreter's).
+    assert "--system-site-packages" not in record[0]
+    pth = tmp_path / "kbench-ci-venv" / "lib" / "site-packages" / "kbench-ci-runner-site.pth"
+    assert pth.exists() is system
+    if system:
+        assert pth.read_text().split() == ["/runner/site-packages"]
     assert record[1] == f"pip -m pip install --disable-pip-version-check {ROOT}"
     if choice == "auto":
         assert ("reuses the runner's CUDA build of torch" if cuda else "installs torch into its venv") in done.stdout
