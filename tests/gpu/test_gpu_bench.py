@@ -185,6 +185,12 @@ def test_gpu_work_outside_the_timer_is_incorrect(cheat: str, message: str, tmp_p
           f"CUPTI span {audit and audit['cupti_span_ms']} ms; escaped {audit and audit['escaped_ms']} ms; {solution['message']}")
     assert completed.returncode == 1
     assert solution["status"] == "incorrect"
+    if cheat == "side_stream_early" and "does not match the reference for them" in solution["message"]:
+        # Work launched on its own stream before the start event does not wait for the staging
+        # of each timed call's new inputs: the per-call output check sees its stale result before
+        # the audit runs (on the H200: call 71, 31 of the round's 101 calls).
+        assert "timed call" in solution["message"]
+        return
     assert solution["correctness"]["passed"] is True  # caught by the audit, not by the checks
     assert "GPU work escaped the timer" in solution["message"] and message in solution["message"]
     assert audit["status"] == "escaped"
