@@ -34,18 +34,19 @@ from kbench_ci.measure.timing import CudaEventTimer  # noqa: E402
 from kbench_ci.measure.usercode import load_problem  # noqa: E402
 
 T = ROOT / "tests" / "fixtures" / "truth"
-# name, solution, ref, implementation, dims, the variant whose median is read, kernel-name substring
+# name, solution, ref, implementation, dims, the variant whose median is read, the name of the call's
+# last kernel (cuBLAS on the H200: nvjet_sm90_...)
 KERNELS = [
     ("vadd.cu 2^20", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**20}, "solution", "vadd_kernel"),
     ("vadd.cu 2^24", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**24}, "solution", "vadd_kernel"),
     ("vadd.cu 2^26", T / "vadd.cu", T / "vadd_ref.py", "cuda-cpp", {"N": 2**26}, "solution", "vadd_kernel"),
     ("triton softmax 4096x4096", T / "softmax.py", T / "softmax_ref.py", "triton", {"M": 4096, "N": 4096}, "solution", "softmax_kernel"),
     ("triton matmul 4096^3", T / "matmul.py", T / "matmul_ref.py", "triton", {"M": 4096, "N": 4096, "K": 4096}, "solution", "matmul_kernel"),
-    ("cuBLAS mm 4096^3 (baseline)", T / "matmul.py", T / "matmul_ref.py", "triton", {"M": 4096, "N": 4096, "K": 4096}, "pytorch-eager", ""),
+    ("cuBLAS mm 4096^3 (baseline)", T / "matmul.py", T / "matmul_ref.py", "triton", {"M": 4096, "N": 4096, "K": 4096}, "pytorch-eager", "nvjet"),
 ]
 CALLS = 200
-#: kernels and copies of the harness (staging copies, poisoning fills, the flush), never the kernel's
-HARNESS = ("elementwise", "fill", "copy", "memcpy", "memset")
+#: untraced and traced blocks, alternating
+BLOCKS = 4
 
 
 def kbench_median_us(name: str, solution: Path, ref: Path, implementation: str, dims: dict, label: str, warm: bool, out: Path) -> float:
@@ -88,6 +89,8 @@ class _Staging:
     def __init__(self, kwargs: dict, other: dict, outputs: tuple[str, ...]) -> None:
         self.kwargs, self.other, self.outputs = kwargs, other, outputs
         self.stash = {k: v.clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in outputs}
+        self.expected: dict[str, torch.Tensor] = {}
+        self.mismatches: list[torch.Tensor] = []
 
     def before(self, index: int) -> None:
         source = self.other if index % 2 else self.stash
@@ -97,20 +100,42 @@ class _Staging:
             self.kwargs[name].fill_(float("nan"))
 
     def after(self, index: int) -> None:
-        pass
+        # As the worker's output check does after every timed call (off the timer): read each
+        # output against an expected tensor on the device, so the next call meets the same L2.
+        for name in self.outputs:
+            out = self.kwargs[name]
+            expected = self.expected.setdefault(name, torch.zeros_like(out))
+            self.mismatches.append(torch.isclose(out, expected).logical_not().sum())
 
 
 def spans_us(events, substring: str) -> list[float]:
-    """Per call: the span of the kernel's own launches between one hold kernel and the next."""
+    """Per call: from the first GPU activity after the hold kernel (the call's first launch: for
+    cuBLAS a workspace memset) to the end of its last kernel named ``substring``. What follows is
+    the harness's (the output check, the next call's staging and flush), never the kernel's."""
     launches = {e.correlation: e for e in events if not e.on_gpu}
-    gpu = sorted((e for e in events if e.on_gpu and e.correlation in launches), key=lambda e: launches[e.correlation].start_ns)
+    gpu = sorted((e for e in events if e.on_gpu and e.correlation in launches), key=lambda e: e.start_ns)
     calls: list[list] = []
     for event in gpu:
         if "spin_kernel" in event.name:
             calls.append([])
-        elif calls and not any(word in event.name.lower() for word in HARNESS) and (not substring or substring in event.name):
+        elif calls:
             calls[-1].append(event)
-    return [(max(e.end_ns for e in c) - min(e.start_ns for e in c)) / 1e3 for c in calls if c]
+    spans = []
+    for call in calls:
+        ends = [e.end_ns for e in call if substring in e.name]
+        if call and ends:
+            spans.append((max(ends) - call[0].start_ns) / 1e3)
+    return spans
+
+
+def call_activities(events) -> str:
+    """The GPU activities between the second hold kernel and the third: what one call launches."""
+    launches = {e.correlation: e for e in events if not e.on_gpu}
+    gpu = sorted((e for e in events if e.on_gpu and e.correlation in launches), key=lambda e: e.start_ns)
+    holds = [i for i, e in enumerate(gpu) if "spin_kernel" in e.name]
+    if len(holds) < 3:
+        return "(fewer than three calls traced)"
+    return ", ".join(f"{e.name[:40]} {(e.end_ns - e.start_ns) / 1e3:.2f} us" for e in gpu[holds[1] + 1:holds[2]])
 
 
 def main() -> int:
@@ -120,6 +145,10 @@ def main() -> int:
     parser.add_argument("--bracket", action="store_true",
                         help="run kbench-ci once before and once after the CUPTI loop and compare CUPTI with their mean: "
                              "a power-limited kernel's clock drifts between processes minutes apart")
+    parser.add_argument("--placements", type=int, default=0,
+                        help="then, per kernel, CUPTI's median on this many other placements of its buffers (a padding "
+                             "allocation of 0-64 MiB before each): how much the kernel's own time depends on where its "
+                             "buffers lie, which no correction can share between two processes")
     args = parser.parse_args()
     device = torch.device("cuda", 0)
     subprocess.run([sys.executable, "-m", "kbench_ci", "build", str(T / "vadd.cu")], cwd=ROOT, check=True, capture_output=True)
@@ -128,16 +157,43 @@ def main() -> int:
     for name, solution, ref, implementation, dims, label, substring in KERNELS:
         if args.only and args.only not in name:
             continue
+        if args.placements:
+            generator = torch.Generator().manual_seed(7)
+            for placement in range(args.placements):
+                pad_bytes = int(torch.randint(0, 64 * 2**20, (1,), generator=generator)) // 512 * 512
+                padding = torch.empty(pad_bytes, dtype=torch.uint8, device=device)  # noqa: F841 - holds the space
+                other_call, other_stage = kernel_call(solution, ref, implementation, dims, label, device)
+                for warm in (False, True):
+                    timer = CudaEventTimer(device, flush_l2=not warm)
+                    timer.warm_up(other_call, 20)
+                    with ActivityTrace() as trace:
+                        raw = statistics.median(timer.measure_raw(other_call, CALLS // BLOCKS, other_stage)) * 1e3
+                    span = statistics.median(spans_us(trace.events, substring))
+                    print(f"  placement {placement} (+{pad_bytes / 2**20:.1f} MiB) {'warm' if warm else 'cold'}: "
+                          f"CUPTI {span:.2f} us, traced events {raw:.2f} us", flush=True)
+                del padding, other_call, other_stage
         call, stage = kernel_call(solution, ref, implementation, dims, label, device)
         for warm in (False, True):
             kbench = kbench_median_us(name, solution, ref, implementation, dims, label, warm, args.out)
             print(f"  {time.strftime('%H:%M:%S')} kbench-ci (before) {kbench:.2f} us", flush=True)
             timer = CudaEventTimer(device, flush_l2=not warm)
             timer.warm_up(call, 20)
-            untraced = statistics.median(timer.measure_raw(call, CALLS, stage)) * 1e3
-            with ActivityTrace() as trace:
-                traced = statistics.median(timer.measure_raw(call, CALLS, stage)) * 1e3
-            cupti = statistics.median(spans_us(trace.events, substring))
+            # Untraced and traced blocks alternate, so a clock that drifts over the loop (a
+            # power-limited matmul) does not read as CUPTI's slowdown.
+            untraced_raw: list[float] = []
+            traced_raw: list[float] = []
+            spans: list[float] = []
+            for block in range(BLOCKS):
+                untraced_raw += timer.measure_raw(call, CALLS // BLOCKS, stage)
+                with ActivityTrace() as trace:
+                    traced_raw += timer.measure_raw(call, CALLS // BLOCKS, stage)
+                spans += spans_us(trace.events, substring)
+                if block == 0:
+                    print(f"  one traced call's GPU activities: {call_activities(trace.events)}", flush=True)
+                stage.mismatches.clear()
+            untraced = statistics.median(untraced_raw) * 1e3
+            traced = statistics.median(traced_raw) * 1e3
+            cupti = statistics.median(spans)
             print(f"  {time.strftime('%H:%M:%S')} CUPTI {cupti:.2f} us, events untraced {untraced:.2f} traced {traced:.2f} us", flush=True)
             if args.bracket:
                 after = kbench_median_us(name, solution, ref, implementation, dims, label, warm, args.out / "after")

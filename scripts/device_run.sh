@@ -25,15 +25,19 @@ trap 'kill $clocks 2>/dev/null' EXIT
 part_command() {
   case "$1" in
     truth) echo "python3 scripts/cupti_truth.py --bracket --out /tmp/kb_out/truth" ;;
+    truth-placed) echo "python3 scripts/cupti_truth.py --placements 2 --out /tmp/kb_out/truth" ;;
     truth-cublas) echo "python3 scripts/cupti_truth.py --bracket --only cuBLAS --out /tmp/kb_out/truth_cublas" ;;
     redteam) echo "python3 -m pytest tests/gpu/test_redteam_gpu.py tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
+    why) echo "python3 -m pytest tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
     bench) echo "python3 -m pytest tests/gpu/test_gpu_bench.py -q -rA -p no:cacheprovider" ;;
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
+    aa10) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts aa --workdir /tmp/kb_out/aa10 --keep" ;;
     regression) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     interleaved) echo "python3 scripts/interleaved_probe.py --extra 0.02" ;;
     cost) echo "python3 scripts/gate_wall_time.py --old-code .carry/old --time-budget 5" ;;
     changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
     sol) echo "python3 scripts/speed_of_light_truth.py --out /tmp/kb_out/sol" ;;
+    meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
     *) return 1 ;;
   esac
