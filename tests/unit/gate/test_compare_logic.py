@@ -165,11 +165,20 @@ def test_a_confirmed_regression_stays_slower() -> None:
     assert calls == [10, 20] and deciding.verdict is Verdict.SLOWER and first is not None
 
 
-def test_no_remeasure_for_unchanged_faster_or_incorrect() -> None:
-    for medians in ((1.0,), (0.9,)):
-        calls, run = _fake_runs(*medians)
-        deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
-        assert calls == [10] and first is None
+def test_a_speedup_must_show_twice() -> None:
+    calls, run = _fake_runs(0.9, 1.0)  # fast the first time only: noise
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10, 20] and first is not None and first.verdict is Verdict.FASTER
+    assert deciding.verdict is Verdict.UNCHANGED
+    calls, run = _fake_runs(0.9, 0.9)
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10, 20] and deciding.verdict is Verdict.FASTER
+
+
+def test_no_remeasure_for_unchanged_or_incorrect() -> None:
+    calls, run = _fake_runs(1.0)
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10] and first is None
 
     calls: list[int] = []
 
