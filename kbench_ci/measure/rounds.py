@@ -170,6 +170,7 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
     live = [entry for entry in timed if entry.variant.result.status == "ok"]
     round_index = 0
     strikes = 0  # consecutive checks that found the verdict out of reach
+    said = False  # the rounds ended decided, or with the early stop's note
     while batch := plan.next_batch(round_index, time.perf_counter() - timing_started):
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else live
@@ -188,16 +189,20 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         timer.keep_busy(plan.expected_check_s(round_index))
         check_started = time.perf_counter()
         if job.stopping is not None and _verdict_decided(live, job.stopping):
+            said = True
             break
         reach = _reach(live, job.stopping, round_index, check_started - timing_started) if job.stopping else None
         if job.stopping is not None and reach is not None and reach.out_of_reach:
             strikes += 1
             if strikes >= OUT_OF_REACH_CHECKS:
                 _note_early_stop(live, job.stopping, round_index, reach)
+                said = True
                 break
         else:
             strikes = 0
         plan.checked(round_index, time.perf_counter() - check_started)
+    if job.stopping is not None and not said:
+        _note_if_undecided(live, job.stopping, round_index)
 
 
 def _time_one_round(
@@ -274,6 +279,22 @@ def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, reach: R
         f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "
         f"not the {rule.threshold:.1%} threshold (raise the threshold or time_budget for it)"
     ))
+
+
+def _note_if_undecided(live: list[_Timed], rule: StoppingRule, done: int) -> None:
+    """The time budget or the round cap ended the rounds: when the verdict is still undecided,
+    say on the head what this case resolves at its noise, as an early stop does."""
+    sides = [entry for entry in live if entry.variant.role == "solution"]
+    if len(sides) != 2 or not all(entry.rounds for entry in sides):
+        return
+    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
+    if classify(estimate, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE:
+        return
+    reach = decision_reach(estimate, rule.threshold, done)
+    limit = "the round cap" if done >= rule.max_rounds else "the time budget"
+    resolves = (f"at its noise this case can resolve ±{reach.resolvable:.1%}, not the {rule.threshold:.1%} threshold"
+                if reach is not None else f"too few rounds to say what change it can resolve at the {rule.threshold:.1%} threshold")
+    _note(sides[1], f"stopped after {done} rounds at {limit}, undecided: {resolves} (raise the threshold or time_budget for it)")
 
 
 def _finish(entry: _Timed, device: torch.device) -> None:

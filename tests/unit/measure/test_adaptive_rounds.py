@@ -141,3 +141,19 @@ def test_the_rounds_stop_only_after_two_checks_in_a_row_find_no_verdict_in_reach
     monkeypatch.setattr(rounds_module, "_note_early_stop", lambda *args: None)
     # checks at 4, 6, 8, 10 rounds (batches of 2): the second strike in a row is the check at 10
     assert _rounds(_job(_undecidable(max_rounds=400))) == {"base": 10, "head": 10}
+
+
+def test_a_case_the_budget_ends_undecided_says_what_it_can_resolve() -> None:
+    """Issue 24, item 3: the 6 us vector add on the H200 ran out of time budget undecided (206 of
+    400 rounds) without a word on what it could resolve; now the limit that ended it says so."""
+    job = _job(_undecidable(budget_s=0.5))
+    events: list[WorkerEvent] = []
+    run_case(job, events.append)
+    results = {e.result.label: e.result for e in events if isinstance(e, VariantDone)}
+    notes = [note for note in results["head"].notes if note.startswith("stopped after")]
+    assert len(notes) == 1 and "at the time budget, undecided" in notes[0] and "can resolve ±" in notes[0]
+    assert not any(note.startswith("stopped after") for note in results["base"].notes)
+    decided = _job(_rule(threshold=10.0, budget_s=0.5))
+    events = []
+    run_case(decided, events.append)
+    assert not any(n.startswith("stopped after") for e in events if isinstance(e, VariantDone) for n in e.result.notes)
