@@ -14,6 +14,7 @@ import typer
 from kbench_ci import __version__
 from kbench_ci.cli import bench, build, comment, compare, history, merge, run
 from kbench_ci.cli.console import configure_logging
+from kbench_ci.cli.help_format import Command, Group
 
 __all__ = ["app", "main"]
 
@@ -23,7 +24,7 @@ _HELP = "A CI regression gate for GPU kernels: correct first, timed truthfully, 
 # --install-completion / --show-completion from Typer for bash, zsh, fish and PowerShell.
 app = typer.Typer(
     add_completion=True, no_args_is_help=True, help=_HELP, pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"]}, cls=Group,
 )
 
 
@@ -43,12 +44,12 @@ def _root(
     """A CI regression gate for GPU kernels: correct first, timed truthfully, judged with statistics."""
 
 
-app.command("bench", help=bench.HELP, context_settings=bench.CONTEXT_SETTINGS)(bench.bench)
-app.command("build", help=build.HELP)(build.build)
-app.command("comment", help=comment.HELP)(comment.comment)
-app.command("run", help=run.HELP)(run.run)
-app.command("compare", help=compare.HELP)(compare.compare)
-app.command("merge", help=merge.HELP)(merge.merge)
+app.command("bench", help=bench.HELP, context_settings=bench.CONTEXT_SETTINGS, cls=Command)(bench.bench)
+app.command("build", help=build.HELP, cls=Command)(build.build)
+app.command("comment", help=comment.HELP, cls=Command)(comment.comment)
+app.command("run", help=run.HELP, cls=Command)(run.run)
+app.command("compare", help=compare.HELP, cls=Command)(compare.compare)
+app.command("merge", help=merge.HELP, cls=Command)(merge.merge)
 app.add_typer(history.app, name="history", help=history.HELP)
 
 

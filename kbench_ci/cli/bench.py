@@ -24,6 +24,8 @@ __all__ = ["CONTEXT_SETTINGS", "HELP", "bench"]
 HELP = "Check one kernel against its PyTorch reference and time it. Unknown --NAME=VALUE flags are dimensions."
 #: the flags bench does not know are the problem's dimensions (--M=1024), parsed by the command
 CONTEXT_SETTINGS: dict[str, Any] = {"allow_extra_args": True, "ignore_unknown_options": True}
+# the panels of `bench -h`
+_RUN, _CORRECTNESS, _MEASURE, _SOL = "What to run", "Correctness", "How to measure", "Speed of light"
 
 
 def _known_options(ctx: typer.Context) -> list[str]:
@@ -51,57 +53,60 @@ def bench(
     solution: Annotated[
         Path, typer.Argument(help="kernel.cu (built .so beside it) or kernel.py (setup/run_kernel)")
     ],
-    ref: Annotated[Path, typer.Option("--ref", help="ref.py defining reference(**kwargs)")],
+    ref: Annotated[Path, typer.Option("--ref", rich_help_panel=_RUN, help="ref.py defining reference(**kwargs)")],
     implementation: Annotated[
         list[str] | None,
         typer.Option(
-            "--implementation", help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch (default: auto)"
+            "--implementation", rich_help_panel=_RUN, metavar="<name>",
+            help="auto | cuda-cpp | cutlass | triton | cute-dsl | pytorch (default: auto)",
         ),
     ] = None,
     backend: Annotated[
-        list[str] | None, typer.Option("--backend", help="another name for --implementation")
+        list[str] | None, typer.Option("--backend", rich_help_panel=_RUN, metavar="<name>", help="another name for --implementation")
     ] = None,
     baselines: Annotated[
         str,
         typer.Option(
-            "--baselines", help="comma list of pytorch-eager, torch-compile, flashinfer; or all / none"
+            "--baselines", rich_help_panel=_RUN, help="comma list of pytorch-eager, torch-compile, flashinfer; or all / none"
         ),
     ] = "none",
     output_dir: OutputDirOption = DEFAULT_OUTPUT_DIR,
-    seed: Annotated[int, typer.Option("--seed")] = settings.DEFAULT_SEED,
+    seed: Annotated[int, typer.Option("--seed", rich_help_panel=_CORRECTNESS)] = settings.DEFAULT_SEED,
     correctness_trials: Annotated[
-        int, typer.Option("--correctness-trials", min=1)
+        int, typer.Option("--correctness-trials", rich_help_panel=_CORRECTNESS, min=1)
     ] = settings.DEFAULT_CORRECTNESS_TRIALS,
     timing_method: Annotated[
-        str, typer.Option("--timing-method", help="cuda_event | host_time")
+        str, typer.Option("--timing-method", rich_help_panel=_MEASURE, help="cuda_event | host_time")
     ] = settings.DEFAULT_TIMING_METHOD,
-    num_warmup: Annotated[int, typer.Option("--num-warmup", min=0)] = settings.DEFAULT_NUM_WARMUP,
-    num_trials: Annotated[int, typer.Option("--num-trials", min=1)] = settings.DEFAULT_NUM_TRIALS,
-    discard_first: Annotated[int, typer.Option("--discard-first", min=0)] = settings.DEFAULT_DISCARD_FIRST,
+    num_warmup: Annotated[int, typer.Option("--num-warmup", rich_help_panel=_MEASURE, min=0)] = settings.DEFAULT_NUM_WARMUP,
+    num_trials: Annotated[int, typer.Option("--num-trials", rich_help_panel=_MEASURE, min=1)] = settings.DEFAULT_NUM_TRIALS,
+    discard_first: Annotated[int, typer.Option("--discard-first", rich_help_panel=_MEASURE, min=0)] = settings.DEFAULT_DISCARD_FIRST,
     gpu: GpuOption = 0,
-    device: Annotated[str, typer.Option("--device", help="auto | cuda | cpu")] = "auto",
-    atol: Annotated[float | None, typer.Option("--atol", min=0.0)] = None,
-    rtol: Annotated[float | None, typer.Option("--rtol", min=0.0)] = None,
+    device: Annotated[str, typer.Option("--device", rich_help_panel=_MEASURE, help="auto | cuda | cpu")] = "auto",
+    atol: Annotated[float | None, typer.Option("--atol", rich_help_panel=_CORRECTNESS, min=0.0)] = None,
+    rtol: Annotated[float | None, typer.Option("--rtol", rich_help_panel=_CORRECTNESS, min=0.0)] = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help="tf32: float32 outputs get tf32 tolerances")
+        str | None, typer.Option("--precision", rich_help_panel=_CORRECTNESS, help="tf32: float32 outputs get tf32 tolerances")
     ] = None,
     ptr_size: Annotated[
         list[str] | None,
         typer.Option(
-            "--ptr-size", help="pointer sizes for .cu without setup(): NAME=EXPR (repeatable) or EXPR for all"
+            "--ptr-size", rich_help_panel=_RUN, metavar="NAME=EXPR",
+            help="pointer sizes for .cu without setup(): NAME=EXPR (repeatable) or EXPR for all",
         ),
     ] = None,
     work_bytes: Annotated[
-        str | None, typer.Option("--bytes", help='bytes one call must move, over the dims: e.g. "3*N*4"')
+        str | None, typer.Option("--bytes", rich_help_panel=_SOL, help='bytes one call must move, over the dims: e.g. "3*N*4"')
     ] = None,
     work_flops: Annotated[
-        str | None, typer.Option("--flops", help='FLOPs one call must do, over the dims: e.g. "2*M*N*K"')
+        str | None, typer.Option("--flops", rich_help_panel=_SOL, help='FLOPs one call must do, over the dims: e.g. "2*M*N*K"')
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="seconds before a hung kernel is killed")
+        float, typer.Option("--timeout", rich_help_panel=_MEASURE, help="seconds before a hung kernel is killed")
     ] = settings.DEFAULT_TIMEOUT_S,
     no_flush_l2: Annotated[
-        bool, typer.Option("--no-flush-l2", metavar="", help="time with a warm L2 (default: flushed before every trial)")
+        bool, typer.Option("--no-flush-l2", metavar="", rich_help_panel=_MEASURE,
+                           help="time with a warm L2 (default: flushed before every trial)")
     ] = False,
 ) -> None:
     # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.

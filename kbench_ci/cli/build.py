@@ -31,7 +31,7 @@ def build(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", metavar="", help="rebuild even when the source hash matches")
     ] = False,
-    flag: Annotated[list[str] | None, typer.Option("--flag", help="extra nvcc flag (repeatable)")] = None,
+    flag: Annotated[list[str] | None, typer.Option("--flag", metavar="FLAG", help="extra nvcc flag (repeatable)")] = None,
 ) -> None:
     # torch-free start-up: kbench_ci.cuda pulls in torch, so it is imported only when build runs.
     from kbench_ci.cuda.build import CompileError, format_command, plan_build  # noqa: PLC0415

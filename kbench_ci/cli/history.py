@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from kbench_ci.cli.console import error_boundary
+from kbench_ci.cli.help_format import Command, Group
 from kbench_ci.errors import UsageError
 from kbench_ci.history.show import trends, write_site
 from kbench_ci.history.store import DEFAULT_BRANCH, entries, entries_from_report, record_all
@@ -20,12 +21,12 @@ __all__ = ["HELP", "app"]
 
 HELP = "Keep each main-branch run's results by commit on a data branch, and show their trend and steps."
 
-app = typer.Typer(no_args_is_help=True, help=HELP)
+app = typer.Typer(no_args_is_help=True, help=HELP, cls=Group)
 
 _BRANCH = typer.Option("--branch", help="the data branch the history lives on")
 
 
-@app.command("record", help="Append a run's or compare's results (DIR/results.json), keyed by commit, to the data branch.")
+@app.command("record", cls=Command, help="Append a run's or compare's results (DIR/results.json), keyed by commit, to the data branch.")
 def record_command(
     report: Annotated[Path, typer.Option("--report", help="the --output-dir of `kbench-ci run` or `compare`")],
     commit: Annotated[str | None, typer.Option("--commit", help="the commit measured (default: a compare's head)")] = None,
@@ -45,7 +46,7 @@ def record_command(
                f"at {tip[:12]}" + (f", pushed to {push}" if push else ""))
 
 
-@app.command("show", help="Render history.md, index.html and a chart per case from the data branch.")
+@app.command("show", cls=Command, help="Render history.md, index.html and a chart per case from the data branch.")
 def show_command(
     output_dir: Annotated[Path, typer.Option("--output-dir", help="where the site goes")],
     kernel: Annotated[str | None, typer.Option("--kernel", help="only this kernel's cases")] = None,

@@ -47,7 +47,7 @@ CaseTimeoutOption = Annotated[
         help="seconds per case before it counts as hung (default: each kernel's timeout)",
     ),
 ]
-KernelOption = Annotated[list[str] | None, typer.Option("--kernel", rich_help_panel="What to compare",
+KernelOption = Annotated[list[str] | None, typer.Option("--kernel", rich_help_panel="What to compare", metavar="NAME",
     help="only this kernel (repeatable)")]
 JsonSummaryOption = Annotated[
     Path | None, typer.Option("--json-summary", rich_help_panel="Output", help="also write a small JSON with the gate and the file paths")
