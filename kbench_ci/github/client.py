@@ -176,7 +176,7 @@ class GitHubClient:
         token = token.strip()
         if not token:
             # No token flag: a token on a command line is visible to every user of the machine (ps).
-            raise UsageError("the GitHub token is empty", hint="set GITHUB_TOKEN")
+            raise UsageError("the GitHub token is empty", hint="set GITHUB_TOKEN; in a workflow, pass ${{ github.token }}")
         api_url = (api_url or DEFAULT_API_URL).strip().rstrip("/")
         parts = urllib.parse.urlsplit(api_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:

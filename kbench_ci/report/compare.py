@@ -56,8 +56,14 @@ MARKERS: Mapping[Verdict, str] = {
 
 
 def _mermaid_label(text: str) -> str:
-    # xychart-beta takes quoted category names; keep them free of quotes and brackets.
-    return text.replace('"', "'").replace("[", "(").replace("]", ")")
+    # xychart-beta takes quoted category names; keep them free of quotes and brackets:
+    # `vadd[N=4096]` reads `vadd N=4096` (not `vadd(N=4096)`, which looks like a call).
+    return text.replace('"', "'").replace("[", " ").replace("]", "")
+
+
+#: the chart's series colours, in the order drawn: slower, faster and inconclusive bars, then the
+#: two threshold lines
+_CHART_COLOURS = ("#cf222e", "#1a7f37", "#8c959f", "#57606a", "#57606a")
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,13 +274,20 @@ def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
     title = "Changed cases: head vs base, change of the median time (%, positive = slower)"
     if clipped:
         title += f"; bars clipped at ±{clip:g}%"
+    # One bar series per verdict (zero elsewhere), so each bar takes its verdict's colour.
+    bars = [
+        f"  bar [{', '.join(f'{v:g}' if c.verdict is verdict else '0' for c, v in zip(timed, shown, strict=True))}]"
+        for verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE)
+    ]
+    palette = ", ".join(_CHART_COLOURS)
     return "\n".join([
         "```mermaid",
+        f'%%{{init: {{"themeVariables": {{"xyChart": {{"plotColorPalette": "{palette}"}}}}}}}}%%',
         "xychart-beta",
         f'  title "{title}"',
         f"  x-axis [{labels}]",
         f'  y-axis "change (%)" {low - pad:.2f} --> {high + pad:.2f}',
-        f"  bar [{', '.join(f'{v:g}' for v in shown)}]",
+        *bars,
         # the threshold on both sides: a bar inside the two lines is within it
         f"  line [{', '.join(f'{threshold:g}' for _ in timed)}]",
         f"  line [{', '.join(f'{-threshold:g}' for _ in timed)}]",
