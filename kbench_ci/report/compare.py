@@ -71,7 +71,8 @@ _CHART_COLOURS = ("#cf222e", "#1a7f37", "#8c959f", "#57606a", "#57606a")
 # --------------------------------------------------------------------------------------------
 
 
-#: cases above which the `unchanged` ones leave the main table for a folded one
+#: cases above which the `unchanged` ones leave the main table for a folded one even when no
+#: case changed
 MAX_TABLE_ROWS = 30
 
 
@@ -133,9 +134,12 @@ def render_compare(
     with_baselines = any(case.baselines for case in ordered)
     with_gpu = gpu_column(gpu_of) or lanes is not None
     gpu_of = gpu_of if gpu_column(gpu_of) else lanes
-    # A large suite's table would fill the PR comment with `unchanged` rows: those go in a
-    # folded table of their own, which the comment folds first when it runs long.
-    quiet = [case for case in ordered if case.verdict is Verdict.UNCHANGED] if len(ordered) > MAX_TABLE_ROWS else []
+    # The table is of the cases that matter: `unchanged` rows go to a folded table of their own
+    # (which the comment folds first when it runs long) as soon as one case is anything else,
+    # or when a large suite's would fill the comment. A small suite with nothing but `unchanged`
+    # keeps its one plain table.
+    unchanged = [case for case in ordered if case.verdict is Verdict.UNCHANGED]
+    quiet = unchanged if len(ordered) > MAX_TABLE_ROWS or len(unchanged) < len(ordered) else []
     loud = [case for case in ordered if case not in quiet]
     if ordered:
         rows = []

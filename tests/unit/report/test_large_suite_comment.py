@@ -98,10 +98,15 @@ def test_folding_takes_unchanged_cases_details_before_any_slower_ones(tmp_path: 
     assert main_table.count("| `tmm`") == 10  # unchanged rows are out of the main table
 
 
-def test_a_small_suite_keeps_every_case_in_one_table(tmp_path: Path) -> None:
+def test_a_small_suite_shows_the_cases_that_matter_and_folds_the_unchanged_ones(tmp_path: Path) -> None:
+    """Issue 26, item 1: the table is of the cases that matter; unchanged ones fold into one
+    table as soon as one case changed. A small suite where nothing changed keeps one table."""
     cases = [case(index, slower=index == 0) for index in range(6)]
     markdown = render_compare(outcome(cases, tmp_path))
-    assert markdown.split("## Why it changed")[0].count("| `tmm`") == 6 and "unchanged cases</summary>" not in markdown
+    main, folded = markdown.split("<summary>5 unchanged cases</summary>")
+    assert main.count("| `tmm`") == 1 and folded.split("</details>")[0].count("| `tmm`") == 5
+    quiet = render_compare(outcome([case(index, slower=False) for index in range(6)], tmp_path))
+    assert quiet.count("| `tmm`") == 6 and "unchanged cases</summary>" not in quiet
 
 
 def test_the_comment_is_a_summary_also_with_trend_links(tmp_path: Path) -> None:
