@@ -37,6 +37,7 @@ part_command() {
     cost) echo "python3 scripts/gate_wall_time.py --old-code .carry/old --time-budget 5" ;;
     changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
     sol) echo "python3 scripts/speed_of_light_truth.py --out /tmp/kb_out/sol" ;;
+    probe) echo "python3 scripts/probes/calibration_probe.py" ;;
     meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
     *) return 1 ;;

@@ -159,14 +159,21 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
     # round's order, so that round 0 is like every later one: its first variant follows its
     # own calls, the second follows the other's, each after a short re-warm-up. (Warmed up
     # inside round 0, the head read 0.3-1% slower than the base there in A/A on an H200.)
+    # One hold for every timed call of the case, the longest any variant's warm-up asks for:
+    # the event-to-kernel gap grows with the hold (calibration module doc), so a hold that
+    # differed between the sides, or from round to round, would move their samples apart.
+    holds: list[float] = []
     for entry in reversed(timed):
         emit(Begin(entry.label, "timing"))
         try:
             timer.warm_up(entry.call, job.settings.num_warmup)
+            holds.append(getattr(timer, "hold_us", 0.0))
         except Exception as exc:
             raise_if_context_lost(exc, device)
             fail(entry.variant, "error", f"failed while timing: {describe_error(exc)}")
         entry.variant.settle()
+    if holds and isinstance(timer, CudaEventTimer):
+        timer.hold_us = max(holds)
     live = [entry for entry in timed if entry.variant.result.status == "ok"]
     round_index = 0
     strikes = 0  # consecutive checks that found the verdict out of reach
@@ -212,7 +219,7 @@ def _time_one_round(
     variant = entry.variant
     try:
         # A short re-warm-up after another variant ran (the full one came before round 0).
-        timer.warm_up(entry.call, max(1, min(3, job.settings.num_warmup)))
+        timer.warm_up(entry.call, max(1, min(3, job.settings.num_warmup)), resize_hold=False)
         samples = timer.measure(entry.call, len(calls), entry.hooks(calls))
     except Exception as exc:
         raise_if_context_lost(exc, device)
@@ -544,7 +551,11 @@ def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]
             timing_shift_ms=shift,
         )
         shifts.append(shift)
-        words.append(f"{entry.label} {-(offset * 1e3):+.2f} us")
+        reading = offsets[entry.label]
+        held = f", held {reading.hold_us:.0f} us: its traced calls outran the timed hold" if reading.hold_us > timer.hold_us else ""
+        late = f", {reading.late} traced calls enqueued after their hold left out" if reading.late else ""
+        words.append(f"{entry.label} {-(offset * 1e3):+.2f} us (CUPTI {reading.span_ms * 1e3:.2f} us, "
+                     f"events {reading.event_ms * 1e3:.2f} us{held}{late})")
     return ("event time less the start-event-to-kernel offset CUPTI measured on "
             f"{calibration.CALIBRATION_CALLS} calls made as timed (same staging, flush, hold and events): " + ", ".join(words))
 

@@ -86,7 +86,7 @@ class Timer(Protocol):
     #: the event-pair cost subtracted from every sample (cuda_event); None where nothing is
     event_overhead_ms: float | None
 
-    def warm_up(self, fn: Callable[[], object], count: int) -> None: ...
+    def warm_up(self, fn: Callable[[], object], count: int, *, resize_hold: bool = True) -> None: ...
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]: ...
 
@@ -130,8 +130,10 @@ class CudaEventTimer:
     def _hold(self, cycles_per_us: float) -> None:
         torch.cuda._sleep(int(self.hold_us * cycles_per_us))
 
-    def warm_up(self, fn: Callable[[], object], count: int) -> None:
-        """Run ``fn`` ``count`` times and size the hold from how long the host takes to enqueue."""
+    def warm_up(self, fn: Callable[[], object], count: int, *, resize_hold: bool = True) -> None:
+        """Run ``fn`` ``count`` times and (``resize_hold``) size the hold from how long the host
+        takes to enqueue. The event-to-kernel gap grows with the hold, so every timed call of a
+        case, and the calibration of its offset, must share one hold: size it once."""
         enqueue_us: list[float] = []
         for _ in range(count):
             self._flush()
@@ -142,7 +144,7 @@ class CudaEventTimer:
         torch.cuda.synchronize(self.device)
         # Now, not at construction: the warm-up has brought the GPU out of its idle clocks.
         self._spin_rate()
-        if enqueue_us:
+        if enqueue_us and resize_hold:
             # Twice the slowest enqueue seen (plus event records), so a hiccup is still covered.
             worst = max(enqueue_us)
             self.hold_us = min(max(2.0 * worst + 10.0, _MIN_HOLD_US), _MAX_HOLD_US)
@@ -284,7 +286,8 @@ class HostTimer:
         if self._is_cuda:
             torch.cuda.synchronize(self.device)
 
-    def warm_up(self, fn: Callable[[], object], count: int) -> None:
+    def warm_up(self, fn: Callable[[], object], count: int, *, resize_hold: bool = True) -> None:
+        """``resize_hold`` is the event timer's; a wall clock holds no stream."""
         for _ in range(count):
             fn()
         self._sync()

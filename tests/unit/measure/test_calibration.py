@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbench_ci.measure.calibration import HOLD_NAME, call_spans
+from kbench_ci.measure.calibration import HOLD_NAME, CallSpan, call_spans
 from kbench_ci.measure.cupti import TraceEvent
 from kbench_ci.measure.escape import MARKER_NAME, TraceUnreadable
 
@@ -22,22 +22,36 @@ class Trace:
         self.host = 0
         self.gpu = 0
 
-    def launch(self, name: str, gpu_ns: int, *, lane: int = CALLER, gap_ns: int = 0) -> None:
+    def launch(self, name: str, gpu_ns: int, *, lane: int = CALLER, gap_ns: int = 0, host_ns: int = 1_000) -> None:
         self.correlation += 1
-        self.host += 1_000
+        self.host += host_ns
         self.events.append(TraceEvent("cudaLaunchKernel", False, lane, self.host, self.host + 500, self.correlation))
         self.gpu += gap_ns
         self.events.append(TraceEvent(name, True, 13, self.gpu, self.gpu + gpu_ns, self.correlation))
         self.gpu += gpu_ns
 
-    def call(self, kernels: list[tuple[str, int, int]], *, hold: bool = True) -> None:
+    def call(
+        self, kernels: list[tuple[str, int, int]], *, hold: bool = True, enqueue_ns: int = 1_000, caught_up: bool = False,
+    ) -> None:
+        """``enqueue_ns``: the host's time per launch after the hold's (under CUPTI it grows);
+        ``caught_up``: the GPU has done the staging and flush when the hold is launched."""
         self.launch("copy_kernel", 5_000)
         self.launch("FillFunctor", 40_000)
+        if caught_up:  # the host waited: the hold starts on the GPU as it is launched
+            self.host = max(self.host, self.gpu)
+            self.gpu = self.host + 1_000
         if hold:
             self.launch(f"{HOLD_NAME}(long)", 20_000)
         for name, gap, ns in kernels:
-            self.launch(name, ns, gap_ns=gap)
+            self.launch(name, ns, gap_ns=gap, host_ns=enqueue_ns)
+        self.record_event(enqueue_ns)
         self.launch(MARKER_NAME, 1_000, gap_ns=200)
+
+    def record_event(self, host_ns: int) -> None:
+        """The end event's record: a runtime call of our thread with no GPU activity."""
+        self.correlation += 1
+        self.host += host_ns
+        self.events.append(TraceEvent("cudaEventRecord", False, CALLER, self.host, self.host + 300, self.correlation))
 
 
 def test_each_call_spans_from_its_first_kernel_to_its_last_between_its_hold_and_its_marker() -> None:
@@ -46,7 +60,7 @@ def test_each_call_spans_from_its_first_kernel_to_its_last_between_its_hold_and_
     trace.call([("gemm_a", 3_000, 100_000), ("gemm_b", 500, 20_000)])
     trace.call([("spin_kernel_user", 3_100, 640)])  # a user kernel named like the hold is still the call's
     spans = call_spans(trace.events, 3)
-    assert spans == [(63_000, 1), (120_500, 2), (640, 1)]
+    assert spans == [CallSpan(63_000, 1), CallSpan(120_500, 2), CallSpan(640, 1)]
 
 
 def test_work_launched_by_another_thread_inside_the_call_counts() -> None:
@@ -54,7 +68,7 @@ def test_work_launched_by_another_thread_inside_the_call_counts() -> None:
     trace.call([("vadd_kernel", 3_200, 63_000), ("helper_kernel", 100, 10_000)])
     trace.events = [e if e.name != "cudaLaunchKernel" or e.correlation != 5 else TraceEvent(
         e.name, False, 99, e.start_ns, e.end_ns, e.correlation) for e in trace.events]
-    assert call_spans(trace.events, 1) == [(73_100, 2)]
+    assert call_spans(trace.events, 1) == [CallSpan(73_100, 2)]
 
 
 def test_a_trace_without_its_markers_or_holds_is_unreadable() -> None:
@@ -66,3 +80,28 @@ def test_a_trace_without_its_markers_or_holds_is_unreadable() -> None:
     no_hold.call([("vadd_kernel", 3_200, 63_000)], hold=False)
     with pytest.raises(TraceUnreadable, match="no hold kernel"):
         call_spans(no_hold.events, 1)
+
+
+def test_a_call_enqueued_after_its_hold_ended_is_marked_late() -> None:
+    """Host time in the event pair is no offset: the calibration leaves such calls out."""
+    trace = Trace()
+    trace.call([("vadd_kernel", 3_200, 5_000)], caught_up=True)
+    # The hold lasts 20 us from its launch; this call's kernel launch takes 30 us under CUPTI.
+    trace.call([("vadd_kernel", 3_200, 5_000)], enqueue_ns=30_000, caught_up=True)
+    trace.call([("vadd_kernel", 3_200, 5_000)], enqueue_ns=2_000, caught_up=True)
+    spans = call_spans(trace.events, 3)
+    assert [span.late for span in spans] == [False, True, False]
+    assert [span.span_ns for span in spans] == [5_000, 5_000, 5_000]
+
+
+def test_an_end_event_recorded_after_the_hold_ended_makes_the_call_late() -> None:
+    trace = Trace()
+    trace.gpu = trace.host = 0
+    trace.launch("copy_kernel", 5_000)
+    trace.launch("FillFunctor", 40_000)
+    trace.gpu = trace.host
+    trace.launch(f"{HOLD_NAME}(long)", 20_000)
+    trace.launch("vadd_kernel", 5_000, gap_ns=3_000, host_ns=1_000)
+    trace.record_event(25_000)  # the kernel was enqueued in time, its end event was not
+    trace.launch(MARKER_NAME, 1_000, gap_ns=200)
+    assert call_spans(trace.events, 1) == [CallSpan(5_000, 1, late=True)]
