@@ -26,6 +26,7 @@ part_command() {
   case "$1" in
     truth) echo "python3 scripts/cupti_truth.py --bracket --out /tmp/kb_out/truth" ;;
     truth-placed) echo "python3 scripts/cupti_truth.py --placements 2 --out /tmp/kb_out/truth" ;;
+    truth-vadd) echo "python3 scripts/cupti_truth.py --placements 2 --only vadd --out /tmp/kb_out/truth_vadd" ;;
     truth-cublas) echo "python3 scripts/cupti_truth.py --bracket --only cuBLAS --out /tmp/kb_out/truth_cublas" ;;
     redteam) echo "python3 -m pytest tests/gpu/test_redteam_gpu.py tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
     why) echo "python3 -m pytest tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;

@@ -51,6 +51,12 @@ HOLD_NAME = "spin_kernel"
 MIN_CALLS = 5
 #: a subject whose traced calls outran the timed hold is measured again at this multiple of it
 LONGER_HOLD_FACTOR = 4.0
+#: traced calls per subject made first and left out, while the clock comes back after the profiler's start
+SETTLE_CALLS = 10
+#: GPU time (s) enqueued before the profiler starts, so the GPU is not idle while it does
+PROFILER_START_BUSY_S = 0.05
+#: a traced call whose hold kernel ran longer than this times the subject's fastest met a lower clock
+SLOW_HOLD = 1.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,8 @@ class TimedOffset:
     hold_us: float = 0.0
     #: traced calls left out: enqueued after their hold had ended
     late: int = 0
+    #: traced calls left out: their hold ran slower than the fastest (a lower clock)
+    slow: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,29 +131,48 @@ def _offsets_at_hold(
     between: Callable[[str], object],
 ) -> dict[str, TimedOffset]:
     raw: dict[str, list[float]] = {}
+    # The profiler's start takes host time in which an idle GPU lowers its clocks, and a lower
+    # clock lengthens the launch gap: keep the GPU busy meanwhile, and let the first calls of
+    # each subject bring the clock back (they are left out, as are calls whose hold ran slow).
+    timer.keep_busy(PROFILER_START_BUSY_S)
     with ActivityTrace() as trace:
         for label, subject in subjects.items():
             # The hold stays the timed calls' own: the event-to-kernel gap grows with the hold
             # (a 5 us vector add on an H200: +0.5-0.9 us at a hold sized for the traced host),
             # so a longer hold would measure another offset than the samples carry.
             timer.warm_up(subject.fn, 2, resize_hold=False)
-            raw[label] = timer.measure_raw(subject.fn, calls, _MarkAfter(subject.hooks(calls), marker))
+            raw[label] = timer.measure_raw(subject.fn, SETTLE_CALLS + calls, _MarkAfter(subject.hooks(SETTLE_CALLS + calls), marker))
             between(label)
         torch.cuda.synchronize(timer.device)
-    spans = call_spans(trace.events, calls * len(subjects))
+    per_subject = SETTLE_CALLS + calls
+    spans = call_spans(trace.events, per_subject * len(subjects))
     offsets: dict[str, TimedOffset] = {}
-    for index, (label, events) in enumerate(raw.items()):
-        mine = spans[index * calls:(index + 1) * calls]
-        # A call enqueued after its hold ended has host time in its event pair: not an offset.
-        pairs = [(event, span.span_ns / 1e6) for event, span in zip(events, mine, strict=True) if span.span_ns > 0 and not span.late]
-        if len(pairs) >= MIN_CALLS:
-            activities = int(median([float(span.activities) for span in mine]))
-            offsets[label] = TimedOffset(
-                median([event - span for event, span in pairs]), len(pairs), activities,
-                span_ms=median([span for _, span in pairs]), event_ms=median([event for event, _ in pairs]),
-                hold_us=timer.hold_us, late=sum(span.late for span in mine),
-            )
+    for index, (label, all_events) in enumerate(raw.items()):
+        mine = spans[index * per_subject + SETTLE_CALLS:(index + 1) * per_subject]
+        reading = offset_of(all_events[SETTLE_CALLS:], mine, timer.hold_us)
+        if reading is not None:
+            offsets[label] = reading
     return offsets
+
+
+def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: float) -> TimedOffset | None:
+    """One subject's offset from its traced calls' event times and CUPTI spans, or None when
+    fewer than :data:`MIN_CALLS` calls give one."""
+    fastest_hold = min((span.hold_ns for span in spans if span.hold_ns > 0), default=0)
+    # A call enqueued after its hold ended has host time in its event pair, and one whose hold
+    # ran slow met a lower clock than the timed calls: neither gives the offset.
+    pairs = [
+        (event, span.span_ns / 1e6) for event, span in zip(events_ms, spans, strict=True)
+        if span.span_ns > 0 and not span.late and span.hold_ns <= SLOW_HOLD * fastest_hold
+    ]
+    if len(pairs) < MIN_CALLS:
+        return None
+    return TimedOffset(
+        median([event - span for event, span in pairs]), len(pairs), int(median([float(span.activities) for span in spans])),
+        span_ms=median([span for _, span in pairs]), event_ms=median([event for event, _ in pairs]),
+        hold_us=hold_us, late=sum(span.late for span in spans),
+        slow=sum(span.hold_ns > SLOW_HOLD * fastest_hold for span in spans),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +183,8 @@ class CallSpan:
     span_ns: int
     activities: int
     late: bool = False
+    #: how long its hold kernel ran on the GPU (ns): a fixed spin in cycles, so longer means a lower clock
+    hold_ns: int = 0
 
 
 def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
@@ -174,6 +203,7 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
         (launches[e.correlation].start_ns, e.correlation, e.end_ns) for e in gpu
         if HOLD_NAME in e.name and e.correlation in launches and launches[e.correlation].lane == caller
     )
+    hold_start = {e.correlation: e.start_ns for e in gpu if HOLD_NAME in e.name}
     host_calls = sorted((e.start_ns, e.end_ns) for e in launches.values() if e.lane == caller)
     marker_ids = {m.correlation for m in markers}
     spans: list[CallSpan] = []
@@ -192,6 +222,6 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
         span = max((e.end_ns for e in mine), default=0) - min((e.start_ns for e in mine), default=0)
         # The start event, the call's launches and the end event: our thread's calls after the hold's.
         late = any(hold_launched < start < launch.start_ns and end > hold_ended for start, end in host_calls)
-        spans.append(CallSpan(span, len(mine), late))
+        spans.append(CallSpan(span, len(mine), late, hold_ended - hold_start[hold_id]))
         previous = launch.start_ns
     return spans

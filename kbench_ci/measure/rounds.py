@@ -554,6 +554,7 @@ def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]
         reading = offsets[entry.label]
         held = f", held {reading.hold_us:.0f} us: its traced calls outran the timed hold" if reading.hold_us > timer.hold_us else ""
         late = f", {reading.late} traced calls enqueued after their hold left out" if reading.late else ""
+        late += f", {reading.slow} at a lower clock left out" if reading.slow else ""
         words.append(f"{entry.label} {-(offset * 1e3):+.2f} us (CUPTI {reading.span_ms * 1e3:.2f} us, "
                      f"events {reading.event_ms * 1e3:.2f} us{held}{late})")
     return ("event time less the start-event-to-kernel offset CUPTI measured on "

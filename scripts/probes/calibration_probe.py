@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -72,28 +73,34 @@ def main() -> int:
             with ActivityTrace() as trace:
                 traced = timer.measure_raw(call, BLOCK, calibration._MarkAfter(stage, marker))
                 torch.cuda.synchronize(device)
-            spans = [s / 1e3 for s, _ in calibration.call_spans(trace.events, BLOCK)]
+            traced_calls = calibration.call_spans(trace.events, BLOCK)
+            spans = [c.span_ns / 1e3 for c in traced_calls]
+            holds = [c.hold_ns / 1e3 for c in traced_calls]
             late, gap = late_and_gaps(trace.events, BLOCK)
             untraced_all += untraced
             traced_all += traced
             spans_all += spans
             print(f"  block {block}: events untraced {statistics.median(untraced) * 1e3:.2f} us, traced "
                   f"{statistics.median(traced) * 1e3:.2f} us, CUPTI span {statistics.median(spans):.2f} us, "
-                  f"hold end -> first kernel {gap:.2f} us, late launches {late}/{BLOCK}", flush=True)
+                  f"hold end -> first kernel {gap:.2f} us, late launches {late}/{BLOCK}, hold ran {statistics.median(holds):.1f} us "
+                  f"(first {holds[0]:.1f}, max {max(holds):.1f})", flush=True)
             stage.mismatches.clear()
         e_u, e_t, span = (statistics.median(x) for x in (untraced_all, traced_all, spans_all))
         e_u *= 1e3
         e_t *= 1e3
         print(f"  all: untraced {e_u:.2f}, traced {e_t:.2f} (trace adds {e_t - e_u:+.2f} us), span {span:.2f}; "
               f"untraced less (traced - span) = {e_u - (e_t - span):.2f} us", flush=True)
-        offsets = calibration.measure_offsets(timer, {"v": calibration.Subject(call, lambda calls, stage=stage: stage)})
-        if isinstance(offsets, str):
-            print(f"  measure_offsets: {offsets}")
-        else:
+        for idle_s in (0.0, 0.5):
+            # As in the worker: host work (the final verdict) leaves the GPU idle before the calibration.
+            time.sleep(idle_s)
+            offsets = calibration.measure_offsets(timer, {"v": calibration.Subject(call, lambda calls, stage=stage: stage)})
+            if isinstance(offsets, str):
+                print(f"  measure_offsets: {offsets}")
+                continue
             reading = offsets["v"]
-            print(f"  measure_offsets (20 calls): offset {reading.offset_ms * 1e3:.2f} us, span {reading.span_ms * 1e3:.2f}, "
-                  f"events {reading.event_ms * 1e3:.2f}; untraced less this offset = {e_u - reading.offset_ms * 1e3:.2f} us",
-                  flush=True)
+            print(f"  measure_offsets after {idle_s} s idle: offset {reading.offset_ms * 1e3:.2f} us, span {reading.span_ms * 1e3:.2f}, "
+                  f"events {reading.event_ms * 1e3:.2f}, {reading.calls} calls kept, {reading.late} late, {reading.slow} slow; "
+                  f"untraced less this offset = {e_u - reading.offset_ms * 1e3:.2f} us", flush=True)
         held = timer.hold_us
         for factor in (0.5, 1.0, 2.0, 4.0):
             timer.hold_us = max(held * factor, 20.0)

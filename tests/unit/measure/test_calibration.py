@@ -60,7 +60,7 @@ def test_each_call_spans_from_its_first_kernel_to_its_last_between_its_hold_and_
     trace.call([("gemm_a", 3_000, 100_000), ("gemm_b", 500, 20_000)])
     trace.call([("spin_kernel_user", 3_100, 640)])  # a user kernel named like the hold is still the call's
     spans = call_spans(trace.events, 3)
-    assert spans == [CallSpan(63_000, 1), CallSpan(120_500, 2), CallSpan(640, 1)]
+    assert spans == [CallSpan(63_000, 1, hold_ns=20_000), CallSpan(120_500, 2, hold_ns=20_000), CallSpan(640, 1, hold_ns=20_000)]
 
 
 def test_work_launched_by_another_thread_inside_the_call_counts() -> None:
@@ -68,7 +68,7 @@ def test_work_launched_by_another_thread_inside_the_call_counts() -> None:
     trace.call([("vadd_kernel", 3_200, 63_000), ("helper_kernel", 100, 10_000)])
     trace.events = [e if e.name != "cudaLaunchKernel" or e.correlation != 5 else TraceEvent(
         e.name, False, 99, e.start_ns, e.end_ns, e.correlation) for e in trace.events]
-    assert call_spans(trace.events, 1) == [CallSpan(73_100, 2)]
+    assert call_spans(trace.events, 1) == [CallSpan(73_100, 2, hold_ns=20_000)]
 
 
 def test_a_trace_without_its_markers_or_holds_is_unreadable() -> None:
@@ -104,4 +104,33 @@ def test_an_end_event_recorded_after_the_hold_ended_makes_the_call_late() -> Non
     trace.launch("vadd_kernel", 5_000, gap_ns=3_000, host_ns=1_000)
     trace.record_event(25_000)  # the kernel was enqueued in time, its end event was not
     trace.launch(MARKER_NAME, 1_000, gap_ns=200)
-    assert call_spans(trace.events, 1) == [CallSpan(5_000, 1, late=True)]
+    assert call_spans(trace.events, 1) == [CallSpan(5_000, 1, late=True, hold_ns=20_000)]
+
+
+def test_each_call_says_how_long_its_hold_ran_on_the_gpu() -> None:
+    """The hold is a fixed number of cycles: a longer run means the GPU met it at a lower clock."""
+    trace = Trace()
+    trace.call([("vadd_kernel", 3_200, 5_000)])
+    trace.launch("copy_kernel", 5_000)
+    trace.launch("FillFunctor", 40_000)
+    trace.launch(f"{HOLD_NAME}(long)", 23_000)  # the same spin at a 13% lower clock
+    trace.launch("vadd_kernel", 5_000, gap_ns=3_600)
+    trace.record_event(1_000)
+    trace.launch(MARKER_NAME, 1_000, gap_ns=200)
+    assert [span.hold_ns for span in call_spans(trace.events, 2)] == [20_000, 23_000]
+
+
+def test_the_offset_leaves_out_late_calls_and_calls_at_a_lower_clock() -> None:
+    from kbench_ci.measure.calibration import MIN_CALLS, offset_of
+
+    # 8 calls at the timed clock: events 8.0 ms over spans of 5.0 ms; one late (host time in its
+    # pair), one whose hold ran 10% long (the clock was still coming back): both read 9.0 ms.
+    spans = [CallSpan(5_000_000, 1, hold_ns=67_000) for _ in range(8)]
+    spans += [CallSpan(5_000_000, 1, late=True, hold_ns=67_000), CallSpan(5_000_000, 1, hold_ns=73_700)]
+    events = [8.0] * 8 + [9.0, 9.0]
+    reading = offset_of(events, spans, 67.0)
+    assert reading is not None
+    assert (reading.offset_ms, reading.calls, reading.late, reading.slow) == (3.0, 8, 1, 1)
+    assert (reading.span_ms, reading.event_ms, reading.hold_us) == (5.0, 8.0, 67.0)
+    too_few = offset_of(events[:MIN_CALLS - 1], spans[:MIN_CALLS - 1], 67.0)
+    assert too_few is None
