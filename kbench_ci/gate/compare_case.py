@@ -44,6 +44,7 @@ from kbench_ci.suite.settings import (
     ADAPTIVE_BATCH_ROUNDS,
     ADAPTIVE_CHECK_BOOTSTRAP,
     MAX_ADAPTIVE_ROUNDS,
+    REMEASURE_PLACEMENT_PAD_BYTES,
 )
 
 
@@ -111,6 +112,7 @@ class _CaseRuns:
         job = make_job(
             self.head, self.sides, self.settings, rounds=n_rounds, stopping=self.stopping,
             accept_changed_reference=self.accept_changed_reference,
+            placement_pad_bytes=REMEASURE_PLACEMENT_PAD_BYTES if self.stage == "remeasure" else 0,
         )
         worker_run = run_worker(
             job,

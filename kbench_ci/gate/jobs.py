@@ -30,6 +30,7 @@ def make_job(
     rounds: int | None = None,
     stopping: StoppingRule | None = None,
     accept_changed_reference: bool = False,
+    placement_pad_bytes: int = 0,
 ) -> CaseJob:
     """One worker job: the same seed and dimensions for every side, and the kernel's baselines,
     which the worker times with the first side (the base of a compare)."""
@@ -41,6 +42,7 @@ def make_job(
         settings=settings if rounds is None else replace(settings, rounds=rounds),
         stopping=stopping,
         accept_changed_reference=accept_changed_reference,
+        placement_pad_bytes=placement_pad_bytes,
     )
 
 

@@ -153,6 +153,8 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     emit(EnvironmentReport(_environment(device)))
     if device.type == "cuda":
         emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))
+    # Held until the case ends, so every buffer of this case lies elsewhere than last time.
+    placement_pad = torch.empty(job.placement_pad_bytes, dtype=torch.uint8, device=device) if job.placement_pad_bytes else None
 
     variants = _load_variants(job, device, emit)
     for variant in variants:
@@ -173,6 +175,7 @@ def run_case(job: CaseJob, emit: Emit) -> None:
             emit(VariantDone(variant.result))
     if device.type == "cuda":
         emit(GpuStateReport("after", to_jsonable(read_gpu_state(device))))
+    del placement_pad
 
 
 def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Variant]:

@@ -83,6 +83,9 @@ class CaseJob:
     #: compare: the case is accepted (``--accept``), so a head that fails the base's reference
     #: after changing ref.py is noted, not failed
     accept_changed_reference: bool = False
+    #: bytes the worker allocates before it loads anything, held for the whole case: a
+    #: re-measurement lays its buffers out elsewhere (see gate/compare_case.py)
+    placement_pad_bytes: int = 0
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -37,6 +37,11 @@ ADAPTIVE_BATCH_GROWTH = 0.25
 #: bootstrap replicates of an interim verdict (the reported one uses stats' default)
 ADAPTIVE_CHECK_BOOTSTRAP = 500
 MAX_ADAPTIVE_ROUNDS = 400
+#: bytes a re-measurement's worker allocates before loading the case: its buffers then lie
+#: elsewhere than the first measurement's. On an H200 the start-event-to-kernel gap of a 5 us
+#: kernel moved by up to 0.7 us with where its buffers lay, so a side favoured by its layout
+#: could confirm its own verdict (an A/A 5 us case read +1.29% twice in one worker at a 1% threshold).
+REMEASURE_PLACEMENT_PAD_BYTES = 35 * 2**20 + 2**16
 #: the fewest timed trials a round may have (see :func:`trials_per_round`)
 MIN_TRIALS_PER_ROUND = 10
 #: a case whose head/base change stays inside +-threshold is ``unchanged``

@@ -408,6 +408,9 @@ def test_orchestration_verdicts_remeasure_and_results(repo: TempRepo, tmp_path: 
     # The suspected regression ran twice, the second time with double the rounds.
     slow_jobs = [job for job in worker.jobs if job.case_id == "slow[N=16]"]
     assert [job.settings.rounds for job in slow_jobs] == [4, 8]
+    # ... on buffers laid out elsewhere: a layout that favours one side cannot confirm itself.
+    assert slow_jobs[0].placement_pad_bytes == 0 and slow_jobs[1].placement_pad_bytes > 0
+    assert CaseJob.from_json(slow_jobs[1].to_json()) == slow_jobs[1]
     assert by_kernel["slow"].remeasured and "remeasured with 8 rounds" in (by_kernel["slow"].message or "")
     assert not by_kernel["same"].remeasured
     # Same seed, same dims, base then head in one job; trials per round from max(10, 40 // 4).
