@@ -175,6 +175,20 @@ def test_a_speedup_must_show_twice() -> None:
     assert calls == [10, 20] and deciding.verdict is Verdict.FASTER
 
 
+def test_measurements_that_contradict_each_other_are_inconclusive() -> None:
+    """-1.21% then +1.51% (an A/A of a 5 us kernel on an H200, the second on other buffers):
+    neither interval holds the error the layout adds, so neither verdict stands."""
+    calls, run = _fake_runs(0.95, 1.05)
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert calls == [10, 20] and first is not None and first.verdict is Verdict.FASTER
+    assert deciding.verdict is Verdict.INCONCLUSIVE and deciding.estimate is not None
+    assert "two measurements on different buffer layouts disagree (-5." in (deciding.assessment.message or "")
+    assert "then +5." in (deciding.assessment.message or "")
+    calls, run = _fake_runs(1.05, 0.95)
+    deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
+    assert deciding.verdict is Verdict.INCONCLUSIVE
+
+
 def test_no_remeasure_for_unchanged_or_incorrect() -> None:
     calls, run = _fake_runs(1.0)
     deciding, first = measure_case(run, _judge, threshold=0.02, rounds=10)
