@@ -104,13 +104,45 @@ def chart_series(trend: Trend, threshold: float) -> tuple[list[float], float]:
     return changes, limit
 
 
+@dataclass(frozen=True, slots=True)
+class WhySeries:
+    """What a trend's second panel draws: per commit (by index) where recorded, the registers
+    per thread of the main kernel and its share of the GPU's ceiling (%)."""
+
+    register_points: tuple[tuple[int, int], ...]
+    peak_points: tuple[tuple[int, float], ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.register_points and not self.peak_points
+
+
+def why_series(trend: Trend) -> WhySeries:
+    return WhySeries(
+        tuple((index, value) for index, value in enumerate(trend.registers) if value is not None),
+        tuple((index, 100.0 * value) for index, value in enumerate(trend.peak_shares) if value is not None),
+    )
+
+
 def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> list[Path]:
     """history.md, index.html and one PNG per trend in ``folder``; the paths written."""
     pyplot = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for trend in found:
-        figure, axes = pyplot.subplots(figsize=(8, 3))
+        why = why_series(trend)
+        if why.empty:
+            figure, axes = pyplot.subplots(figsize=(8, 3))
+            bottom = axes
+        else:
+            # Time on top; below it, per commit, what the kernel did to the hardware, so a step
+            # in time can be read against a step in registers or in % of peak.
+            figure, (axes, why_axes) = pyplot.subplots(
+                2, 1, figsize=(8, 4.8), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+            _draw_why(why_axes, why)
+            for step in trend.steps:
+                why_axes.axvline(step.index - 0.5, color="red", linestyle="--", linewidth=1)
+            bottom = why_axes
         xs = range(len(trend.commits))
         changes, limit = chart_series(trend, threshold)
         # The change against the first recorded commit, on an axis at least twice the threshold
@@ -123,7 +155,7 @@ def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> lis
             axes.axvline(step.index - 0.5, color="red", linestyle="--", linewidth=1)
             axes.annotate(f"{step.ratio - 1:+.1%}", (step.index - 0.5, 0.8 * limit), color="red", fontsize=8)
         axes.set_ylim(-limit, limit)
-        axes.set_xticks(list(xs), [c[:7] for c in trend.commits], rotation=90, fontsize=6)
+        bottom.set_xticks(list(xs), [c[:7] for c in trend.commits], rotation=90, fontsize=6)
         axes.set_ylabel(f"change vs {trend.commits[0][:7]} (%)", fontsize=8)
         axes.set_title(f"{trend.case_id} on {trend.gpu}: {_ms(trend.medians_ms[0])} at {trend.commits[0][:7]}, "
                        f"{_ms(trend.medians_ms[-1])} now", fontsize=9)
@@ -138,6 +170,23 @@ def write_site(found: Sequence[Trend], folder: Path, *, threshold: float) -> lis
         (folder / name).write_text(text, encoding="utf-8")
         written.append(folder / name)
     return written
+
+
+def _draw_why(axes: Any, why: WhySeries) -> None:
+    """Registers (left axis, steps) and % of peak (right axis, dashed) on one panel."""
+    handles = []
+    if why.register_points:
+        xs, values = zip(*why.register_points, strict=True)
+        handles += axes.step(xs, values, where="mid", color="tab:purple", marker="s", markersize=3, label="registers per thread")
+        axes.set_ylabel("registers", fontsize=8)
+        axes.set_ylim(0, max(values) * 1.25)
+    if why.peak_points:
+        share_axes = axes.twinx() if why.register_points else axes
+        xs, shares = zip(*why.peak_points, strict=True)
+        handles += share_axes.plot(xs, shares, color="tab:green", linestyle="--", marker="o", markersize=3, label="% of peak")
+        share_axes.set_ylabel("% of peak", fontsize=8)
+        share_axes.set_ylim(0, max(100.0, max(shares) * 1.1))
+    axes.legend(handles=handles, loc="lower left", fontsize=7, frameon=False)
 
 
 def _pyplot() -> Any:

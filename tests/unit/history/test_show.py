@@ -51,3 +51,32 @@ def test_the_site_has_a_chart_per_trend_an_index_and_history_md(tmp_path: Path) 
 
 def test_nothing_recorded_says_so() -> None:
     assert "Nothing recorded yet." in render_markdown([], threshold=0.02)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+def test_registers_and_share_of_peak_are_charted_per_commit_below_the_time(tmp_path: Path) -> None:
+    """Issue 23.5: a step in time can be read against a step in registers or % of peak."""
+    from kbench_ci.history.show import why_series
+
+    history = _history()
+    entries = [
+        HistoryEntry(e.commit, e.recorded_at, e.gpu, tuple(
+            CasePoint(p.case_id, p.median_ms, p.n_samples,
+                      registers=(168 if n < 18 else 207) if p.case_id.startswith("vadd") else None,
+                      peak_share=(0.80 if n < 18 else 0.72) if p.case_id.startswith("vadd") and n % 3 else None)
+            for p in e.points))
+        for n, e in enumerate(history)
+    ]
+    found = {t.case_id: t for t in trends(entries, threshold=0.02)}
+    why = why_series(found["vadd[N=8]"])
+    assert why.register_points[17:19] == ((17, 168), (18, 207))
+    assert len(why.peak_points) == 20 and why.peak_points[0] == (1, 80.0) and why.peak_points[-1][1] == 72.0
+    assert why_series(found["softmax[M=4]"]).empty
+    write_site(list(found.values()), tmp_path, threshold=0.02)
+    with_why, without = (tmp_path / found[name].chart_name for name in ("vadd[N=8]", "softmax[M=4]"))
+    assert _png_size(with_why) == (800, 480) and _png_size(without) == (800, 300)
+    assert "168 → 207" in (tmp_path / "history.md").read_text()
