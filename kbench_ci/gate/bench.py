@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import datetime as dt
 import difflib
 import math
 import re
@@ -13,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench_ci import __version__
 from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
 from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.cuda.size_expr import evaluate_size_expression
@@ -24,7 +22,7 @@ from kbench_ci.measure.protocol import CaseJob, SideSpec, WorkerEvent
 from kbench_ci.report.bench import render_bench
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
-from kbench_ci.results.schema import BENCH_SCHEMA, BENCH_SCHEMA_VERSION
+from kbench_ci.results.writers import BenchRecord, bench_results_payload
 from kbench_ci.suite import values
 from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
 
@@ -169,34 +167,16 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] 
 
 
 def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {
-        "schema": BENCH_SCHEMA,
-        "schema_version": BENCH_SCHEMA_VERSION,
-        "tool_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": list(request.command_line) or sys.argv,
-        "solution": str(request.solution),
-        "ref": str(request.ref),
-        "implementation": request.implementation,
-        "settings": {
-            "device": request.settings.device,
-            "seed": request.settings.seed,
-            "correctness_trials": request.settings.correctness_trials,
-            "timing_method": request.settings.timing_method,
-            "num_warmup": request.settings.num_warmup,
-            "num_trials": request.settings.trials_per_round,
-            "discard_first": request.settings.discard_first,
-            "cache_mode": "cold" if request.settings.flush_l2 else "warm",
-            "baselines": list(request.baselines),
-            "atol": request.atol,
-            "rtol": request.rtol,
-            "precision": request.precision,
-            "ptr_sizes": dict(request.ptr_sizes),
-            "ptr_size": request.ptr_size,
-        },
-        "environment": environment,
-        "case": case,
-    }
+    """results.json of ``bench`` (the writer and its reader live in results/)."""
+    return bench_results_payload(
+        BenchRecord(
+            command_line=tuple(request.command_line) or tuple(sys.argv), solution=str(request.solution),
+            ref=str(request.ref), implementation=request.implementation, settings=request.settings,
+            baselines=tuple(request.baselines), atol=request.atol, rtol=request.rtol, precision=request.precision,
+            ptr_sizes=dict(request.ptr_sizes), ptr_size=request.ptr_size,
+        ),
+        case, environment,
+    )
 
 
 _INTEGER = re.compile(r"^\+?[0-9]+$")

@@ -206,3 +206,10 @@ def run_case_from_json(data: Mapping[str, Any], *, seed: int, timing_method: str
         throttle_reasons=tuple(str(r) for r in data.get("throttle_reasons") or ()), phases=_phases(data.get("seconds")),
         implementation=str(data["implementation"]),
     )
+
+
+def bench_case_from_json(payload: Mapping[str, Any]) -> CaseResult:
+    """The case of a ``bench`` results.json (:func:`kbench_ci.results.writers.bench_results_payload`)."""
+    data = payload["case"]
+    variants = tuple(variant_from_json(variant) for variant in data.get("variants") or ())
+    return _case_result(str(data["case_id"]), data.get("dims") or {}, int(data["seed"]), data, variants, None)

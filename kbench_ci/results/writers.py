@@ -1,5 +1,5 @@
-"""results.json as ``run`` and ``compare`` write it (schemas ``kbench-ci/run`` and
-``kbench-ci/compare``, documented in docs/results-schema.md), beside :mod:`~kbench_ci.results.read`,
+"""results.json as ``bench``, ``run`` and ``compare`` write it (schemas ``kbench-ci/bench``,
+``kbench-ci/run`` and ``kbench-ci/compare``, documented in docs/results-schema.md), beside :mod:`~kbench_ci.results.read`,
 which reads their cases back: what these write, those read, and writing it again gives the same
 JSON (tests/unit/results/test_round_trip.py holds each pair to that)."""
 
@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kbench_ci import __version__
-from kbench_ci.results.model import BaselineSpeedup, CaseResult
+from kbench_ci.results.model import BaselineSpeedup, CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
     BASE,
     HEAD,
@@ -22,10 +24,67 @@ from kbench_ci.results.outcome import (
     RunRequest,
     gpus_shared,
 )
-from kbench_ci.results.schema import COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, RUN_SCHEMA, RUN_SCHEMA_VERSION
+from kbench_ci.results.schema import (
+    BENCH_SCHEMA,
+    BENCH_SCHEMA_VERSION,
+    COMPARE_SCHEMA,
+    COMPARE_SCHEMA_VERSION,
+    RUN_SCHEMA,
+    RUN_SCHEMA_VERSION,
+)
 from kbench_ci.stats import RatioEstimate, summarize
 
-__all__ = ["case_json", "compare_payload", "run_case_json", "run_payload"]
+__all__ = ["BenchRecord", "bench_results_payload", "case_json", "compare_payload", "run_case_json", "run_payload"]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRecord:
+    """What ``bench`` was asked to do, as its results.json records it."""
+
+    command_line: tuple[str, ...]
+    solution: str
+    ref: str
+    implementation: str
+    settings: MeasureSettings
+    baselines: tuple[str, ...]
+    atol: float | None
+    rtol: float | None
+    precision: str | None
+    ptr_sizes: Mapping[str, str]
+    ptr_size: str | None
+
+
+def bench_results_payload(record: BenchRecord, case: CaseResult, environment: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``bench``'s results.json; :func:`kbench_ci.results.read.bench_case_from_json` reads its case back."""
+    settings = record.settings
+    return {
+        "schema": BENCH_SCHEMA,
+        "schema_version": BENCH_SCHEMA_VERSION,
+        "tool_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": list(record.command_line),
+        "solution": record.solution,
+        "ref": record.ref,
+        "implementation": record.implementation,
+        "settings": {
+            "device": settings.device,
+            "seed": settings.seed,
+            "correctness_trials": settings.correctness_trials,
+            "timing_method": settings.timing_method,
+            "num_warmup": settings.num_warmup,
+            "num_trials": settings.trials_per_round,
+            "discard_first": settings.discard_first,
+            "cache_mode": "cold" if settings.flush_l2 else "warm",
+            "baselines": list(record.baselines),
+            "atol": record.atol,
+            "rtol": record.rtol,
+            "precision": record.precision,
+            "ptr_sizes": dict(record.ptr_sizes),
+            "ptr_size": record.ptr_size,
+        },
+        "environment": environment,
+        "case": case,
+    }
 
 
 def _baseline_json(speedup: BaselineSpeedup, result: CaseResult | None) -> dict[str, Any]:

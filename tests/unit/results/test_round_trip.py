@@ -283,3 +283,28 @@ def test_a_compare_results_json_written_again_from_what_was_read_is_the_same(tmp
         shard=shard_from_json(first["shard"]), selection=selection_from_json(first["changed_only"]),
     )
     assert _without_created(_written(tmp_path, compare_payload(again))) == _without_created(first)
+
+
+# --------------------------------------------------------------------------------------------
+# kbench-ci/bench
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_bench_results_json_reads_back_as_the_case_it_was_written_from(tmp_path: Path) -> None:
+    from kbench_ci.results.read import bench_case_from_json
+    from kbench_ci.results.schema import BENCH_SCHEMA, BENCH_SCHEMA_VERSION
+    from kbench_ci.results.writers import BenchRecord, bench_results_payload
+
+    case = _result("bench[M=64,N=32]", {"M": 64, "N": 32}, _variant("solution"), _variant("pytorch-eager", role="baseline"))
+    record = BenchRecord(
+        command_line=("kbench-ci", "bench", "k.cu", "--M=64"), solution="k.cu", ref="ref.py", implementation="cuda-cpp",
+        settings=SETTINGS, baselines=("pytorch-eager",), atol=1e-3, rtol=None, precision="fp16",
+        ptr_sizes={"out": "M*N"}, ptr_size=None,
+    )
+    first = _written(tmp_path, bench_results_payload(record, case, {"gpu_name": "Fake GPU"}))
+    assert (first["schema"], first["schema_version"]) == (BENCH_SCHEMA, BENCH_SCHEMA_VERSION)
+    assert first["settings"]["num_trials"] == SETTINGS.trials_per_round and first["settings"]["ptr_sizes"] == {"out": "M*N"}
+    read = bench_case_from_json(first)
+    assert read == case
+    again = _written(tmp_path, bench_results_payload(record, read, first["environment"]))
+    assert _without_created(again) == _without_created(first)
