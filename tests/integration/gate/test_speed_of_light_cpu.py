@@ -81,3 +81,22 @@ def test_with_a_warm_cache_the_floor_is_not_applied(tmp_path: Path) -> None:
     solution = json.loads((tmp_path / "out" / "results.json").read_text())["case"]["variants"][0]
     assert done.returncode == 0, done.stderr[-3000:]
     assert solution["status"] == "ok" and solution["speed_of_light"]["floor_ms"] is None
+
+
+def test_a_time_below_an_inferred_floor_is_a_loud_warning_not_a_verdict(tmp_path: Path) -> None:
+    """Issue 23.3: with no work declared, the floor is inferred (every input read once, every
+    output written once) and only warns. A fake copy bandwidth of 1 MB/s puts the floor of the
+    768^2 matmul's few MB at seconds, far above its real time of milliseconds."""
+    ceilings = tmp_path / "ceilings"
+    save_ceilings(Ceilings(device=device_key(torch.device("cpu")), copy_bytes_per_s=1e6,
+                           matmul_flops_per_s={"float32": 1e12}), ceilings)
+    done = bench(tmp_path / "out", ceilings)
+    assert done.returncode == 0, done.stderr[-3000:]
+    solution = json.loads((tmp_path / "out" / "results.json").read_text())["case"]["variants"][0]
+    assert solution["status"] == "ok"
+    figures = solution["speed_of_light"]
+    assert figures["source"] == "inferred" and figures["floor_ms"] > 1000
+    warnings = [note for note in solution["notes"] if note.startswith("⚠️")]
+    print(warnings)
+    assert len(warnings) == 1 and "below the physical floor" in warnings[0]
+    assert "below the physical floor" in (tmp_path / "out" / "benchmark.md").read_text()
