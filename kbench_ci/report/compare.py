@@ -30,6 +30,7 @@ from kbench_ci.report.markdown import (
 from kbench_ci.report.why import (
     COMPILED_HEADERS,
     LAUNCH_HEADERS,
+    autotune_sharing,
     autotune_split,
     compiled_rows,
     launch_changes,
@@ -337,8 +338,10 @@ def _compiled_table(case: CaseComparison) -> list[str]:
     head = case.head.compiled if case.head is not None else ()
     if not base and not head:
         return []
+    sharing = autotune_sharing(case.base, case.head)
     return ["What the compiler made of the kernels:", "",
-            table(COMPILED_HEADERS, compiled_rows("base", base) + compiled_rows("head", head)), ""]
+            table(COMPILED_HEADERS, compiled_rows("base", base) + compiled_rows("head", head)), "",
+            *([f"Autotuning: {'; '.join(sharing)}.", ""] if sharing else [])]
 
 
 def _launch_table(case: CaseComparison) -> list[str]:

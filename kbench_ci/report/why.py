@@ -174,6 +174,30 @@ def autotune_split(base: VariantResult | None, head: VariantResult | None) -> st
     return None
 
 
+def autotune_sharing(base: VariantResult | None, head: VariantResult | None) -> list[str]:
+    """Per autotuned kernel that both sides compiled under one key: whether they share one pick
+    or tuned apart. A side that tuned holds one compiled version per config tried; a side that
+    read the pick from Triton's autotune cache (kbench-ci sets TRITON_CACHE_AUTOTUNING, keyed by
+    the kernel's source) holds only the pick's."""
+    if base is None or head is None:
+        return []
+    head_by_key = {kernel.key: kernel for kernel in head.compiled}
+    said = []
+    for was in base.compiled:
+        now = head_by_key.get(was.key)
+        if now is None or was.autotune_pick is None or now.autotune_pick is None:
+            continue
+        name = short_kernel_name(was.name)
+        if was.autotune_pick != now.autotune_pick:
+            said.append(f"`{name}`: tuned apart, base picked `{was.autotune_pick}` and head `{now.autotune_pick}`")
+        elif min(was.versions or 1, now.versions or 1) <= 1:
+            said.append(f"`{name}`: one pick shared through the autotune cache, `{was.autotune_pick}`")
+        else:
+            said.append(f"`{name}`: tuned apart ({was.versions} and {now.versions} versions compiled), "
+                        f"both picked `{was.autotune_pick}`")
+    return said
+
+
 def why_line(base: VariantResult | None, head: VariantResult | None) -> str | None:
     """One line for a changed case: what its launches and compiled kernels did, or None where
     neither side's trace nor compiler figures are there to compare."""

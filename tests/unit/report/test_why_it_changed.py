@@ -117,6 +117,28 @@ def test_compiler_changes_lead_the_line_and_a_split_autotune_pick_is_flagged_on_
     assert why_line(replace(base, escape_audit=None), replace(head, escape_audit=None)) is not None
 
 
+def test_the_details_say_whether_base_and_head_share_one_autotune_pick_or_tuned_apart() -> None:
+    """Issue 24.2: one pick read from the autotune cache (one compiled version), two tunings
+    that agree (a version per config on each side), or two picks."""
+    from kbench_ci.report.why import autotune_sharing
+
+    pick = "BLOCK_M: 128, num_warps: 8, num_stages: 3"
+    tuned = CompiledKernel(name="matmul_kernel", source="triton", registers=168, autotune_pick=pick, versions=3)
+    cached = replace(tuned, versions=1)
+    base = replace(variant("base", (MATMUL_BASE,)), compiled=(tuned,))
+    assert autotune_sharing(base, replace(base, label="head", compiled=(cached,))) == [
+        f"`matmul_kernel`: one pick shared through the autotune cache, `{pick}`"]
+    assert autotune_sharing(base, replace(base, label="head", compiled=(tuned,))) == [
+        f"`matmul_kernel`: tuned apart (3 and 3 versions compiled), both picked `{pick}`"]
+    other = replace(tuned, autotune_pick="BLOCK_M: 64, num_warps: 4, num_stages: 4")
+    assert autotune_sharing(base, replace(base, label="head", compiled=(other,))) == [
+        f"`matmul_kernel`: tuned apart, base picked `{pick}` and head `BLOCK_M: 64, num_warps: 4, num_stages: 4`"]
+    plain = replace(tuned, autotune_pick=None)
+    assert autotune_sharing(replace(base, compiled=(plain,)), replace(base, label="head", compiled=(plain,))) == []
+    details = "\n".join(_case_details(comparison(Verdict.UNCHANGED, base, replace(base, label="head", compiled=(cached,)))))
+    assert "Autotuning: `matmul_kernel`: one pick shared through the autotune cache" in details
+
+
 def test_compiled_kernels_survive_results_json() -> None:
     kernel = CompiledKernel(name="vadd", source="ptxas", registers=12, spill_stores=0, spill_loads=0, stack_bytes=0,
                             shared_bytes=0)
