@@ -135,7 +135,7 @@ def _offsets_at_hold(
     # clock lengthens the launch gap: keep the GPU busy meanwhile, and let the first calls of
     # each subject bring the clock back (they are left out, as are calls whose hold ran slow).
     timer.keep_busy(PROFILER_START_BUSY_S)
-    with ActivityTrace() as trace:
+    with ActivityTrace(shapes=False) as trace:
         for label, subject in subjects.items():
             # The hold stays the timed calls' own: the event-to-kernel gap grows with the hold
             # (a 5 us vector add on an H200: +0.5-0.9 us at a hold sized for the traced host),

@@ -134,10 +134,13 @@ class TraceEvent:
 class ActivityTrace:
     """``with ActivityTrace() as trace: ...`` then ``trace.events``: what CUPTI recorded inside."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, shapes: bool = True) -> None:
+        """``shapes=False``: the launch shapes are not wanted (a timing calibration), so the
+        trace is not saved and read back for them where the events lack them."""
         self.events: list[TraceEvent] = []
         self._public: Any = None
         self._result: Any = None
+        self._shapes = shapes
 
     def __enter__(self) -> ActivityTrace:
         try:
@@ -158,7 +161,7 @@ class ActivityTrace:
         self.events = [event for event in (_convert(item) for item in raw) if event is not None]
         # Where the events do not carry the launch shapes (no metadata_json, or, as with torch
         # 2.11 on the H200, one without the kernel fields), the saved chrome trace does.
-        if self._result is not None and any(_kernel_without_shape(event) for event in self.events):
+        if self._shapes and self._result is not None and any(_kernel_without_shape(event) for event in self.events):
             self.events = _with_saved_shapes(self._result, self.events)
 
     def _start(self) -> None:

@@ -193,7 +193,7 @@ class CudaEventTimer:
         self.hold_us = max(self.hold_us, hold_for_caller)
         with_events = sorted(self.measure_raw(empty, count))[count // 2]
         try:
-            with ActivityTrace() as trace:
+            with ActivityTrace(shapes=False) as trace:
                 for _ in range(count):
                     self._flush()
                     empty()
