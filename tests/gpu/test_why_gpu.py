@@ -135,3 +135,37 @@ def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> No
         assert [side["label"] for side in case["profile"]] == ["base", "head"]
         assert all(side["kernels"] or side["problem"] for side in case["profile"])
         assert f"registers {base_k['registers']} → {head_k['registers']}" in why
+
+
+def test_a_head_whose_autotuner_picks_another_config_shows_both_picks(tmp_path: Path) -> None:
+    """The head offers its autotuner one config that the base's list does not hold, so the two
+    picks must differ; the report names both (issue 23, done means)."""
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    source = (HONEST / "triton_autotuned.py").read_text()
+    shutil.copy(MATMUL_REF, repo / "kernels" / "ref.py")
+    (repo / "kernels" / "mm.py").write_text(source)
+    (repo / "kbench.toml").write_text(
+        '[[kernels]]\nname = "mm"\nsolution = "kernels/mm.py"\nref = "kernels/ref.py"\n'
+        'implementation = "triton"\nshapes = [{ M = 2048, N = 2048, K = 2048 }]\n'
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    start = source.index("    configs=[")
+    end = source.index("    ],", start) + len("    ],")
+    only = ('    configs=[\n        triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, '
+            'num_stages=2, num_warps=2),\n    ],')
+    (repo / "kernels" / "mm.py").write_text(source[:start] + only + source[end:])
+    git(repo, "commit", "-qam", "head: one small config")
+    done = kbench("compare", "--base", "HEAD~1", f"--output-dir={tmp_path / 'out'}", cwd=repo)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (case,) = data["cases"]
+    base_pick = case["base"]["compiled"][0]["autotune_pick"]
+    head_pick = case["head"]["compiled"][0]["autotune_pick"]
+    print(f"PICKS base {base_pick!r} head {head_pick!r}; verdict {case['verdict']} {case['ratio']}")
+    assert done.returncode in (0, 1)
+    assert base_pick and head_pick and base_pick != head_pick and "BLOCK_M: 32" in head_pick
+    report = (tmp_path / "out" / "benchmark.md").read_text()
+    print(report.split("## Why it changed")[1].split("## ")[0] if "## Why it changed" in report else report[:2000])
+    assert f"`{base_pick}` on base" in report and f"`{head_pick}` on head" in report
