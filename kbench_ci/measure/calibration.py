@@ -55,7 +55,9 @@ LONGER_HOLD_FACTOR = 4.0
 SETTLE_CALLS = 10
 #: GPU time (s) enqueued before the profiler starts, so the GPU is not idle while it does
 PROFILER_START_BUSY_S = 0.05
-#: a traced call whose hold kernel ran longer than this times the subject's fastest met a lower clock
+#: a traced call whose hold kernel ran longer than this times the median of the subject's met a lower
+#: clock (against the median, not the fastest: a power-limited kernel's clock varies from call to
+#: call, and at least half the calls must stay)
 SLOW_HOLD = 1.02
 
 
@@ -76,7 +78,7 @@ class TimedOffset:
     hold_us: float = 0.0
     #: traced calls left out: enqueued after their hold had ended
     late: int = 0
-    #: traced calls left out: their hold ran slower than the fastest (a lower clock)
+    #: traced calls left out: their hold ran slower than the median's (a lower clock)
     slow: int = 0
 
 
@@ -158,12 +160,13 @@ def _offsets_at_hold(
 def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: float) -> TimedOffset | None:
     """One subject's offset from its traced calls' event times and CUPTI spans, or None when
     fewer than :data:`MIN_CALLS` calls give one."""
-    fastest_hold = min((span.hold_ns for span in spans if span.hold_ns > 0), default=0)
+    holds = [float(span.hold_ns) for span in spans if span.hold_ns > 0]
+    typical_hold = median(holds) if holds else 0.0
     # A call enqueued after its hold ended has host time in its event pair, and one whose hold
     # ran slow met a lower clock than the timed calls: neither gives the offset.
     pairs = [
         (event, span.span_ns / 1e6) for event, span in zip(events_ms, spans, strict=True)
-        if span.span_ns > 0 and not span.late and span.hold_ns <= SLOW_HOLD * fastest_hold
+        if span.span_ns > 0 and not span.late and span.hold_ns <= SLOW_HOLD * typical_hold
     ]
     if len(pairs) < MIN_CALLS:
         return None
@@ -171,7 +174,7 @@ def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: fl
         median([event - span for event, span in pairs]), len(pairs), int(median([float(span.activities) for span in spans])),
         span_ms=median([span for _, span in pairs]), event_ms=median([event for event, _ in pairs]),
         hold_us=hold_us, late=sum(span.late for span in spans),
-        slow=sum(span.hold_ns > SLOW_HOLD * fastest_hold for span in spans),
+        slow=sum(span.hold_ns > SLOW_HOLD * typical_hold for span in spans),
     )
 
 

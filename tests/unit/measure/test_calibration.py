@@ -134,3 +134,13 @@ def test_the_offset_leaves_out_late_calls_and_calls_at_a_lower_clock() -> None:
     assert (reading.span_ms, reading.event_ms, reading.hold_us) == (5.0, 8.0, 67.0)
     too_few = offset_of(events[:MIN_CALLS - 1], spans[:MIN_CALLS - 1], 67.0)
     assert too_few is None
+
+
+def test_a_clock_that_varies_from_call_to_call_keeps_at_least_half_the_calls() -> None:
+    """A power-limited matmul's clock moves a few % between calls: judged against the fastest
+    hold, most calls would be 'slow' and the variant would get no offset at all."""
+    from kbench_ci.measure.calibration import offset_of
+
+    spans = [CallSpan(190_000_000, 1, hold_ns=67_000 + 400 * index) for index in range(20)]  # 0-11% longer
+    reading = offset_of([193.0] * 20, spans, 67.0)
+    assert reading is not None and reading.calls >= 10 and reading.offset_ms == 3.0
