@@ -5,6 +5,7 @@
     python scripts/gate_wall_time.py --old-code 0c53e47      # also the code at that commit, same suite
     python scripts/gate_wall_time.py --with-failures         # add a crashing and a hanging kernel
     python scripts/gate_wall_time.py --smoke                 # on a CPU: Triton kernels only, tiny sizes
+    python scripts/gate_wall_time.py --modes warm,cached,nostaging   # the cost of staging and checks
 
 It writes a suite into a throw-away git repository (default: 3 CUDA C++ kernels and 3 Triton
 kernels, one shape each = 6 cases) and runs ``kbench-ci compare --base HEAD`` on it (an A/A
@@ -46,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+#: sitecustomize that switches staging and output checks off (the ``nostaging`` mode only)
+NO_STAGING = Path(__file__).resolve().parent / "probes" / "no_staging"
 CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"
 
 CUDA_KERNEL = '''\
@@ -158,7 +161,9 @@ def run_compare(repo: Path, out: Path, args: argparse.Namespace, *, environment:
                "--device", args.device, "--threshold", args.threshold, "--time-budget", str(args.time_budget), "--no-fail"]
     if args.gpus:
         command += ["--gpus", args.gpus]
-    env = {**os.environ, **environment, "PYTHONPATH": os.pathsep.join(filter(None, [str(code), os.environ.get("PYTHONPATH")]))}
+    probe = [str(NO_STAGING)] if environment.get("KBENCH_CI_PROBE_NO_STAGING") == "1" else []
+    env = {**os.environ, **environment,
+           "PYTHONPATH": os.pathsep.join(filter(None, [*probe, str(code), os.environ.get("PYTHONPATH")]))}
     if args.log_dir:
         env["KBENCH_CI_LOG"] = "debug"
     started = time.perf_counter()
@@ -230,7 +235,8 @@ def main() -> int:
     parser.add_argument("--with-failures", action="store_true", help="add a crashing and a hanging kernel")
     parser.add_argument("--hang-timeout", type=float, default=30.0, help="the hanging kernel's timeout (s)")
     parser.add_argument("--old-code", metavar="REV", help="also run kbench-ci as it was at REV")
-    parser.add_argument("--modes", default="warm,cached,fresh", help="comma list of warm, cached, fresh")
+    parser.add_argument("--modes", default="warm,cached,fresh",
+                        help="comma list of warm, cached, nostaging (cached, staging and output checks off), fresh")
     parser.add_argument("--gpus", help="passed on to compare, e.g. all or 0,1")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per compare run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print it")
@@ -251,6 +257,10 @@ def main() -> int:
         runs.append(("warm, cold cache", {"KBENCH_CI_CACHE_DIR": str(cache), "KBENCH_CI_FRESH_WORKER": "0"}, REPO))
     if "cached" in modes:
         runs.append(("warm, cached", {"KBENCH_CI_CACHE_DIR": str(cache), "KBENCH_CI_FRESH_WORKER": "0"}, REPO))
+    if "nostaging" in modes:
+        runs.append(("cached, no staging", {"KBENCH_CI_CACHE_DIR": str(cache), "KBENCH_CI_FRESH_WORKER": "0",
+                                            "KBENCH_CI_PROBE_NO_STAGING": "1",
+                                            "KBENCH_CI_PROBE_NO_STAGING_LOG": str(work / "nostaging.log")}, REPO))
     if "fresh" in modes:
         runs.append(("fresh worker", {"KBENCH_CI_FRESH_WORKER": "1", "KBENCH_CI_NO_CACHE": "1"}, REPO))
     if args.old_code:
@@ -281,6 +291,13 @@ def main() -> int:
         print(f"\nspeed-up of the warm worker (cold cache) over {'the old code' if args.old_code else 'a fresh worker'}: "
               f"{baseline['wall'] / by_label['warm, cold cache']['wall']:.2f}x")
     print("target: wall <= 1.5 x (correctness + timing + audit + JIT) + build")
+    if "warm, cached" in by_label and "cached, no staging" in by_label:
+        with_staging, without = by_label["warm, cached"]["timing"], by_label["cached, no staging"]["timing"]
+        reached = (work / "nostaging.log").read_text().splitlines() if (work / "nostaging.log").exists() else []
+        workers = sum("measure/worker" in line or "measure.worker" in line for line in reached)
+        print(f"the no-staging run switched staging and checks off in {len(reached)} process(es), {workers} of them workers")
+        print(f"staging and output checks (issue 22): timing phase {with_staging:.2f} s with, {without:.2f} s without: "
+              f"{with_staging / max(without, 1e-9):.2f}x (asked: <= 1.5x)")
     floor = bare_worker_start(args.device, triton=True)
     print(f"a bare process that does what a worker must before its first case (python, import torch and "
           f"triton, a CUDA context on {args.device}): {floor:.2f} s")
