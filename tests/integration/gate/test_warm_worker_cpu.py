@@ -170,7 +170,10 @@ def run_kernel(x, out, **_):
 
 
 def test_nothing_a_case_leaves_behind_reaches_the_next_case(tmp_path: Path) -> None:
-    kernels = [{"name": "leaky", "kind": "pytorch", "shapes": [{"N": 256}, {"N": 512}, {"N": 1024}]}]
+    # Sizes whose calls take tens of microseconds: at 256-1024 elements (a few us) a busy machine
+    # once made the memoisation probe read an honest call as 1.7x faster on repeated content.
+    sizes = (1 << 16, 1 << 17, 1 << 18)
+    kernels = [{"name": "leaky", "kind": "pytorch", "shapes": [{"N": n} for n in sizes]}]
     repo = make_suite_repo(tmp_path / "repo", kernels)
     repo.write({"kernels/leaky.py": LEAKY, "helpers/leak_helper.py": "HITS = 0\n"})
     progress: list[SuiteProgress] = []
@@ -181,7 +184,7 @@ def test_nothing_a_case_leaves_behind_reaches_the_next_case(tmp_path: Path) -> N
     assert [case.status for case in outcome.cases] == ["ok", "ok", "ok"], [c.message for c in outcome.cases]
     records = [json.loads(line) for line in (repo.root / "seen.jsonl").read_text().splitlines()]
     assert len({record["pid"] for record in records}) == 1, "the three cases must share one warm worker"
-    firsts = [next(r for r in records if r["N"] == n) for n in (256, 512, 1024)]
+    firsts = [next(r for r in records if r["N"] == n) for n in sizes]
     for first in firsts:
         # A fresh import of the user's module and its helper, a clean environment and sys.path,
         # and torch's default dtype as torch sets it.
