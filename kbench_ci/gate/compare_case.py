@@ -104,6 +104,7 @@ class _CaseRuns:
         self.accept_changed_reference = accepts(request.accept, self.head.kernel.name, self.head.case_id)
         self.stopping = _stopping_rule(settings, threshold, len(sides))
         self.stage = "measure"
+        self.remeasures = 0
         self.problem: KbenchError | None = None
 
     def run(self, n_rounds: int) -> WorkerRun:
@@ -112,7 +113,7 @@ class _CaseRuns:
         job = make_job(
             self.head, self.sides, self.settings, rounds=n_rounds, stopping=self.stopping,
             accept_changed_reference=self.accept_changed_reference,
-            placement_pad_bytes=REMEASURE_PLACEMENT_PAD_BYTES if self.stage == "remeasure" else 0,
+            placement_pad_bytes=REMEASURE_PLACEMENT_PAD_BYTES * self.remeasures,
         )
         worker_run = run_worker(
             job,
@@ -129,6 +130,7 @@ class _CaseRuns:
 
     def on_remeasure(self) -> None:
         self.stage = "remeasure"
+        self.remeasures += 1  # each measurement on its own buffer layout
         self.slot.say("remeasure")
 
 

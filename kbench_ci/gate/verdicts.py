@@ -120,25 +120,42 @@ def measure_case(
         return first, None
     if on_remeasure is not None:
         on_remeasure()
-    return _unless_contradicted(once(rounds * remeasure_factor), first), first
+    second = once(rounds * remeasure_factor)
+    if not _contradicts(first, second):
+        return second, first
+    # Each interval was true to its samples, and neither held the error that the buffers'
+    # layout adds (on an H200 a 5 us vector add read -1.21% then +1.51% in one A/A): a third
+    # measurement, on a third layout, decides between them.
+    if on_remeasure is not None:
+        on_remeasure()
+    return _settled(first, second, once(rounds * remeasure_factor)), first
 
 
 #: verdicts that contradict each other: the same versions cannot be both
 _OPPOSITE = {Verdict.SLOWER: Verdict.FASTER, Verdict.FASTER: Verdict.SLOWER}
 
 
-def _unless_contradicted(second: Measurement, first: Measurement) -> Measurement:
-    """The re-measurement decides, unless it contradicts the first: each significant, in
-    opposite directions. The re-measurement runs on buffers laid out elsewhere, and on an H200 a
-    5 us vector add read -1.21% then +1.51% in one A/A that way: each interval was true to its
-    samples, and neither held the error that the layout adds. Such a case is ``inconclusive``."""
-    if first.estimate is None or second.estimate is None or _OPPOSITE.get(first.verdict) is not second.verdict:
-        return second
-    message = (
-        f"two measurements on different buffer layouts disagree ({_percent(first.estimate.ratio - 1.0)}, then "
-        f"{_percent(second.estimate.ratio - 1.0)}): at this kernel's time the layout moves it by more than the threshold"
+def _contradicts(first: Measurement, second: Measurement) -> bool:
+    """Each significant, in opposite directions."""
+    return first.estimate is not None and second.estimate is not None and _OPPOSITE.get(first.verdict) is second.verdict
+
+
+def _settled(first: Measurement, second: Measurement, third: Measurement) -> Measurement:
+    """The third measurement of a contradicted case, deciding: the verdict two of the three
+    measurements share, else ``inconclusive``. Its message gives all three changes."""
+    changes = ", then ".join(
+        _percent(m.estimate.ratio - 1.0) if m.estimate is not None else m.verdict.value for m in (first, second, third)
     )
-    return replace(second, assessment=Assessment(Verdict.INCONCLUSIVE, second.estimate, message))
+    said = f"measured three times on different buffer layouts ({changes})"
+    if third.verdict in (first.verdict, second.verdict):
+        message = f"{said}: two of three say {third.verdict.value}"
+        return replace(third, assessment=replace(third.assessment, message=_joined(third.assessment.message, message)))
+    message = f"{said}: at this kernel's time the layout moves it by more than the threshold"
+    return replace(third, assessment=Assessment(Verdict.INCONCLUSIVE, third.estimate, _joined(third.assessment.message, message)))
+
+
+def _joined(first: str | None, second: str) -> str:
+    return f"{first}; {second}" if first else second
 
 
 def evaluate_gate(

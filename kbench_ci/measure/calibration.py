@@ -23,7 +23,7 @@ an offset taken at the longer hold moved its samples 0.5-0.9 us too low (4.80 us
 5.5-5.7 us true). Under CUPTI the host enqueues more slowly, so a traced call may be enqueued
 after its hold ends, which would put host time into its event pair: such calls (CUPTI's launch
 and event-record returns after the hold kernel's end) are left out, and a variant with too few
-calls left is traced again at a longer hold, which the report then names.
+calls left gets no offset (its samples keep the empty-kernel correction alone).
 
 CUPTI itself slows kernels of very many blocks (a one-element-per-thread vector add of 2^24
 floats, 65,536 blocks: 60.9 us back to back untraced, 64.5 us traced; a grid-stride add of
@@ -49,8 +49,6 @@ CALIBRATION_CALLS = 20
 HOLD_NAME = "spin_kernel"
 #: fewer calls with GPU work than this give no offset
 MIN_CALLS = 5
-#: a subject whose traced calls outran the timed hold is measured again at this multiple of it
-LONGER_HOLD_FACTOR = 4.0
 #: traced calls per subject made first and left out, while the clock comes back after the profiler's start
 SETTLE_CALLS = 10
 #: GPU time (s) enqueued before the profiler starts, so the GPU is not idle while it does
@@ -104,28 +102,17 @@ def measure_offsets(
     timer: CudaEventTimer, subjects: Mapping[str, Subject], calls: int = CALIBRATION_CALLS,
     *, between: Callable[[str], object] = lambda label: None,
 ) -> dict[str, TimedOffset] | str:
-    """Each subject's offset, all under one trace, at the timed calls' hold; a subject whose
-    traced calls were enqueued after their hold had ended is measured again with a longer one.
-    Or why none could be measured."""
+    """Each subject's offset, all under one trace, at the timed calls' hold (a subject whose
+    traced calls were mostly enqueued after their hold ended gets none: an offset taken at a
+    longer hold would not fit its samples). Or why none could be measured."""
     try:
         marker = make_marker(timer.device)
     except RuntimeError as exc:
         return f"the marker kernel failed: {first_line(exc)}"
-    timed_hold_us = timer.hold_us
-    offsets: dict[str, TimedOffset] = {}
-    pending = dict(subjects)
     try:
-        for hold_us in (timed_hold_us, LONGER_HOLD_FACTOR * timed_hold_us):
-            timer.hold_us = hold_us
-            offsets.update(_offsets_at_hold(timer, pending, calls, marker, between))
-            pending = {label: subject for label, subject in pending.items() if label not in offsets}
-            if not pending:
-                break
+        return _offsets_at_hold(timer, subjects, calls, marker, between)
     except (CuptiUnavailable, TraceUnreadable) as exc:
         return str(exc)
-    finally:
-        timer.hold_us = timed_hold_us
-    return offsets
 
 
 def _offsets_at_hold(
@@ -223,8 +210,15 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
             and hold_launched < launches[e.correlation].start_ns < launch.start_ns
         ]
         span = max((e.end_ns for e in mine), default=0) - min((e.start_ns for e in mine), default=0)
-        # The start event, the call's launches and the end event: our thread's calls after the hold's.
-        late = any(hold_launched < start < launch.start_ns and end > hold_ended for start, end in host_calls)
+        # Host time enters the event pair only at its ends: the call's first launch returned after
+        # the hold had ended (the GPU waited for it after the start event), or the end event was
+        # recorded after the call's last kernel had ended. A gap between kernels is in both.
+        first = min(mine, key=lambda e: e.start_ns, default=None)
+        before_marker = [end for start, end in host_calls if hold_launched < start < launch.start_ns]
+        late = first is not None and (
+            launches[first.correlation].end_ns > hold_ended
+            or (bool(before_marker) and before_marker[-1] > max(e.end_ns for e in mine))
+        )
         spans.append(CallSpan(span, len(mine), late, hold_ended - hold_start[hold_id]))
         previous = launch.start_ns
     return spans

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbench_ci.measure.staging import OutputCheck, StagedCalls, TimedSet, Version, version_budget
-from kbench_ci.measure.timing import CudaEventTimer, Timer
+from kbench_ci.measure.timing import Timer
 from kbench_ci.stats import MemoEvidence, memo_evidence
 
 #: contents never seen before, one per triple, in each batch of the probe
@@ -80,14 +80,11 @@ def run_probe(
     calls: list[Version] = []
     for version in versions:
         calls += [pool, version, version]
-    hold_us = getattr(timer, "hold_us", None)
-    timer.warm_up(subject.fn, 2)
+    # The rounds' hold (the probe comes after them): the probe's pairs are timed as the rounds
+    # were, and the offset calibrated after it meets the same hold.
+    timer.warm_up(subject.fn, 2, resize_hold=False)
     hooks = StagedCalls(timed, calls, subject.collect, subject.check, first_call=first_call)
-    try:
-        samples = timer.measure(subject.fn, len(calls), hooks)
-    finally:
-        if isinstance(timer, CudaEventTimer) and hold_us is not None:
-            timer.hold_us = hold_us  # the rounds' hold for what follows: the offset is calibrated at it
+    samples = timer.measure(subject.fn, len(calls), hooks)
     for index in range(0, len(samples), 3):
         subject.seen.append(samples[index])
         subject.new.append(samples[index + 1])

@@ -537,7 +537,7 @@ def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]
     for entry in ok:
         offset = pooled.get(entry.label)
         if offset is None:
-            words.append(f"{entry.label}: not moved (CUPTI saw too few of its calls)")
+            words.append(f"{entry.label}: not moved ({_why_no_offset(entry, ok, offsets)})")
             continue
         shift = offset - subtracted
         if abs(shift) > MAX_SHIFT_MS:
@@ -552,11 +552,10 @@ def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]
         )
         shifts.append(shift)
         reading = offsets[entry.label]
-        held = f", held {reading.hold_us:.0f} us: its traced calls outran the timed hold" if reading.hold_us > timer.hold_us else ""
         late = f", {reading.late} traced calls enqueued after their hold left out" if reading.late else ""
         late += f", {reading.slow} at a lower clock left out" if reading.slow else ""
         words.append(f"{entry.label} {-(offset * 1e3):+.2f} us (CUPTI {reading.span_ms * 1e3:.2f} us, "
-                     f"events {reading.event_ms * 1e3:.2f} us{held}{late})")
+                     f"events {reading.event_ms * 1e3:.2f} us{late})")
     return ("event time less the start-event-to-kernel offset CUPTI measured on "
             f"{calibration.CALIBRATION_CALLS} calls made as timed (same staging, flush, hold and events): " + ", ".join(words))
 
@@ -569,7 +568,11 @@ def _pooled_offsets(ok: list[_Timed], offsets: Mapping[str, calibration.TimedOff
     """Each variant's offset; the two sides of a compare that launch alike (same kind, same GPU
     activities per call) share the median of both, so an A/A ratio carries no calibration noise."""
     chosen = {label: reading.offset_ms for label, reading in offsets.items()}
-    sides = [entry for entry in ok if entry.variant.role == "solution" and entry.label in offsets]
+    solutions = [entry for entry in ok if entry.variant.role == "solution"]
+    sides = [entry for entry in solutions if entry.label in offsets]
+    if len(solutions) == 2 and len(sides) == 1:
+        # One side moved and the other not would tilt their ratio by the whole correction.
+        chosen.pop(sides[0].label)
     if len(sides) == 2:
         first, second = (offsets[entry.label] for entry in sides)
         if sides[0].variant.kind == sides[1].variant.kind and first.activities == second.activities:
@@ -577,6 +580,13 @@ def _pooled_offsets(ok: list[_Timed], offsets: Mapping[str, calibration.TimedOff
             for entry in sides:
                 chosen[entry.label] = shared
     return chosen
+
+
+def _why_no_offset(entry: _Timed, ok: list[_Timed], offsets: Mapping[str, calibration.TimedOffset]) -> str:
+    if entry.label in offsets:
+        return "the other side got no offset, and one side moved alone would tilt the ratio"
+    return (f"fewer than {calibration.MIN_CALLS} of its {calibration.CALIBRATION_CALLS} traced calls were on time "
+            "at the timed hold and clock")
 
 
 def _settle(ok: list[_Timed], label: str) -> None:

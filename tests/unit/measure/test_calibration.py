@@ -94,17 +94,35 @@ def test_a_call_enqueued_after_its_hold_ended_is_marked_late() -> None:
     assert [span.span_ns for span in spans] == [5_000, 5_000, 5_000]
 
 
-def test_an_end_event_recorded_after_the_hold_ended_makes_the_call_late() -> None:
+def test_an_end_event_recorded_after_the_last_kernel_ended_makes_the_call_late() -> None:
     trace = Trace()
     trace.gpu = trace.host = 0
     trace.launch("copy_kernel", 5_000)
     trace.launch("FillFunctor", 40_000)
     trace.gpu = trace.host
-    trace.launch(f"{HOLD_NAME}(long)", 20_000)
-    trace.launch("vadd_kernel", 5_000, gap_ns=3_000, host_ns=1_000)
-    trace.record_event(25_000)  # the kernel was enqueued in time, its end event was not
+    trace.launch(f"{HOLD_NAME}(long)", 20_000)  # on the GPU 2-22 us
+    trace.launch("vadd_kernel", 5_000, gap_ns=3_000, host_ns=1_000)  # launched at 4 us, runs 25-30 us
+    trace.record_event(30_000)  # the kernel was enqueued in time, its end event only at 34 us
     trace.launch(MARKER_NAME, 1_000, gap_ns=200)
     assert call_spans(trace.events, 1) == [CallSpan(5_000, 1, late=True, hold_ns=20_000)]
+
+
+def test_a_late_launch_between_two_kernels_does_not_make_the_call_late() -> None:
+    """A gap between the call's kernels is inside CUPTI's span as well as the event pair: only
+    host time at the pair's ends would bias the offset."""
+    trace = Trace()
+    trace.gpu = trace.host = 0
+    trace.launch("copy_kernel", 5_000)
+    trace.launch("FillFunctor", 40_000)
+    trace.gpu = trace.host
+    trace.launch(f"{HOLD_NAME}(long)", 20_000)  # on the GPU 2-22 us
+    trace.launch("gemm_a", 5_000, gap_ns=3_000, host_ns=1_000)  # launched at 4 us: in time
+    trace.gpu += 20_000  # the GPU waits for the second launch
+    trace.launch("gemm_b", 5_000, gap_ns=0, host_ns=40_000)  # returned at 44.5 us, after the hold's end
+    trace.record_event(1_000)
+    trace.launch(MARKER_NAME, 1_000, gap_ns=200)
+    (span,) = call_spans(trace.events, 1)
+    assert span.late is False and span.activities == 2
 
 
 def test_each_call_says_how_long_its_hold_ran_on_the_gpu() -> None:
@@ -144,3 +162,21 @@ def test_a_clock_that_varies_from_call_to_call_keeps_at_least_half_the_calls() -
     spans = [CallSpan(190_000_000, 1, hold_ns=67_000 + 400 * index) for index in range(20)]  # 0-11% longer
     reading = offset_of([193.0] * 20, spans, 67.0)
     assert reading is not None and reading.calls >= 10 and reading.offset_ms == 3.0
+
+
+def test_one_side_of_a_compare_is_not_moved_alone() -> None:
+    """The correction is ~3 us: applied to one side only it would tilt a short kernel's ratio."""
+    from types import SimpleNamespace
+
+    from kbench_ci.measure.calibration import TimedOffset
+    from kbench_ci.measure.rounds import _pooled_offsets
+
+    def entry(label: str, role: str = "solution") -> SimpleNamespace:
+        return SimpleNamespace(label=label, variant=SimpleNamespace(role=role, kind="cuda-cpp"))
+
+    ok = [entry("base"), entry("head"), entry("pytorch-eager", "baseline")]
+    reading = TimedOffset(0.003, 20, 1)
+    only_base = _pooled_offsets(ok, {"base": reading, "pytorch-eager": reading})  # type: ignore[arg-type]
+    assert "base" not in only_base and "head" not in only_base and only_base["pytorch-eager"] == 0.003
+    both = _pooled_offsets(ok, {"base": reading, "head": TimedOffset(0.001, 20, 1)})  # type: ignore[arg-type]
+    assert both["base"] == both["head"] == 0.002
