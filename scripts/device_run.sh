@@ -37,7 +37,7 @@ part_command() {
     regression) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     interleaved) echo "python3 scripts/interleaved_probe.py --extra 0.02" ;;
     cost) echo "python3 scripts/gate_wall_time.py --old-code .carry/old --time-budget 5" ;;
-    staging) echo "python3 scripts/gate_wall_time.py --modes warm,cached,nostaging --old-code .carry/old --time-budget 5" ;;
+    staging) echo "python3 scripts/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0" ;;
     changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
     sol) echo "python3 scripts/speed_of_light_truth.py --out /tmp/kb_out/sol" ;;
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;

@@ -5,7 +5,8 @@
     python scripts/gate_wall_time.py --old-code 0c53e47      # also the code at that commit, same suite
     python scripts/gate_wall_time.py --with-failures         # add a crashing and a hanging kernel
     python scripts/gate_wall_time.py --smoke                 # on a CPU: Triton kernels only, tiny sizes
-    python scripts/gate_wall_time.py --modes warm,cached,nostaging   # the cost of staging and checks
+    python scripts/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0
+        # the cost of staging and checks: fixed rounds, so both runs time the same number of calls
 
 It writes a suite into a throw-away git repository (default: 3 CUDA C++ kernels and 3 Triton
 kernels, one shape each = 6 cases) and runs ``kbench-ci compare --base HEAD`` on it (an A/A
