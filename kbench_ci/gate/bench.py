@@ -6,7 +6,6 @@ import ast
 import difflib
 import math
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,7 +169,7 @@ def bench_payload(request: BenchRequest, case: CaseResult, environment: Mapping[
     """results.json of ``bench`` (the writer and its reader live in results/)."""
     return bench_results_payload(
         BenchRecord(
-            command_line=tuple(request.command_line) or tuple(sys.argv), solution=str(request.solution),
+            command_line=tuple(request.command_line), solution=str(request.solution),
             ref=str(request.ref), implementation=request.implementation, settings=request.settings,
             baselines=tuple(request.baselines), atol=request.atol, rtol=request.rtol, precision=request.precision,
             ptr_sizes=dict(request.ptr_sizes), ptr_size=request.ptr_size,

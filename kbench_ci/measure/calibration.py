@@ -21,9 +21,10 @@ with the hold: on an H200 a 5 us vector add's event pair read 8.06 us at the tim
 and 8.56-8.98 us at the hold its traced warm-up asked for, with the same CUPTI span (5.7 us), so
 an offset taken at the longer hold moved its samples 0.5-0.9 us too low (4.80 us reported,
 5.5-5.7 us true). Under CUPTI the host enqueues more slowly, so a traced call may be enqueued
-after its hold ends, which would put host time into its event pair: such calls (CUPTI's launch
-and event-record returns after the hold kernel's end) are left out, and a variant with too few
-calls left gets no offset (its samples keep the empty-kernel correction alone).
+after its hold ends, which would put host time into its event pair: such calls (the first
+launch returned after the hold kernel's end, or the end event recorded after the last kernel's)
+are left out, and a variant with too few calls left gets no offset (its samples keep the
+empty-kernel correction alone).
 
 CUPTI itself slows kernels of very many blocks (a one-element-per-thread vector add of 2^24
 floats, 65,536 blocks: 60.9 us back to back untraced, 64.5 us traced; a grid-stride add of
@@ -72,8 +73,6 @@ class TimedOffset:
     span_ms: float = 0.0
     #: median event time of the traced calls (ms)
     event_ms: float = 0.0
-    #: the hold of the traced calls (us): the timed calls' own unless they outran it under CUPTI
-    hold_us: float = 0.0
     #: traced calls left out: enqueued after their hold had ended
     late: int = 0
     #: traced calls left out: their hold ran slower than the median's (a lower clock)
@@ -138,13 +137,13 @@ def _offsets_at_hold(
     offsets: dict[str, TimedOffset] = {}
     for index, (label, all_events) in enumerate(raw.items()):
         mine = spans[index * per_subject + SETTLE_CALLS:(index + 1) * per_subject]
-        reading = offset_of(all_events[SETTLE_CALLS:], mine, timer.hold_us)
+        reading = offset_of(all_events[SETTLE_CALLS:], mine)
         if reading is not None:
             offsets[label] = reading
     return offsets
 
 
-def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: float) -> TimedOffset | None:
+def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan]) -> TimedOffset | None:
     """One subject's offset from its traced calls' event times and CUPTI spans, or None when
     fewer than :data:`MIN_CALLS` calls give one."""
     holds = [float(span.hold_ns) for span in spans if span.hold_ns > 0]
@@ -160,7 +159,7 @@ def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: fl
     return TimedOffset(
         median([event - span for event, span in pairs]), len(pairs), int(median([float(span.activities) for span in spans])),
         span_ms=median([span for _, span in pairs]), event_ms=median([event for event, _ in pairs]),
-        hold_us=hold_us, late=sum(span.late for span in spans),
+        late=sum(span.late for span in spans),
         slow=sum(span.hold_ns > SLOW_HOLD * typical_hold for span in spans),
     )
 
@@ -168,7 +167,8 @@ def offset_of(events_ms: Sequence[float], spans: Sequence[CallSpan], hold_us: fl
 @dataclass(frozen=True, slots=True)
 class CallSpan:
     """One traced call: CUPTI's span of its GPU work (ns), how many activities that was, and
-    whether any of its launches or event records returned after its hold kernel had ended."""
+    whether host time reached its event pair (its first launch returned after its hold kernel
+    had ended, or its end event was recorded after its last kernel had ended)."""
 
     span_ns: int
     activities: int
@@ -190,23 +190,22 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
         raise TraceUnreadable("CUPTI recorded the marker kernels without the calls that launched them")
     caller = marker_launch[0].lane  # type: ignore[union-attr]
     holds = sorted(
-        (launches[e.correlation].start_ns, e.correlation, e.end_ns) for e in gpu
-        if HOLD_NAME in e.name and e.correlation in launches and launches[e.correlation].lane == caller
+        ((launches[e.correlation].start_ns, e) for e in gpu
+         if HOLD_NAME in e.name and e.correlation in launches and launches[e.correlation].lane == caller),
+        key=lambda launched_hold: launched_hold[0],
     )
-    hold_start = {e.correlation: e.start_ns for e in gpu if HOLD_NAME in e.name}
     host_calls = sorted((e.start_ns, e.end_ns) for e in launches.values() if e.lane == caller)
     marker_ids = {m.correlation for m in markers}
     spans: list[CallSpan] = []
     previous = -1
     for launch in marker_launch:
         assert launch is not None
-        hold = next(((t, c, end) for t, c, end in holds if previous < t < launch.start_ns), None)
+        hold_launched, hold = next(((t, e) for t, e in holds if previous < t < launch.start_ns), (0, None))
         if hold is None:
             raise TraceUnreadable("a traced call has no hold kernel before it")
-        hold_launched, hold_id, hold_ended = hold
         mine = [
             e for e in gpu
-            if e.correlation not in marker_ids and e.correlation != hold_id and e.correlation in launches
+            if e.correlation not in marker_ids and e.correlation != hold.correlation and e.correlation in launches
             and hold_launched < launches[e.correlation].start_ns < launch.start_ns
         ]
         span = max((e.end_ns for e in mine), default=0) - min((e.start_ns for e in mine), default=0)
@@ -216,9 +215,9 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
         first = min(mine, key=lambda e: e.start_ns, default=None)
         before_marker = [end for start, end in host_calls if hold_launched < start < launch.start_ns]
         late = first is not None and (
-            launches[first.correlation].end_ns > hold_ended
+            launches[first.correlation].end_ns > hold.end_ns
             or (bool(before_marker) and before_marker[-1] > max(e.end_ns for e in mine))
         )
-        spans.append(CallSpan(span, len(mine), late, hold_ended - hold_start[hold_id]))
+        spans.append(CallSpan(span, len(mine), late, hold.end_ns - hold.start_ns))
         previous = launch.start_ns
     return spans

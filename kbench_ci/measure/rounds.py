@@ -537,7 +537,7 @@ def _shift_to_cupti(ok: list[_Timed], timer: CudaEventTimer, shifts: list[float]
     for entry in ok:
         offset = pooled.get(entry.label)
         if offset is None:
-            words.append(f"{entry.label}: not moved ({_why_no_offset(entry, ok, offsets)})")
+            words.append(f"{entry.label}: not moved ({_why_no_offset(entry, offsets)})")
             continue
         shift = offset - subtracted
         if abs(shift) > MAX_SHIFT_MS:
@@ -582,7 +582,7 @@ def _pooled_offsets(ok: list[_Timed], offsets: Mapping[str, calibration.TimedOff
     return chosen
 
 
-def _why_no_offset(entry: _Timed, ok: list[_Timed], offsets: Mapping[str, calibration.TimedOffset]) -> str:
+def _why_no_offset(entry: _Timed, offsets: Mapping[str, calibration.TimedOffset]) -> str:
     if entry.label in offsets:
         return "the other side got no offset, and one side moved alone would tilt the ratio"
     return (f"fewer than {calibration.MIN_CALLS} of its {calibration.CALIBRATION_CALLS} traced calls were on time "

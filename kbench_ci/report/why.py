@@ -161,14 +161,21 @@ def _compiled_phrases(base: Sequence[CompiledKernel], head: Sequence[CompiledKer
     return said
 
 
+def _autotuned_pairs(base: VariantResult | None, head: VariantResult | None) -> list[tuple[CompiledKernel, CompiledKernel]]:
+    """Each kernel both sides compiled under one key, where both sides' autotuners picked."""
+    if base is None or head is None:
+        return []
+    head_by_key = {kernel.key: kernel for kernel in head.compiled}
+    return [
+        (was, now) for was in base.compiled
+        if (now := head_by_key.get(was.key)) is not None and was.autotune_pick is not None and now.autotune_pick is not None
+    ]
+
+
 def autotune_split(base: VariantResult | None, head: VariantResult | None) -> str | None:
     """The autotuner's picks where base and head picked differently (one phrase), else None."""
-    if base is None or head is None:
-        return None
-    head_by_key = {kernel.key: kernel for kernel in head.compiled}
-    for was in base.compiled:
-        now = head_by_key.get(was.key)
-        if now is not None and None not in (was.autotune_pick, now.autotune_pick) and was.autotune_pick != now.autotune_pick:
+    for was, now in _autotuned_pairs(base, head):
+        if was.autotune_pick != now.autotune_pick:
             return (f"`{short_kernel_name(was.name)}`: the autotuner picked `{was.autotune_pick}` on base and "
                     f"`{now.autotune_pick}` on head; the times compare two configs, not two sources")
     return None
@@ -179,14 +186,8 @@ def autotune_sharing(base: VariantResult | None, head: VariantResult | None) -> 
     or tuned apart. A side that tuned holds one compiled version per config tried; a side that
     read the pick from Triton's autotune cache (kbench-ci sets TRITON_CACHE_AUTOTUNING, keyed by
     the kernel's source) holds only the pick's."""
-    if base is None or head is None:
-        return []
-    head_by_key = {kernel.key: kernel for kernel in head.compiled}
     said = []
-    for was in base.compiled:
-        now = head_by_key.get(was.key)
-        if now is None or was.autotune_pick is None or now.autotune_pick is None:
-            continue
+    for was, now in _autotuned_pairs(base, head):
         name = short_kernel_name(was.name)
         if was.autotune_pick != now.autotune_pick:
             said.append(f"`{name}`: tuned apart, base picked `{was.autotune_pick}` and head `{now.autotune_pick}`")

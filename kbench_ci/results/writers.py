@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,17 @@ from kbench_ci.stats import RatioEstimate, summarize
 __all__ = ["BenchRecord", "bench_results_payload", "case_json", "compare_payload", "run_case_json", "run_payload"]
 
 
+def _header(schema: str, version: int, command_line: Sequence[str]) -> dict[str, Any]:
+    """The first keys of every results.json: what wrote it, when, and from which command."""
+    return {
+        "schema": schema,
+        "schema_version": version,
+        "tool_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command_line": list(command_line) or sys.argv,
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class BenchRecord:
     """What ``bench`` was asked to do, as its results.json records it."""
@@ -58,11 +69,7 @@ def bench_results_payload(record: BenchRecord, case: CaseResult, environment: Ma
     """``bench``'s results.json; :func:`kbench_ci.results.read.bench_case_from_json` reads its case back."""
     settings = record.settings
     return {
-        "schema": BENCH_SCHEMA,
-        "schema_version": BENCH_SCHEMA_VERSION,
-        "tool_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": list(record.command_line),
+        **_header(BENCH_SCHEMA, BENCH_SCHEMA_VERSION, record.command_line),
         "solution": record.solution,
         "ref": record.ref,
         "implementation": record.implementation,
@@ -126,11 +133,7 @@ def run_case_json(case: RunCase) -> dict[str, Any]:
 def run_payload(outcome: RunOutcome, request: RunRequest) -> dict[str, Any]:
     """results.json of ``run``: schema ``kbench-ci/run`` version 1."""
     return {
-        "schema": RUN_SCHEMA,
-        "schema_version": RUN_SCHEMA_VERSION,
-        "tool_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": list(request.command_line) or sys.argv,
+        **_header(RUN_SCHEMA, RUN_SCHEMA_VERSION, request.command_line),
         "gate": {
             "passed": outcome.passed,
             "complete": outcome.complete,
@@ -234,11 +237,7 @@ def compare_payload(outcome: CompareOutcome) -> dict[str, Any]:
     """results.json of ``compare``: schema ``kbench-ci/compare`` version 1 (see docs/compare.md)."""
     phases = outcome.phases
     return {
-        "schema": COMPARE_SCHEMA,
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "tool_version": __version__,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command_line": list(outcome.request.command_line) or sys.argv,
+        **_header(COMPARE_SCHEMA, COMPARE_SCHEMA_VERSION, outcome.request.command_line),
         "gate": outcome.gate.as_json(),
         "base": outcome.base.as_json(),
         "head": outcome.head.as_json(),

@@ -94,13 +94,20 @@ def test_a_call_enqueued_after_its_hold_ended_is_marked_late() -> None:
     assert [span.span_ns for span in spans] == [5_000, 5_000, 5_000]
 
 
-def test_an_end_event_recorded_after_the_last_kernel_ended_makes_the_call_late() -> None:
+def held_from_zero() -> Trace:
+    """A trace from time 0: the staging and the flush launched, the GPU caught up with the
+    host, then a hold that runs on the GPU from 2 to 22 us."""
     trace = Trace()
     trace.gpu = trace.host = 0
     trace.launch("copy_kernel", 5_000)
     trace.launch("FillFunctor", 40_000)
     trace.gpu = trace.host
-    trace.launch(f"{HOLD_NAME}(long)", 20_000)  # on the GPU 2-22 us
+    trace.launch(f"{HOLD_NAME}(long)", 20_000)
+    return trace
+
+
+def test_an_end_event_recorded_after_the_last_kernel_ended_makes_the_call_late() -> None:
+    trace = held_from_zero()
     trace.launch("vadd_kernel", 5_000, gap_ns=3_000, host_ns=1_000)  # launched at 4 us, runs 25-30 us
     trace.record_event(30_000)  # the kernel was enqueued in time, its end event only at 34 us
     trace.launch(MARKER_NAME, 1_000, gap_ns=200)
@@ -110,12 +117,7 @@ def test_an_end_event_recorded_after_the_last_kernel_ended_makes_the_call_late()
 def test_a_late_launch_between_two_kernels_does_not_make_the_call_late() -> None:
     """A gap between the call's kernels is inside CUPTI's span as well as the event pair: only
     host time at the pair's ends would bias the offset."""
-    trace = Trace()
-    trace.gpu = trace.host = 0
-    trace.launch("copy_kernel", 5_000)
-    trace.launch("FillFunctor", 40_000)
-    trace.gpu = trace.host
-    trace.launch(f"{HOLD_NAME}(long)", 20_000)  # on the GPU 2-22 us
+    trace = held_from_zero()
     trace.launch("gemm_a", 5_000, gap_ns=3_000, host_ns=1_000)  # launched at 4 us: in time
     trace.gpu += 20_000  # the GPU waits for the second launch
     trace.launch("gemm_b", 5_000, gap_ns=0, host_ns=40_000)  # returned at 44.5 us, after the hold's end
@@ -146,11 +148,11 @@ def test_the_offset_leaves_out_late_calls_and_calls_at_a_lower_clock() -> None:
     spans = [CallSpan(5_000_000, 1, hold_ns=67_000) for _ in range(8)]
     spans += [CallSpan(5_000_000, 1, late=True, hold_ns=67_000), CallSpan(5_000_000, 1, hold_ns=73_700)]
     events = [8.0] * 8 + [9.0, 9.0]
-    reading = offset_of(events, spans, 67.0)
+    reading = offset_of(events, spans)
     assert reading is not None
     assert (reading.offset_ms, reading.calls, reading.late, reading.slow) == (3.0, 8, 1, 1)
-    assert (reading.span_ms, reading.event_ms, reading.hold_us) == (5.0, 8.0, 67.0)
-    too_few = offset_of(events[:MIN_CALLS - 1], spans[:MIN_CALLS - 1], 67.0)
+    assert (reading.span_ms, reading.event_ms) == (5.0, 8.0)
+    too_few = offset_of(events[:MIN_CALLS - 1], spans[:MIN_CALLS - 1])
     assert too_few is None
 
 
@@ -160,7 +162,7 @@ def test_a_clock_that_varies_from_call_to_call_keeps_at_least_half_the_calls() -
     from kbench_ci.measure.calibration import offset_of
 
     spans = [CallSpan(190_000_000, 1, hold_ns=67_000 + 400 * index) for index in range(20)]  # 0-11% longer
-    reading = offset_of([193.0] * 20, spans, 67.0)
+    reading = offset_of([193.0] * 20, spans)
     assert reading is not None and reading.calls >= 10 and reading.offset_ms == 3.0
 
 

@@ -168,19 +168,25 @@ class _RawEvent:
         return ""  # as torch 2.11 gave on the H200: no kernel fields in the events themselves
 
 
-def test_shapes_missing_from_the_events_come_from_the_saved_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = [_RawEvent("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN", True, 88), _RawEvent("Memset (Device)", True, 87),
-           _RawEvent("cudaLaunchKernel", False, 88)]
-    trace = ActivityTrace()
+def _traced(monkeypatch: pytest.MonkeyPatch, trace: ActivityTrace, raw: list[Any], result: Any) -> ActivityTrace:
+    """``trace`` entered and left with the profiler replaced: it returns ``raw`` and leaves
+    ``result`` as its kineto result."""
 
     def stop() -> list[Any]:
-        trace._result = _SavedResult()
+        trace._result = result
         return raw
 
     monkeypatch.setattr(trace, "_start", lambda: None)
     monkeypatch.setattr(trace, "_stop", stop)
     with trace:
         pass
+    return trace
+
+
+def test_shapes_missing_from_the_events_come_from_the_saved_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = [_RawEvent("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN", True, 88), _RawEvent("Memset (Device)", True, 87),
+           _RawEvent("cudaLaunchKernel", False, 88)]
+    trace = _traced(monkeypatch, ActivityTrace(), raw, _SavedResult())
     shapes = {event.name: event.shape for event in trace.events if event.on_gpu}
     kernel = shapes["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNN"]
     assert kernel is not None and kernel.grid == (2, 66, 1) and kernel.registers == 168 and kernel.blocks_per_sm is None
@@ -191,19 +197,11 @@ def test_a_trace_that_wants_no_shapes_does_not_save_and_read_itself_back(monkeyp
     """The timing calibration's trace: its events' times are all it reads, and saving the trace
     as JSON to recover shapes would cost its share of the timing phase for nothing."""
     raw = [_RawEvent("vadd_kernel", True, 5), _RawEvent("cudaLaunchKernel", False, 5)]
-    trace = ActivityTrace(shapes=False)
 
     class Unsaveable:
         def save(self, path: str) -> None:
             raise AssertionError("saved although no shapes were wanted")
 
-    def stop() -> list[Any]:
-        trace._result = Unsaveable()
-        return raw
-
-    monkeypatch.setattr(trace, "_start", lambda: None)
-    monkeypatch.setattr(trace, "_stop", stop)
-    with trace:
-        pass
+    trace = _traced(monkeypatch, ActivityTrace(shapes=False), raw, Unsaveable())
     assert [event.name for event in trace.events] == ["vadd_kernel", "cudaLaunchKernel"]
     assert all(event.shape is None for event in trace.events)
