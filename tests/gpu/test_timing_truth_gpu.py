@@ -21,13 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the script's kernel names (a unique part of each)
 KERNELS = ["vadd.cu 2^20", "vadd.cu 2^24", "vadd.cu 2^26", "triton softmax", "triton matmul", "cuBLAS mm"]
+#: buffer layouts per side for the DRAM-bound vector adds: two kbench-ci processes on the 768 MB
+#: one read 239.2 and 242.0 us of raw events (1.1%, more than the bound), so one process against
+#: one CUPTI loop compares layouts, not timers; over three layouts each side is its median
+REPEATS = {"vadd.cu 2^24": 3, "vadd.cu 2^26": 3}
 
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_the_timed_median_reads_what_cupti_reads(name: str, tmp_path: Path) -> None:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "cupti_truth.py"), "--only", name, "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "scripts" / "cupti_truth.py"), "--only", name, "--out", str(tmp_path),
+         "--repeats", str(REPEATS.get(name, 1))],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment,
     )
     rows = [line for line in done.stdout.splitlines() if line.startswith(name.split()[0]) or "within" in line]
