@@ -29,6 +29,7 @@ part_command() {
     truth-vadd) echo "python3 scripts/cupti_truth.py --placements 2 --only vadd --out /tmp/kb_out/truth_vadd" ;;
     truth-cublas) echo "python3 scripts/cupti_truth.py --bracket --only cuBLAS --out /tmp/kb_out/truth_cublas" ;;
     redteam) echo "python3 -m pytest tests/gpu/test_redteam_gpu.py tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
+    redteam-only) echo "python3 -m pytest tests/gpu/test_redteam_gpu.py -q -rA -p no:cacheprovider" ;;
     truthtest-vadd) echo "python3 -m pytest 'tests/gpu/test_timing_truth_gpu.py::test_the_timed_median_reads_what_cupti_reads[vadd.cu 2^24]' 'tests/gpu/test_timing_truth_gpu.py::test_the_timed_median_reads_what_cupti_reads[vadd.cu 2^26]' -q -rA -s -p no:cacheprovider" ;;
     truthtest) echo "python3 -m pytest tests/gpu/test_timing_truth_gpu.py -q -rA -s -p no:cacheprovider" ;;
     why) echo "python3 -m pytest tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
