@@ -58,6 +58,8 @@ class _Timed:
     check: OutputCheck | None
     returned: list[object] = field(default_factory=lambda: [None])
     rounds: list[tuple[float, ...]] = field(default_factory=list)
+    #: per round, which version of the inputs each kept sample's call was given
+    round_versions: list[tuple[int, ...]] = field(default_factory=list)
     discarded: list[float] = field(default_factory=list)
     checked: int = 0
 
@@ -228,6 +230,7 @@ def _time_one_round(
     finally:
         variant.settle()  # after the batch's end event: outside the timed calls
     entry.rounds.append(tuple(samples[job.settings.discard_first:]))
+    entry.round_versions.append(tuple(entry.tset.index_of(version) for version in calls[job.settings.discard_first:]))
     entry.discarded.extend(samples[: job.settings.discard_first])
     if entry.check is None:
         return True
@@ -313,6 +316,7 @@ def _finish(entry: _Timed, device: torch.device) -> None:
     variant.result = replace(
         variant.result,
         rounds_ms=tuple(entry.rounds),
+        round_versions=tuple(entry.round_versions),
         discarded_ms=tuple(entry.discarded),
         fresh_inputs=entry.tset.describe() + checked,
     )

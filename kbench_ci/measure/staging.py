@@ -245,6 +245,10 @@ class TimedSet:
         """The version staged most recently by :meth:`pick` (a pool version seen many times)."""
         return self.versions[max(self._last, 0)]
 
+    def index_of(self, version: Version) -> int:
+        """Which of this set's versions ``version`` is (0: the original contents)."""
+        return next(index for index, kept in enumerate(self.versions) if kept is version)
+
     def stage(self, version: Version, *, poison: bool = True) -> None:
         """Copy ``version`` into the kernel's inputs and poison its outputs (enqueued, no sync)."""
         for name, content in version.contents.items():

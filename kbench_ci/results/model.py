@@ -28,6 +28,10 @@ class VariantResult:
     correctness: CorrectnessResult | None = None
     #: raw samples (ms) per timing round, after ``discard_first`` of each round
     rounds_ms: tuple[tuple[float, ...], ...] = ()
+    #: which version of the inputs each sample's call was given (an index into the timed set's
+    #: versions, 0 the original contents; base and head of a compare share one set and one order
+    #: per round), so a time that depends on the version can be seen in the raw data; () where not kept
+    round_versions: tuple[tuple[int, ...], ...] = ()
     #: the samples dropped as the first of each round (kept, never used in statistics)
     discarded_ms: tuple[float, ...] = ()
     #: wall time of the first call (module load, JIT, torch.compile, flashinfer JIT)

@@ -123,6 +123,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         message=data.get("message"),
         correctness=correctness_from_json(data.get("correctness")),
         rounds_ms=tuple(tuple(float(s) for s in r) for r in data.get("rounds_ms", ())),
+        round_versions=tuple(tuple(int(v) for v in r) for r in data.get("round_versions", ())),
         discarded_ms=tuple(float(s) for s in data.get("discarded_ms", ())),
         first_call_ms=data.get("first_call_ms"),
         compile_ms=data.get("compile_ms"),

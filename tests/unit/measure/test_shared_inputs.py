@@ -94,3 +94,16 @@ def test_sides_with_different_inputs_keep_their_own_tensors(tmp_path: Path, monk
     base_tail = [(c["x"], c["y"]) for c in calls if "/base/" in c["side"]][-8:-1]
     head_tail = [(c["x"], c["y"]) for c in calls if "/head/" in c["side"]][-8:-1]
     assert set(base_tail).isdisjoint(head_tail)
+
+
+def test_each_sample_says_which_version_of_the_inputs_its_call_was_given(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Kept so that a time that depends on the inputs' version (a multimodal case on an H200:
+    # 32.8-33.4 / 33.8-34.8 / 35.2-35.5 us at one size) can be read off the raw data.
+    _, events = _run_two_sides(tmp_path, RECORDING, RECORDING, monkeypatch)
+    base, head = (e.result for e in events if isinstance(e, VariantDone))
+    assert [len(r) for r in base.round_versions] == [len(r) for r in base.rounds_ms] == [3, 3, 3, 3]
+    # one set and one order per round for both sides
+    assert base.round_versions == head.round_versions
+    indices = [index for round_versions in base.round_versions for index in round_versions]
+    assert len(set(indices)) > 1 and min(indices) >= 0
+    assert all(a != b for round_versions in base.round_versions for a, b in zip(round_versions, round_versions[1:], strict=False))

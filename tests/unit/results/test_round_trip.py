@@ -83,6 +83,7 @@ def _variant(label: str, *, role: str = "solution", status: str = "ok", scale: f
             ), modified_inputs=() if timed else ("x",), error=None),
         )),
         rounds_ms=((1.0 * scale, 1.1 * scale), (0.9 * scale, 1.2 * scale)) if timed else (),
+        round_versions=((0, 2), (1, 0)) if timed else (),
         discarded_ms=(5.0,) if timed else (), first_call_ms=12.5, compile_ms=300.0, post_timing_check=timed,
         fresh_inputs="3 versions of the inputs", timing_shift_ms=0.001,
         escape_audit=EscapeAudit(status="passed", event_ms=(1.0,), cupti_span_ms=(0.99,), escaped_ms=(0.0,),
