@@ -97,7 +97,7 @@ def test_sides_with_different_inputs_keep_their_own_tensors(tmp_path: Path, monk
 
 
 def test_each_sample_says_which_version_of_the_inputs_its_call_was_given(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    # Kept so that a time that depends on the inputs' version (a multimodal case on an H200:
+    # Kept so that whether a time depends on the inputs' version (a trimodal case on an H200:
     # 32.8-33.4 / 33.8-34.8 / 35.2-35.5 us at one size) can be read off the raw data.
     _, events = _run_two_sides(tmp_path, RECORDING, RECORDING, monkeypatch)
     base, head = (e.result for e in events if isinstance(e, VariantDone))
