@@ -208,15 +208,16 @@ def call_spans(events: Sequence[TraceEvent], calls: int) -> list[CallSpan]:
             if e.correlation not in marker_ids and e.correlation != hold.correlation and e.correlation in launches
             and hold_launched < launches[e.correlation].start_ns < launch.start_ns
         ]
-        span = max((e.end_ns for e in mine), default=0) - min((e.start_ns for e in mine), default=0)
+        first = min(mine, key=lambda e: e.start_ns, default=None)
+        last_end = max((e.end_ns for e in mine), default=0)
+        span = last_end - (first.start_ns if first is not None else 0)
         # Host time enters the event pair only at its ends: the call's first launch returned after
         # the hold had ended (the GPU waited for it after the start event), or the end event was
         # recorded after the call's last kernel had ended. A gap between kernels is in both.
-        first = min(mine, key=lambda e: e.start_ns, default=None)
         before_marker = [end for start, end in host_calls if hold_launched < start < launch.start_ns]
         late = first is not None and (
             launches[first.correlation].end_ns > hold.end_ns
-            or (bool(before_marker) and before_marker[-1] > max(e.end_ns for e in mine))
+            or (bool(before_marker) and before_marker[-1] > last_end)
         )
         spans.append(CallSpan(span, len(mine), late, hold.end_ns - hold.start_ns))
         previous = launch.start_ns
