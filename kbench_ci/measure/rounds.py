@@ -40,7 +40,7 @@ from kbench_ci.measure.variant import (
     sync,
 )
 from kbench_ci.results.model import SpeedOfLight
-from kbench_ci.stats import MemoEvidence, Reach, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
+from kbench_ci.stats import MemoEvidence, RatioEstimate, Reach, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
 
 #: a shift of the samples beyond this (ms) means the traced calls ran unlike the timed ones
 MAX_SHIFT_MS = 0.005
@@ -197,10 +197,11 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         # The host computes the interim verdict now: keep the GPU at its clocks meanwhile.
         timer.keep_busy(plan.expected_check_s(round_index))
         check_started = time.perf_counter()
-        if job.stopping is not None and _verdict_decided(live, job.stopping):
+        decided, quick = _verdict_decided(live, job.stopping) if job.stopping is not None else (False, None)
+        if decided:
             said = True
             break
-        reach = _reach(live, job.stopping, round_index, check_started - timing_started) if job.stopping else None
+        reach = _reach(job.stopping, quick, round_index, check_started - timing_started) if job.stopping and quick else None
         if job.stopping is not None and reach is not None and reach.out_of_reach:
             strikes += 1
             if strikes >= OUT_OF_REACH_CHECKS:
@@ -249,41 +250,48 @@ def _time_one_round(
     return True
 
 
-def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> bool:
-    """Is the head/base verdict at the rule's threshold decided (not inconclusive) already?"""
+def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> tuple[bool, RatioEstimate | None]:
+    """Is the head/base verdict at the rule's threshold decided (not inconclusive) already? With
+    the check's cheap estimate (None when one side failed while timing: then it is decided)."""
     sides = [entry for entry in live if entry.variant.role == "solution"]
     if len(sides) != 2:  # one side failed while timing: nothing left to compare
-        return True
+        return True, None
     base, head = (entry.rounds for entry in sides)
     quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
     if classify(quick, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE:
-        return False
+        return False, quick
     # Decided on the cheap estimate: confirm with the one the report will compute (stats'
     # default replicates), or a borderline interval stops the rounds and is then reported
     # `inconclusive` (5 of 8 such verdicts in 10 A/A runs on an H200).
     final = compare_rounds(base, head, confidence=rule.confidence)
-    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
+    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE, quick
 
 
-def _reach(live: list[_Timed], rule: StoppingRule, done: int, elapsed_s: float) -> Reach | None:
+def _reach(rule: StoppingRule, quick: RatioEstimate, done: int, elapsed_s: float) -> Reach | None:
     """Where the head/base comparison can get in the rounds the budget still buys (stats.decision_reach),
-    on the interval the report will compute (stats' default bootstrap replicates). The rounds stop
-    only after :data:`OUT_OF_REACH_CHECKS` checks in a row find it out of reach: noise made on
-    purpose in the first rounds, or a warm-up that spills into them, must not end the comparison
-    at its first projection."""
-    sides = [entry for entry in live if entry.variant.role == "solution"]
-    if len(sides) != 2 or done <= 0 or elapsed_s <= 0:
+    projected from the check's cheap interval (``rule.check_bootstrap`` replicates). Not from the
+    report's: a projection of the width to the rounds left is coarser than the few percent of
+    width that 500 replicates give away, and at a 6 us case's ~200 rounds the report's 2000
+    replicates at every check were about a third of its timing phase (replayed on the kept
+    samples of an H200 run). The rounds stop only after :data:`OUT_OF_REACH_CHECKS` checks in a
+    row find it out of reach: noise made on purpose in the first rounds, or a warm-up that
+    spills into them, must not end the comparison at its first projection; the note that then
+    says what the case can resolve is computed on the report's interval (:func:`_note_early_stop`)."""
+    if done <= 0 or elapsed_s <= 0:
         return None
     possible = max(done, min(rule.max_rounds, done + int(affordable_rounds(rule, done, elapsed_s))))
-    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
-    return decision_reach(estimate, rule.threshold, possible)
+    return decision_reach(quick, rule.threshold, possible)
 
 
 def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, reach: Reach) -> None:
-    """Say on the head what this case can resolve at its noise."""
-    heads = [entry for entry in live if entry.variant.role == "solution"][1:]
-    if not heads:
+    """Say on the head what this case can resolve at its noise: ``reach`` projected again from the
+    interval the report will compute (stats' default replicates)."""
+    sides = [entry for entry in live if entry.variant.role == "solution"]
+    if len(sides) != 2:
         return
+    heads = sides[1:]
+    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
+    reach = decision_reach(estimate, rule.threshold, reach.rounds_possible) or reach
     _note(heads[0], (
         f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "
         f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "

@@ -199,4 +199,5 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     assert classify(compare_rounds(base, head, n_bootstrap=rule.check_bootstrap), rule.threshold) is Verdict.UNCHANGED
     assert classify(compare_rounds(base, head), rule.threshold) is Verdict.INCONCLUSIVE
     sides = [SimpleNamespace(variant=SimpleNamespace(role="solution"), rounds=rounds) for rounds in (base, head)]
-    assert _verdict_decided(sides, rule) is False  # type: ignore[arg-type]
+    decided, quick = _verdict_decided(sides, rule)  # type: ignore[arg-type]
+    assert decided is False and quick is not None and classify(quick, rule.threshold) is Verdict.UNCHANGED
