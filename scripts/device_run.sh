@@ -42,6 +42,7 @@ part_command() {
     staging) echo "python3 scripts/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0" ;;
     changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
     changed-prof) echo "KBENCH_PROFILE_DIR=$out/prof PYTHONPATH=$PWD/scripts/probes/profile_site:\$PYTHONPATH python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed_prof; python3 scripts/probes/profile_report.py $out/prof --top 45 > $out/prof_report.txt" ;;
+    changed-bytecode) echo "env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/kb_pycache python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed_bytecode" ;;
     startup) echo "python3 scripts/probes/startup_probe.py" ;;
     sol) echo "python3 scripts/speed_of_light_truth.py --out /tmp/kb_out/sol" ;;
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;

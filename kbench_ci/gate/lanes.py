@@ -120,7 +120,7 @@ def suite_execution(
         if execution.cache_dir is None:
             # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to
             # a folder of this run's own, removed with it (a first call JIT-compiles afresh).
-            environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment()
+            environment = replace(execution, cache_dir=staging / "jit-cache").worker_environment(bytecode=False)
         preload = preload_modules(kinds, device)
         lanes = []
         for gpu in (tuple(gpus) if len(gpus) > 1 else (None,)):

@@ -167,8 +167,9 @@ def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
     repo.write({"kernels/scale.py": broken})  # uncommitted
     before = repo.status()
     out = tmp_path / "out"
+    cache = tmp_path / "cache"
     completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
-                       "--kernel", "scale")
+                       "--kernel", "scale", env={"KBENCH_CI_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"})
     assert completed.returncode == 1, completed.stderr
     data = results(out)
     assert verdicts(data) == {"scale": "incorrect"}
@@ -176,7 +177,12 @@ def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
     # Untouched: the edit is still there, nothing new appeared (no __pycache__, no worktree).
     assert (repo.root / "kernels" / "scale.py").read_text() == broken
     assert repo.status() == before
+    assert not list(repo.root.rglob("__pycache__"))
     assert repo.worktrees() == [str(repo.root)]
+    # The worker's compiled modules went to the cache folder instead, the kernel's among them,
+    # though the caller had turned bytecode off (so the next run's workers read them).
+    mirrored = cache / "pycache" / repo.root.relative_to(repo.root.anchor) / "kernels"
+    assert list(mirrored.glob("scale.*.pyc")), sorted(str(p) for p in (cache / "pycache").rglob("scale*"))
 
 
 def test_a_hanging_head_is_failed_after_the_case_timeout(tmp_path: Path) -> None:

@@ -50,11 +50,14 @@ def test_workers_get_triton_and_inductor_caches_in_the_cache_folder_unless_set(t
     assert chosen.worker_environment({}) == {
         "TRITON_CACHE_DIR": str(tmp_path / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
         "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"), "TRITON_CACHE_AUTOTUNING": "1",
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": "",
     }
-    assert chosen.worker_environment({"TRITON_CACHE_DIR": "/mine", "TRITON_CACHE_AUTOTUNING": "0"}) == {
+    mine = {"TRITON_CACHE_DIR": "/mine", "TRITON_CACHE_AUTOTUNING": "0", "PYTHONPYCACHEPREFIX": "/my-pyc"}
+    assert chosen.worker_environment(mine) == {
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
     }
     assert Execution(cache_dir=None).worker_environment({}) == {}
+    assert "PYTHONPYCACHEPREFIX" not in chosen.worker_environment({}, bytecode=False)  # a folder of one run
 
 
 def test_parallel_builds_follow_the_cores_within_bounds() -> None:
