@@ -1,6 +1,7 @@
 """One worker call that records where its time went (load, correctness, timing, audit) and what
 it reported, with ``PYTHONDONTWRITEBYTECODE`` set so that importing a user's ``kernel.py`` leaves
-no ``__pycache__`` beside it."""
+no ``__pycache__`` beside it (a worker given the cache folder's ``PYTHONPYCACHEPREFIX`` writes
+there instead: :meth:`kbench_ci.suite.settings.Execution.worker_environment`)."""
 
 from __future__ import annotations
 
