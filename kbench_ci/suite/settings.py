@@ -52,6 +52,8 @@ DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_WARM_WORKER = True
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
+#: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
+BYTECODE_SUBDIR = "pycache"
 #: environment: "1" turns the cache across runs off (as --no-cache)
 NO_CACHE_ENV = "KBENCH_CI_NO_CACHE"
 #: environment: "1" starts a fresh worker per case (as --fresh-worker)
@@ -169,7 +171,7 @@ class Execution:
         # site-packages hold no bytecode (uv installs none by default) every worker compiled
         # torch from source: 3.5 s to import it on an H200 host against 1.6 s from bytecode.
         if bytecode and not source.get("PYTHONPYCACHEPREFIX"):
-            environment["PYTHONPYCACHEPREFIX"] = str(self.cache_dir / "pycache")
+            environment["PYTHONPYCACHEPREFIX"] = str(self.cache_dir / BYTECODE_SUBDIR)
             environment["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset for Python, whoever set it
         return environment
 

@@ -167,9 +167,11 @@ def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
     repo.write({"kernels/scale.py": broken})  # uncommitted
     before = repo.status()
     out = tmp_path / "out"
-    cache = tmp_path / "cache"
-    completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
-                       "--kernel", "scale", env={"KBENCH_CI_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"})
+    cache, temp = tmp_path / "cache", tmp_path / "temp"
+    temp.mkdir()
+    args = ("compare", "--base", "main", "--device", "cpu", "--output-dir", str(out), "--kernel", "scale")
+    environment = {"KBENCH_CI_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
+    completed = kbench(repo.root, *args, tmpdir=temp, env=environment)
     assert completed.returncode == 1, completed.stderr
     data = results(out)
     assert verdicts(data) == {"scale": "incorrect"}
@@ -183,6 +185,11 @@ def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
     # though the caller had turned bytecode off (so the next run's workers read them).
     mirrored = cache / "pycache" / repo.root.relative_to(repo.root.anchor) / "kernels"
     assert list(mirrored.glob("scale.*.pyc")), sorted(str(p) for p in (cache / "pycache").rglob("scale*"))
+    # The base's kernel came from a worktree in a temp folder now gone; the next run drops its bytecode.
+    dead = [folder for folder in (cache / "pycache" / temp.relative_to(temp.anchor)).iterdir() if not (temp / folder.name).exists()]
+    assert dead and all(list(folder.rglob("scale.*.pyc")) for folder in dead)
+    assert kbench(repo.root, *args, tmpdir=temp, env=environment).returncode == 1
+    assert not any(folder.exists() for folder in dead)
 
 
 def test_a_hanging_head_is_failed_after_the_case_timeout(tmp_path: Path) -> None:
