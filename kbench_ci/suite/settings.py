@@ -7,6 +7,7 @@ timing method becomes ``host_time`` (:func:`job_settings`): CUDA events need a G
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,11 +149,11 @@ class Execution:
     warm_worker: bool = DEFAULT_WARM_WORKER
     cache_dir: Path | None = None
 
-    def worker_environment(self, environ: Mapping[str, str] | None = None, *, bytecode: bool = True) -> dict[str, str]:
+    def worker_environment(self, environ: Mapping[str, str] | None = None, *, bytecode: bool | None = None) -> dict[str, str]:
         """Triton's and TorchInductor's on-disk caches in the cache folder, for the workers;
         a folder the person set themselves wins. ``bytecode``: Python's compiled modules there
-        too (not for a folder that lives one run only: a fresh one would compile torch from
-        source in every run, where its site-packages bytecode would have been read)."""
+        too; None (default): only where torch is installed without bytecode
+        (:func:`installed_without_bytecode`). Never for a folder that lives one run only."""
         if self.cache_dir is None:
             return {}
         source = os.environ if environ is None else environ
@@ -165,15 +166,33 @@ class Execution:
         # every run; a changed kernel or config list tunes again.
         if not source.get("TRITON_CACHE_AUTOTUNING"):
             environment["TRITON_CACHE_AUTOTUNING"] = "1"
-        # Compiled bytecode (torch's ~850 modules, the kernels' own) in the cache folder, written
-        # there and never beside a kernel. Without it a worker writes none (kbench-ci sets
-        # PYTHONDONTWRITEBYTECODE so no __pycache__ appears in the user's tree), and where
-        # site-packages hold no bytecode (uv installs none by default) every worker compiled
-        # torch from source: 3.5 s to import it on an H200 host against 1.6 s from bytecode.
+        # Workers may not write bytecode beside a kernel (PYTHONDONTWRITEBYTECODE, gate/worker_call),
+        # so where site-packages hold none (uv installs none by default; the H200 we test on has
+        # none) every worker compiled torch's ~850 modules from source: 3.5 s to import it there,
+        # 1.6 s from bytecode. Then the workers keep their bytecode in the cache folder, never
+        # beside a kernel. Not where torch has its own: with a prefix Python reads only the
+        # prefix, so each new folder would compile torch once more instead of reading it.
+        if bytecode is None:
+            bytecode = installed_without_bytecode()
         if bytecode and not source.get("PYTHONPYCACHEPREFIX"):
             environment["PYTHONPYCACHEPREFIX"] = str(self.cache_dir / BYTECODE_SUBDIR)
             environment["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset for Python, whoever set it
         return environment
+
+
+def installed_without_bytecode(module: str = "torch") -> bool:
+    """Is ``module`` installed without compiled bytecode beside its source (found, not
+    imported: the parent never imports torch)? False where it is not found or not Python source."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return False
+    try:
+        return not Path(importlib.util.cache_from_source(spec.origin)).exists()
+    except NotImplementedError:  # sys.implementation.cache_tag is None: no bytecode at all
+        return False
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -47,17 +47,41 @@ def test_a_switch_that_is_not_one_is_bad_usage() -> None:
 
 def test_workers_get_triton_and_inductor_caches_in_the_cache_folder_unless_set(tmp_path: Path) -> None:
     chosen = Execution(cache_dir=tmp_path)
-    assert chosen.worker_environment({}) == {
+    assert chosen.worker_environment({}, bytecode=True) == {
         "TRITON_CACHE_DIR": str(tmp_path / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
         "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"), "TRITON_CACHE_AUTOTUNING": "1",
         "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": "",
     }
     mine = {"TRITON_CACHE_DIR": "/mine", "TRITON_CACHE_AUTOTUNING": "0", "PYTHONPYCACHEPREFIX": "/my-pyc"}
-    assert chosen.worker_environment(mine) == {
+    assert chosen.worker_environment(mine, bytecode=True) == {
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
     }
     assert Execution(cache_dir=None).worker_environment({}) == {}
     assert "PYTHONPYCACHEPREFIX" not in chosen.worker_environment({}, bytecode=False)  # a folder of one run
+
+
+def test_workers_keep_bytecode_in_the_cache_only_where_torch_has_none_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from kbench_ci.suite import settings
+
+    package = tmp_path / "site" / "fakepkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert settings.installed_without_bytecode("fakepkg") is True
+    compiled = Path(importlib.util.cache_from_source(str(package / "__init__.py")))
+    compiled.parent.mkdir()
+    compiled.write_bytes(b"")  # bytecode beside the source, as pip leaves it
+    assert settings.installed_without_bytecode("fakepkg") is False
+    assert settings.installed_without_bytecode("no_such_module_anywhere") is False
+
+    monkeypatch.setattr(settings, "installed_without_bytecode", lambda module="torch": True)
+    assert Execution(cache_dir=tmp_path).worker_environment({})["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
+    monkeypatch.setattr(settings, "installed_without_bytecode", lambda module="torch": False)
+    assert "PYTHONPYCACHEPREFIX" not in Execution(cache_dir=tmp_path).worker_environment({})
 
 
 def test_parallel_builds_follow_the_cores_within_bounds() -> None:
