@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "prune_mirrored_bytecode", "remove_stale"]
+__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_stale"]
 
 #: the prefixes of every temporary folder kbench-ci makes
 PREFIXES = ("kbench-worker-", "kbench-build-")
@@ -81,25 +81,3 @@ def remove_stale(root: Path | None = None, *, now: float | None = None) -> list[
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
     return removed
-
-
-def prune_mirrored_bytecode(prefix: Path, root: Path | None = None) -> list[Path]:
-    """Remove the bytecode that ``PYTHONPYCACHEPREFIX`` ``prefix`` mirrors from folders directly
-    under ``root`` (default: the temp folder) that no longer exist; returns what it removed.
-
-    Workers keep their compiled modules under the cache folder's prefix, which mirrors each
-    module's absolute path: a base side's kernels are imported from a worktree in a new temp
-    folder every run, so without this the prefix would gain one dead folder per run for ever.
-    Folders of runs still going exist, and are left alone."""
-    base = Path(root if root is not None else tempfile.gettempdir())
-    removed: list[Path] = []
-    for real_root in dict.fromkeys((base, base.resolve())):
-        mirror = prefix / real_root.relative_to(real_root.anchor)
-        if not mirror.is_dir() or mirror.is_symlink():
-            continue
-        for child in mirror.iterdir():
-            if child.is_dir() and not child.is_symlink() and not (real_root / child.name).exists():
-                shutil.rmtree(child, ignore_errors=True)
-                removed.append(child)
-    return removed
-

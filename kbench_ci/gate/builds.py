@@ -7,10 +7,10 @@ Never touching the user's tree
 * A ``.cu`` solution is compiled with its library written to a private staging directory, next
   to a copy of the source (the worker loads ``<stem>.so`` beside the ``.cu`` it is given). The
   compiler still reads the original, so ``#include "..."`` resolves as in the tree.
-* Worker processes write compiled bytecode only into the cache folder (``PYTHONPYCACHEPREFIX``,
-  :meth:`~kbench_ci.suite.settings.Execution.worker_environment`), or none
-  (``PYTHONDONTWRITEBYTECODE=1``, :mod:`~kbench_ci.gate.worker_call`), so importing a user's
-  ``kernel.py`` leaves no ``__pycache__`` beside it.
+* Workers write no bytecode of the user's code (``sys.dont_write_bytecode`` before the first
+  case, :func:`kbench_ci.measure.child.serve`), so importing a user's ``kernel.py`` leaves no
+  ``__pycache__`` beside it; torch's may go to the cache folder
+  (:meth:`~kbench_ci.suite.settings.Execution.worker_environment`).
 * A kernel's own ``build`` command runs in the suite's directory; what it writes besides ``{out}``
   is its own business.
 """

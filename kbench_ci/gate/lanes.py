@@ -15,8 +15,8 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest, SideBuilder
 from kbench_ci.gate.worker_call import WorkerFn
 from kbench_ci.measure.parent import WorkerPool
 from kbench_ci.results.outcome import GpuSlot
-from kbench_ci.scratch import make_scratch, prune_mirrored_bytecode, remove_stale
-from kbench_ci.suite.settings import BYTECODE_SUBDIR, Execution
+from kbench_ci.scratch import make_scratch, remove_stale
+from kbench_ci.suite.settings import Execution
 
 _log = logging.getLogger(__name__)
 
@@ -112,8 +112,6 @@ def suite_execution(
         stack.callback(_log.debug, "workers stopped, compilers ended, staging folder removed")
         # Folders of earlier runs that were killed (SIGKILL runs no clean-up) go first.
         remove_stale()
-        if execution.cache_dir is not None:
-            prune_mirrored_bytecode(execution.cache_dir / BYTECODE_SUBDIR)
         staging = make_scratch("kbench-build-")
         stack.callback(shutil.rmtree, staging, True)
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None

@@ -454,6 +454,12 @@ def serve(next_ticket: Callable[[], JobTicket]) -> int:
     process ends. Between cases, :meth:`ProcessBaseline.after_case` takes away what the case
     left (:mod:`kbench_ci.measure.isolation`).
     """
+    # User code runs from here on: none of it is written as bytecode, whatever the environment
+    # says (a warm worker starts before the parent sets PYTHONDONTWRITEBYTECODE, and none may
+    # appear beside a kernel), nor into a cache folder's prefix, where a kernel rewritten to the
+    # same size within the same second would pass for current. torch and the preloaded modules
+    # are imported by now; their bytecode is the environment's business.
+    sys.dont_write_bytecode = True
     baseline = ProcessBaseline.capture()
     gc.collect()  # the imports' and the warm-up's garbage goes now, not into the frozen set
     # Everything alive now (torch, triton, the warm-up's objects) is the worker's own and lives

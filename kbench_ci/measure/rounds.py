@@ -291,7 +291,11 @@ def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, reach: R
         return
     heads = sides[1:]
     estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
-    reach = decision_reach(estimate, rule.threshold, reach.rounds_possible) or reach
+    reported = decision_reach(estimate, rule.threshold, reach.rounds_possible)
+    # The report's interval may project a little narrower than the check's that stopped the
+    # rounds; one at or under the threshold would make the note contradict itself.
+    if reported is not None and reported.resolvable > rule.threshold:
+        reach = reported
     _note(heads[0], (
         f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "
         f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "

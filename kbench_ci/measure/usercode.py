@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
 import math
@@ -17,6 +18,16 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import UserFileError
+
+
+class _FromSource(importlib.machinery.SourceFileLoader):
+    """Compiles the file from its source on every load: no bytecode is read or written for it.
+    Python takes a cached ``.pyc`` as current when the source's mtime (whole seconds) and size
+    match, so a kernel rewritten to the same size within a second, or copied with its mtime kept,
+    would run its old code."""
+
+    def get_code(self, fullname: str) -> Any:
+        return self.source_to_code(self.get_data(self.path), self.path)
 
 
 def load_module(path: Path, *, role: str) -> ModuleType:
@@ -35,6 +46,8 @@ def load_module(path: Path, *, role: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UserFileError(f"{role} {path} cannot be imported as Python", hint="is it a .py file?")
+    if isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+        spec.loader = _FromSource(name, str(path))
     module = importlib.util.module_from_spec(spec)
     # Let the file import siblings (helpers next to the kernel), as `python file.py` would.
     sys.path.insert(0, str(path.parent))

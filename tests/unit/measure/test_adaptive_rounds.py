@@ -90,9 +90,19 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     (note,) = sides[1].variant.result.notes
     assert note.startswith("stopped after 8 rounds, undecided: the time budget allows about 16 rounds")
     assert "not the 1.0% threshold" in note
-    # The figure it states comes from the report's interval, not from the check's cheaper one.
+    # The figure it states comes from the report's interval, not from the check's (here made far
+    # off, so the two cannot print alike) ...
     reported = decision_reach(compare_rounds(base, head), 0.01, 16)
     assert reported is not None and f"can resolve ±{reported.resolvable:.1%}," in note
+    far_off = Reach(rounds_possible=16, resolvable=0.5, out_of_reach=True)
+    again = [_timed("base", base), _timed("head", head)]
+    rounds_module._note_early_stop(again, rule, 8, far_off)
+    assert f"can resolve ±{reported.resolvable:.1%}," in again[1].variant.result.notes[0]
+    # ... unless the report's would fall within the threshold: the note would contradict itself.
+    wide = _rule(threshold=reported.resolvable + 0.005, budget_s=2.0)
+    kept = [_timed("base", base), _timed("head", head)]
+    rounds_module._note_early_stop(kept, wide, 8, far_off)
+    assert "can resolve ±50.0%," in kept[1].variant.result.notes[0]
     assert sides[0].variant.result.notes == ()
     going = rounds_module._reach(_rule(threshold=0.01, budget_s=50.0), quick, done=8, elapsed_s=1.0)
     assert going is not None and not going.out_of_reach
@@ -151,7 +161,7 @@ def test_the_rounds_stop_only_after_two_checks_in_a_row_find_no_verdict_in_reach
 def test_a_case_the_budget_ends_undecided_says_what_it_can_resolve() -> None:
     """Issue 24, item 3: the 6 us vector add on the H200 ran out of time budget undecided (206 of
     400 rounds) without a word on what it could resolve; now the limit that ended it says so."""
-    job = _job(_undecidable(budget_s=0.2))
+    job = _job(_undecidable(budget_s=0.5))
     events: list[WorkerEvent] = []
     run_case(job, events.append)
     results = {e.result.label: e.result for e in events if isinstance(e, VariantDone)}

@@ -64,16 +64,18 @@ def test_workers_keep_bytecode_in_the_cache_only_where_torch_has_none_of_its_own
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import importlib.util
+    import sys
 
     from kbench_ci.suite import settings
 
+    monkeypatch.setattr(sys, "pycache_prefix", None)  # a tester's own prefix would move the bytecode
     package = tmp_path / "site" / "fakepkg"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert settings.installed_without_bytecode("fakepkg") is True
     compiled = Path(importlib.util.cache_from_source(str(package / "__init__.py")))
-    compiled.parent.mkdir()
+    compiled.parent.mkdir(parents=True)
     compiled.write_bytes(b"")  # bytecode beside the source, as pip leaves it
     assert settings.installed_without_bytecode("fakepkg") is False
     assert settings.installed_without_bytecode("no_such_module_anywhere") is False
