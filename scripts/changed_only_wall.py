@@ -532,15 +532,18 @@ def check_changed_only(changed: dict[str, Any], warm: dict[str, Any], suite: Sui
     ]
 
 
+def measured_s(data: dict[str, Any], wanted: set[str]) -> float:
+    """Seconds the ``wanted`` cases spent in correctness, timing and audit (not build or load)."""
+    return sum(sum(v for k, v in (case.get("seconds") or {}).items() if k not in ("total", "build", "load"))
+               for case in data["cases"] if case["case_id"] in wanted)
+
+
 def floor_of_ratio(changed: dict[str, Any], warm: dict[str, Any], wanted: set[str]) -> str:
     """How low c/b could go: the changed kernel's cases' own measurement in b (load, correctness,
     timing, audit) over b's wall is the ratio of a compare with no start-up, no build and no
     report, that measures those cases as b did; c's costs outside its cases follow."""
-    own = sum(sum(v for k, v in (case.get("seconds") or {}).items() if k not in ("total", "build", "load"))
-              for case in warm["cases"] if case["case_id"] in wanted)
-    outside = changed["process_wall"] - sum(
-        sum(v for k, v in (case.get("seconds") or {}).items() if k not in ("total", "build", "load"))
-        for case in changed["cases"] if case["case_id"] in wanted)
+    own = measured_s(warm, wanted)
+    outside = changed["process_wall"] - measured_s(changed, wanted)
     return (f"floor: the changed cases' correctness, timing and audit took {own:.1f} s of b's {warm['process_wall']:.1f} s "
             f"({own / warm['process_wall']:.3f}); c spent {outside:.1f} s outside them (process start, worker start-up, "
             "build, report)")

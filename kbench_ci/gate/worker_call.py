@@ -1,15 +1,10 @@
 """One worker call that records where its time went (load, correctness, timing, audit) and what
-it reported, with ``PYTHONDONTWRITEBYTECODE`` set so that importing a user's ``kernel.py`` leaves
-no ``__pycache__`` beside it (a worker given the cache folder's ``PYTHONPYCACHEPREFIX`` writes
-there instead: :meth:`kbench_ci.suite.settings.Execution.worker_environment`)."""
+it reported."""
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,33 +40,6 @@ class WorkerRun:
 
 
 EventCallback = Callable[[WorkerEvent], None]
-
-
-_BYTECODE_LOCK = threading.Lock()
-#: [calls inside _no_bytecode now, the value before the first of them]
-_BYTECODE_STATE: list[Any] = [0, None]
-
-
-@contextmanager
-def _no_bytecode() -> Iterator[None]:
-    """Workers inherit os.environ: keep them from writing __pycache__ into the user's tree.
-    Counted, so that workers of several GPUs (threads) leave the variable as they found it."""
-    with _BYTECODE_LOCK:
-        if _BYTECODE_STATE[0] == 0:
-            _BYTECODE_STATE[1] = os.environ.get("PYTHONDONTWRITEBYTECODE")
-            os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-        _BYTECODE_STATE[0] += 1
-    try:
-        yield
-    finally:
-        with _BYTECODE_LOCK:
-            _BYTECODE_STATE[0] -= 1
-            if _BYTECODE_STATE[0] == 0:
-                previous = _BYTECODE_STATE[1]
-                if previous is None:
-                    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-                else:
-                    os.environ["PYTHONDONTWRITEBYTECODE"] = previous
 
 
 #: device -> event overhead (ms) calibrated by the first cuda_event worker of this process
@@ -121,8 +89,7 @@ def run_worker(
     # worker of the run and hand it to the rest.
     if job.settings.timing_method == "cuda_event" and job.event_overhead_ms is None and job.settings.device in _CALIBRATED_OVERHEAD_MS:
         job = replace(job, event_overhead_ms=_CALIBRATED_OVERHEAD_MS[job.settings.device])
-    with _no_bytecode():
-        result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
+    result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
     if result is not None and result.event_overhead_ms is not None:
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
     # The last phase ends at the worker's last CaseFinished, when it came after the last Begin (a

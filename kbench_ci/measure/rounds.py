@@ -194,18 +194,20 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - timing_started):
             break
+        rule = job.stopping
+        assert rule is not None  # may_continue is False without a rule
         # The host computes the interim verdict now: keep the GPU at its clocks meanwhile.
         timer.keep_busy(plan.expected_check_s(round_index))
         check_started = time.perf_counter()
-        decided, quick = _verdict_decided(live, job.stopping) if job.stopping is not None else (False, None)
+        decided, quick = _verdict_decided(live, rule)
         if decided:
             said = True
             break
-        reach = _reach(job.stopping, quick, round_index, check_started - timing_started) if job.stopping and quick else None
-        if job.stopping is not None and reach is not None and reach.out_of_reach:
+        reach = _reach(rule, quick, round_index, check_started - timing_started) if quick is not None else None
+        if reach is not None and reach.out_of_reach:
             strikes += 1
             if strikes >= OUT_OF_REACH_CHECKS:
-                _note_early_stop(live, job.stopping, round_index, reach)
+                _note_early_stop(live, rule, round_index, reach)
                 said = True
                 break
         else:

@@ -166,17 +166,19 @@ class Execution:
         # every run; a changed kernel or config list tunes again.
         if not source.get("TRITON_CACHE_AUTOTUNING"):
             environment["TRITON_CACHE_AUTOTUNING"] = "1"
-        # Workers may not write bytecode beside a kernel (PYTHONDONTWRITEBYTECODE, gate/worker_call),
-        # so where site-packages hold none (uv installs none by default; the H200 we test on has
-        # none) every worker compiled torch's ~850 modules from source: 3.5 s to import it there,
-        # 1.6 s from bytecode. Then the workers keep their bytecode in the cache folder, never
-        # beside a kernel. Not where torch has its own: with a prefix Python reads only the
-        # prefix, so each new folder would compile torch once more instead of reading it.
+        # Workers write no bytecode (the user's code never: measure/child.serve; nothing else
+        # of theirs into site-packages either), so where site-packages hold none (uv installs
+        # none by default; the H200 we test on has none) every worker compiled torch's ~850
+        # modules from source: 3.5 s to import it there, 1.6 s from bytecode. Then the workers
+        # keep their bytecode in the cache folder. Not where torch has its own: with a prefix
+        # Python reads only the prefix, so each new folder would compile torch once more.
         if bytecode is None:
             bytecode = installed_without_bytecode()
         if bytecode and not source.get("PYTHONPYCACHEPREFIX"):
             environment["PYTHONPYCACHEPREFIX"] = str(self.cache_dir / BYTECODE_SUBDIR)
             environment["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset for Python, whoever set it
+        else:
+            environment["PYTHONDONTWRITEBYTECODE"] = "1"
         return environment
 
 

@@ -55,9 +55,11 @@ def test_workers_get_triton_and_inductor_caches_in_the_cache_folder_unless_set(t
     mine = {"TRITON_CACHE_DIR": "/mine", "TRITON_CACHE_AUTOTUNING": "0", "PYTHONPYCACHEPREFIX": "/my-pyc"}
     assert chosen.worker_environment(mine, bytecode=True) == {
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "KBENCH_CI_CEILINGS_DIR": str(tmp_path / "ceilings"),
+        "PYTHONDONTWRITEBYTECODE": "1",  # a prefix of the person's own: no bytecode written at all
     }
     assert Execution(cache_dir=None).worker_environment({}) == {}
-    assert "PYTHONPYCACHEPREFIX" not in chosen.worker_environment({}, bytecode=False)  # a folder of one run
+    one_run = chosen.worker_environment({}, bytecode=False)  # a folder of one run
+    assert "PYTHONPYCACHEPREFIX" not in one_run and one_run["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
 def test_workers_keep_bytecode_in_the_cache_only_where_torch_has_none_of_its_own(
@@ -83,7 +85,8 @@ def test_workers_keep_bytecode_in_the_cache_only_where_torch_has_none_of_its_own
     monkeypatch.setattr(settings, "installed_without_bytecode", lambda module="torch": True)
     assert Execution(cache_dir=tmp_path).worker_environment({})["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
     monkeypatch.setattr(settings, "installed_without_bytecode", lambda module="torch": False)
-    assert "PYTHONPYCACHEPREFIX" not in Execution(cache_dir=tmp_path).worker_environment({})
+    with_its_own = Execution(cache_dir=tmp_path).worker_environment({})
+    assert "PYTHONPYCACHEPREFIX" not in with_its_own and with_its_own["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
 def test_parallel_builds_follow_the_cores_within_bounds() -> None:
