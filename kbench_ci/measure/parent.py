@@ -258,8 +258,11 @@ class WorkerPool:
             with open(stderr_path, "wb") as stderr:
                 process = subprocess.Popen(
                     # With the device, the worker creates its CUDA context and imports what the
-                    # cases need before the first job comes (kbench_ci.measure.worker).
-                    [self.python, "-m", "kbench_ci.measure.worker", str(lifeline_read), device, *self.preload],
+                    # cases need before the first job comes (kbench_ci.measure.worker). Every
+                    # hash-based .pyc is checked against its source: an "unchecked" one beside a
+                    # kernel's helper would run code that no reviewer reads in the diff.
+                    [self.python, "--check-hash-based-pycs", "always", "-m", "kbench_ci.measure.worker",
+                     str(lifeline_read), device, *self.preload],
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                     pass_fds=(lifeline_read,),
                     start_new_session=True,  # so a timeout kills the kernel's whole process group

@@ -7,6 +7,7 @@ Wilcoxon test can never reach p < 0.05, so nothing here can come out `slower` by
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -368,3 +369,27 @@ def test_an_unchanged_reference_is_not_named(history: TempRepo, tmp_path: Path) 
     kbench(history.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out), "--kernel", "scale")
     (case,) = results(out)["cases"]
     assert case["goalposts"] == [] and "checked against" not in (case["message"] or "")
+
+
+def test_a_helper_runs_its_source_not_bytecode_planted_beside_it(tmp_path: Path) -> None:
+    """A pull request can commit bytecode a reviewer does not read: an "unchecked-hash" .pyc
+    (PEP 552) beside a helper is loaded whatever the helper's source says. The workers check
+    every hash-based .pyc against its source, so the source the reviewer reads is what runs."""
+    import py_compile
+
+    repo = make_suite_repo(tmp_path / "repo", BASE_KERNELS[1:2])
+    kernel = suite_files([BASE_KERNELS[1]])["kernels/scale.py"].replace(
+        "torch.mul(x, 2.0, out=out)", "torch.mul(x, scale_helper.FACTOR, out=out)")
+    assert "scale_helper.FACTOR" in kernel
+    helper = repo.root / "kernels" / "scale_helper.py"
+    helper.write_text("FACTOR = 3.0  # what the planted bytecode holds\n")
+    planted = Path(importlib.util.cache_from_source(str(helper)))
+    py_compile.compile(str(helper), cfile=str(planted), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    repo.write({"kernels/scale.py": "import scale_helper\n" + kernel, "kernels/scale_helper.py": "FACTOR = 2.0\n"})
+    assert sys.pycache_prefix is None and planted.exists()  # the plain interpreter would load FACTOR = 3.0
+    out = tmp_path / "out"
+    completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
+                       env={"KBENCH_CI_CACHE_DIR": str(tmp_path / "cache")})
+    (case,) = results(out)["cases"]
+    assert case["head"]["status"] == "ok", (case["head"]["message"], completed.stderr[-2000:])
