@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_stale"]
 
 #: the prefixes of every temporary folder kbench-ci makes
-PREFIXES = ("kbench-worker-", "kbench-build-")
+PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-")
 OWNER_FILE = ".kbench-owner"
 #: a folder without an owner file (a run of an older version) is stale after this long
 UNOWNED_STALE_S = 24 * 3600.0

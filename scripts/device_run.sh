@@ -35,6 +35,10 @@ part_command() {
     why) echo "python3 -m pytest tests/gpu/test_why_gpu.py -q -rA -p no:cacheprovider" ;;
     bench) echo "python3 -m pytest tests/gpu/test_gpu_bench.py -q -rA -p no:cacheprovider" ;;
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
+    judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
+    judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep" ;;
+    judge-regression) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
+    process-aa2) echo "python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/process_aa --keep" ;;
     aa10) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts aa --workdir /tmp/kb_out/aa10 --keep" ;;
     regression) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     interleaved) echo "python3 scripts/interleaved_probe.py --extra 0.02" ;;

@@ -27,6 +27,7 @@ from kbench_ci.cli.suite_common import (
     CaseTimeoutOption,
     DeviceOption,
     FreshWorkerOption,
+    IsolationOption,
     JsonSummaryOption,
     KernelOption,
     NoCacheOption,
@@ -169,6 +170,7 @@ def compare(
     fresh_worker: FreshWorkerOption = False,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
+    isolation: IsolationOption = None,
 ) -> None:
     # torch-free start-up: gate.compare pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.compare import run_compare  # noqa: PLC0415
@@ -193,7 +195,7 @@ def compare(
         )
         return run_compare(
             request, on_progress=on_progress,
-            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache),
+            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache, isolation=isolation),
         )
 
     outcome = drive(

@@ -27,6 +27,7 @@ from kbench_ci.cli.suite_common import (
     CaseTimeoutOption,
     DeviceOption,
     FreshWorkerOption,
+    IsolationOption,
     JsonSummaryOption,
     KernelOption,
     NoCacheOption,
@@ -75,6 +76,7 @@ def run(
     fresh_worker: FreshWorkerOption = False,
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
+    isolation: IsolationOption = None,
 ) -> None:
     # torch-free start-up: gate.run pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.run import run_suite  # noqa: PLC0415
@@ -89,7 +91,7 @@ def run(
         )
         return run_suite(
             request, on_progress=on_progress,
-            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache),
+            options=execution_options(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache, isolation=isolation),
         )
 
     outcome = drive(

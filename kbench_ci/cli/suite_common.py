@@ -18,7 +18,7 @@ from kbench_ci.errors import ExitCode
 from kbench_ci.results.atomic import write_json_atomically
 from kbench_ci.results.outcome import CompareOutcome, RunOutcome
 from kbench_ci.results.outdir import check_output_file, output_folder
-from kbench_ci.suite.settings import CACHE_DIR_ENV, ExecutionOptions
+from kbench_ci.suite.settings import CACHE_DIR_ENV, ISOLATION_ENV, ExecutionOptions, check_isolation
 
 if TYPE_CHECKING:
     from kbench_ci.gate.progress import ProgressFn
@@ -76,10 +76,25 @@ NoCacheOption = Annotated[
 ]
 
 
-def execution_options(*, fresh_worker: bool, cache_dir: Path | None, no_cache: bool) -> ExecutionOptions:
+IsolationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--isolation", rich_help_panel="Workers and caches", metavar="process|judge",
+        help="judge: each side in a process of its own, inputs made, outputs checked and the verdict decided by a "
+        "process that runs no pull-request code (docs/isolation.md); process (default): every side in one worker "
+        f"(also {ISOLATION_ENV} or isolation in kbench.toml)",
+    ),
+]
+
+
+def execution_options(
+    *, fresh_worker: bool, cache_dir: Path | None, no_cache: bool, isolation: str | None = None
+) -> ExecutionOptions:
     """The three options above, for ``run_suite`` / ``run_compare``'s ``execution`` (resolved
     against the environment and kbench.toml by :func:`kbench_ci.suite.settings.execution`)."""
-    return ExecutionOptions(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache)
+    if isolation is not None:
+        check_isolation(isolation, where="--isolation")
+    return ExecutionOptions(fresh_worker=fresh_worker, cache_dir=cache_dir, no_cache=no_cache, isolation=isolation)
 
 
 Outcome = TypeVar("Outcome", RunOutcome, CompareOutcome)

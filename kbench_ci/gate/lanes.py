@@ -131,7 +131,7 @@ def suite_execution(
                 if gpu is not None and device.startswith("cuda"):
                     pinned["CUDA_VISIBLE_DEVICES"] = visible_device(gpu.index)
                 pool = stack.enter_context(
-                    WorkerPool(warm=execution.warm_worker, environment=pinned, preload=preload)
+                    WorkerPool(warm=execution.warm_worker, environment=pinned, preload=preload, module=execution.worker_module)
                 )
                 lane_worker = pool.run_case
             lanes.append(Lane(gpu, lane_device(device, gpu), lane_worker, pool))

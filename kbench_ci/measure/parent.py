@@ -137,9 +137,11 @@ class WorkerPool:
 
     def __init__(
         self, *, warm: bool = True, environment: Mapping[str, str] | None = None, python: str | None = None,
-        preload: Sequence[str] = (),
+        preload: Sequence[str] = (), module: str = "kbench_ci.measure.worker",
     ) -> None:
         self.warm = warm
+        #: what each worker process runs: the in-process worker, or the judge (kbench_ci.judge.main)
+        self.module = module
         self.environment = dict(environment or {})
         self.python = python or sys.executable
         #: modules every worker imports before its first case (``triton`` for a suite with
@@ -261,7 +263,7 @@ class WorkerPool:
                     # cases need before the first job comes (kbench_ci.measure.worker). Every
                     # hash-based .pyc is checked against its source: an "unchecked" one beside a
                     # kernel's helper would run code that no reviewer reads in the diff.
-                    [self.python, "--check-hash-based-pycs", "always", "-m", "kbench_ci.measure.worker",
+                    [self.python, "--check-hash-based-pycs", "always", "-m", self.module,
                      str(lifeline_read), device, *self.preload],
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                     pass_fds=(lifeline_read,),

@@ -29,7 +29,7 @@ from kbench_ci.suite.model import (
     KernelSpec,
     Suite,
 )
-from kbench_ci.suite.settings import DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_S, SuiteSettings
+from kbench_ci.suite.settings import DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_S, ISOLATIONS, SuiteSettings
 
 try:
     import tomllib
@@ -258,6 +258,12 @@ def _int(minimum: int) -> Callable[[object], int]:
     return parse
 
 
+def _isolation(value: object) -> str:
+    if not isinstance(value, str) or value not in ISOLATIONS:
+        raise _Invalid(f"must be one of {', '.join(repr(i) for i in ISOLATIONS)}, got {_kind(value)}")
+    return value
+
+
 def _bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise _Invalid(f"must be true or false, got {_kind(value)}")
@@ -384,6 +390,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "warm_worker": ("warm_worker", _bool),
     "cache": ("cache", _bool),
     "cache_dir": ("cache_dir", _folder),
+    "isolation": ("isolation", _isolation),
 }
 _KERNEL_ONLY = ("name", "solution", "ref", "shapes")
 _TOP_LEVEL = ("defaults", "kernels")

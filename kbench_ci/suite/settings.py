@@ -51,6 +51,13 @@ DEFAULT_THRESHOLD = 0.02
 DEFAULT_TIMEOUT_S = 600.0
 #: run/compare: one worker process serves case after case (False: a fresh worker per case)
 DEFAULT_WARM_WORKER = True
+#: how a case's code is kept apart: "process" (every side in one worker process, as before the
+#: judge) or "judge" (each side in a process of its own, judged by one that runs no
+#: pull-request code: kbench_ci/judge). Opt-in while the judge's figures are being checked.
+DEFAULT_ISOLATION = "process"
+ISOLATIONS = ("process", "judge")
+#: environment: the isolation, as --isolation
+ISOLATION_ENV = "KBENCH_CI_ISOLATION"
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -83,6 +90,8 @@ class SuiteSettings:
     cache: bool | None = None
     #: ``cache_dir`` in [defaults], resolved against the config file's folder; None: not set there
     cache_dir: Path | None = None
+    #: ``isolation`` in [defaults]; None: not set there
+    isolation: str | None = None
 
 
 def trials_per_round(num_trials: int, rounds: int) -> int:
@@ -139,6 +148,7 @@ class ExecutionOptions:
     fresh_worker: bool = False
     cache_dir: Path | None = None
     no_cache: bool = False
+    isolation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +158,12 @@ class Execution:
 
     warm_worker: bool = DEFAULT_WARM_WORKER
     cache_dir: Path | None = None
+    isolation: str = DEFAULT_ISOLATION
+
+    @property
+    def worker_module(self) -> str:
+        """The module each worker process runs: the in-process worker, or the judge."""
+        return "kbench_ci.judge.main" if self.isolation == "judge" else "kbench_ci.measure.worker"
 
     def worker_environment(self, environ: Mapping[str, str] | None = None, *, bytecode: bool | None = None) -> dict[str, str]:
         """Triton's and TorchInductor's on-disk caches in the cache folder, for the workers;
@@ -225,14 +241,25 @@ def execution(
     source = os.environ if environ is None else environ
     fresh = True if options.fresh_worker else _flag(source, FRESH_WORKER_ENV)
     warm = (not fresh) if fresh is not None else (suite.warm_worker if suite.warm_worker is not None else DEFAULT_WARM_WORKER)
+    isolation = check_isolation(
+        options.isolation or source.get(ISOLATION_ENV) or suite.isolation or DEFAULT_ISOLATION,
+        where="--isolation" if options.isolation else (ISOLATION_ENV if source.get(ISOLATION_ENV) else "isolation"),
+    )
     no_cache = True if options.no_cache else _flag(source, NO_CACHE_ENV)
     if no_cache is None and suite.cache is not None:
         no_cache = not suite.cache
     if no_cache:
-        return Execution(warm_worker=warm, cache_dir=None)
+        return Execution(warm_worker=warm, cache_dir=None, isolation=isolation)
     folder = options.cache_dir or (Path(source[CACHE_DIR_ENV]) if source.get(CACHE_DIR_ENV) else None)
     folder = folder or suite.cache_dir or default_cache_dir(source)
-    return Execution(warm_worker=warm, cache_dir=Path(folder).expanduser().absolute())
+    return Execution(warm_worker=warm, cache_dir=Path(folder).expanduser().absolute(), isolation=isolation)
+
+
+def check_isolation(value: str, *, where: str) -> str:
+    """One of :data:`ISOLATIONS`, or a usage error naming where the value came from."""
+    if value not in ISOLATIONS:
+        raise UsageError(f"{where} {value!r} is not an isolation", hint=f"use one of: {', '.join(ISOLATIONS)}")
+    return value
 
 
 def parallel_builds(cpu_count: int | None = None) -> int:

@@ -24,8 +24,8 @@ from kbench_ci.cuda.signature import (
 from kbench_ci.errors import EnvironmentProblem, SignatureError, UserFileError
 from kbench_ci.measure.compiled import cuda_kernels
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
-from kbench_ci.measure.impls.python_solution import inputs_from_setup
 from kbench_ci.measure.inputs import InputSet, random_tensor, seed_everything
+from kbench_ci.measure.setup_inputs import inputs_from_setup
 from kbench_ci.measure.usercode import Problem
 
 

@@ -12,8 +12,9 @@ import torch
 from kbench_ci.errors import EnvironmentProblem, MissingExtraError, UserFileError
 from kbench_ci.measure.compiled import triton_kernels
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
-from kbench_ci.measure.inputs import InputSet, seed_everything
-from kbench_ci.measure.usercode import call_by_name, load_module, require_function, takes_seed
+from kbench_ci.measure.inputs import InputSet
+from kbench_ci.measure.setup_inputs import inputs_from_setup
+from kbench_ci.measure.usercode import load_module, require_function
 
 #: the package each kind needs, and the extra that installs it
 _REQUIRED_PACKAGE = {"triton": ("triton", "triton", None), "cute-dsl": ("cutlass", "nvidia-cutlass-dsl", "cute")}
@@ -49,47 +50,6 @@ def load_python_solution(
         compile=(lambda kwargs: compile_hook(**kwargs)) if callable(compile_hook) else None,
     )
     return Solution(kernel=kernel, make_inputs=make_inputs, compiled=lambda: triton_kernels(vars(module)))
-
-
-def inputs_from_setup(
-    setup: Any, dims: Mapping[str, Any], *, seed: int, device: torch.device, where: str
-) -> InputSet:
-    """Call a user's setup() with torch's default device set, and validate what it returns.
-
-    setup() creates tensors without naming a device; the default device makes them land on the
-    GPU chosen with --gpu (or the CPU in CPU mode) without the user's code knowing which.
-    """
-    seed_everything(seed)
-    # A setup() that draws from a generator of its own and takes ``seed`` gets the trial's seed:
-    # otherwise every correctness trial and every version of its inputs would be the same.
-    extra = {"seed": seed} if takes_seed(setup) and "seed" not in dims else None
-    with torch.device(device):
-        returned = call_by_name(setup, dims, what=where, extra=extra)
-    if not isinstance(returned, Mapping) or "inputs" not in returned or "outputs" not in returned:
-        raise UserFileError(
-            f"{where} must return {{'inputs': {{...}}, 'outputs': [names]}}, got {type(returned).__name__}"
-        )
-    inputs = returned["inputs"]
-    outputs = returned["outputs"]
-    if not isinstance(inputs, Mapping) or not all(isinstance(k, str) for k in inputs):
-        raise UserFileError(f"{where}: 'inputs' must be a dict keyed by argument name")
-    if isinstance(outputs, str) or not all(isinstance(name, str) for name in outputs):
-        raise UserFileError(f"{where}: 'outputs' must be a list of input names, got {outputs!r}")
-    outputs = tuple(outputs)
-    if not outputs:
-        raise UserFileError(f"{where}: 'outputs' is empty; name at least one output tensor")
-    for name in outputs:
-        if not isinstance(inputs.get(name), torch.Tensor):
-            raise UserFileError(f"{where}: output '{name}' is not a tensor in 'inputs'")
-    for name, value in inputs.items():
-        if isinstance(value, torch.Tensor) and value.device.type != device.type:
-            raise UserFileError(
-                f"{where}: input '{name}' is on {value.device}, expected {device.type}",
-                hint="create tensors without device=...; kbench-ci sets the default device",
-            )
-    merged = {**{k: v for k, v in dims.items()}, **dict(inputs)}
-    # Dimensions are passed along so run_kernel/reference can take them by name too.
-    return InputSet(kwargs=merged, output_names=outputs, seed=seed)
 
 
 def _require_package(kind: str) -> None:

@@ -1,0 +1,436 @@
+"""One case under ``--isolation judge``: the judge's loop over its side workers.
+
+1. Each side (base, head; or the bench solution) and each baseline gets a worker process of its
+   own (:mod:`.sides`) that loads its code and nothing else.
+2. The judge loads the trusted reference (the base's ref.py in ``compare``, the user's in
+   ``bench`` and ``run``) and the trusted setup() (:mod:`.contents`), lends each worker two
+   arenas (:mod:`.arena`: placements, one picked at random per round), and checks that a head's
+   own setup() asks for the same arguments as the trusted one.
+3. Correctness: ``correctness_trials`` calls per side, each on contents drawn from entropy,
+   outputs poisoned, the outputs compared in the judge against the reference it computed,
+   inputs checked unmodified.
+4. Timing: rounds alternating the sides' order (A B, B A, ...) with the stopping rule of
+   ``compare``; before every call the judge stages one of its versions (contents from entropy,
+   expected outputs in the judge), poisons the outputs, flushes the cache and waits for the
+   device, then asks the side to time one call, then checks that call's outputs. One side has
+   work on the device at a time. A side whose timed call is wrong is ``incorrect``.
+
+Events leave as the in-process worker's do (:mod:`kbench_ci.measure.protocol`), so the parent,
+the verdicts and the report read a judged case like any other.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kbench_ci.errors import KbenchError, UserFileError
+from kbench_ci.judge.arena import Arena, make_arena
+from kbench_ci.judge.contents import Maker, entropy_seed, trusted_maker
+from kbench_ci.judge.sides import SideFailed, SideWorker
+from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
+from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_, poison_outputs_, still_poisoned
+from kbench_ci.measure.protocol import (
+    Begin,
+    CaseJob,
+    LoadError,
+    Progress,
+    StoppingRule,
+    TimingDescription,
+    VariantDone,
+    WorkerEvent,
+)
+from kbench_ci.measure.schedule import RoundPlan
+from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, Loaded, LoadRequest
+from kbench_ci.measure.timing import CacheFlush
+from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
+from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult
+from kbench_ci.stats import Verdict, classify, compare_rounds
+
+Emit = Callable[[WorkerEvent], None]
+
+#: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
+#: cannot side with either side
+PLACEMENTS = 2
+#: versions of the timed contents (each with its expected outputs kept in the judge)
+VERSIONS = 8
+#: seconds a side may take to load (imports, a Triton compile) and to answer one call
+LOAD_TIMEOUT_S = 300.0
+CALL_TIMEOUT_S = 120.0
+
+
+@dataclass(slots=True)
+class _Side:
+    label: str
+    role: str  # "solution" or "baseline"
+    worker: SideWorker
+    result: VariantResult
+    arenas: list[Arena] = field(default_factory=list)
+    rounds: list[tuple[float, ...]] = field(default_factory=list)
+    round_versions: list[tuple[int, ...]] = field(default_factory=list)
+    discarded: list[float] = field(default_factory=list)
+    checked: int = 0
+    #: the arguments its own setup() gives (side.serve.describe_argument's form), if it has one
+    template: dict[str, str] = field(default_factory=dict)
+    #: the sandbox layers its worker put itself in (side.harden's names, as it says)
+    layers: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status == "ok"
+
+    def fail(self, status: str, message: str) -> None:
+        self.result = replace(self.result, status=status, message=message)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    inputs: InputSet
+    expected: dict[str, Any]
+
+
+class Judge:
+    """The judge's state across the cases of one process: the side workers, kept warm by label."""
+
+    def __init__(self, scratch: Path, environment: Mapping[str, str]) -> None:
+        self.scratch = scratch
+        self.environment = dict(environment)
+        self.workers: dict[str, SideWorker] = {}
+
+    def worker(self, label: str, device: str) -> SideWorker:
+        worker = self.workers.get(label)
+        if worker is None or not worker.alive() or worker.device != device:
+            if worker is not None:
+                worker.stop()
+            worker = self.workers[label] = SideWorker(label, device, self.scratch, self.environment)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        self.workers.clear()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def run_case(self, job: CaseJob, emit: Emit) -> None:
+        device = torch.device(job.settings.device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        else:
+            torch.set_num_threads(1)
+        problem = load_problem(Path(job.sides[0].ref))
+        maker, maker_source = trusted_maker(job, problem, device)
+        sides = self._load(job, problem, device, emit)
+        try:
+            _judge(sides, job, problem, maker, maker_source, device, self.scratch, emit)
+        finally:
+            for side in sides:
+                for arena in side.arenas:
+                    arena.release()
+                if side.worker.alive():
+                    try:
+                        side.worker.send(EndRequest())
+                    except SideFailed:
+                        side.worker.stop()
+
+    def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[_Side]:
+        sides: list[_Side] = []
+        common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
+                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": job.event_overhead_ms}
+        entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
+        entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))  # type: ignore[arg-type]
+                    for name in job.baselines]
+        for index, (label, role, request) in enumerate(entries):
+            if label in job.skip:
+                continue
+            emit(Begin(label, "load"))
+            kind = request.side.implementation if request.side is not None else label
+            result = VariantResult(label=label, kind=kind, role=role, status="ok")  # type: ignore[arg-type]
+            try:
+                worker = self.worker(label, job.settings.device)
+                loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
+            except SideFailed as exc:
+                emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
+                continue
+            assert isinstance(loaded, Loaded)
+            if loaded.error is not None:
+                status = "unavailable" if role == "baseline" and loaded.exit_code != 1 else "error"
+                emit(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
+                if index == 0 and role == "solution":
+                    emit(LoadError(label, "UserFileError" if loaded.exit_code == 2 else "KbenchError", loaded.exit_code,
+                                   loaded.error, loaded.hint))
+                continue
+            notes = tuple(note for note in loaded.notes if note not in _LAYERS)
+            result = replace(result, notes=notes, first_call_ms=loaded.first_call_ms, compile_ms=loaded.compile_ms)
+            layers = tuple(note for note in loaded.notes if note in _LAYERS)
+            sides.append(_Side(label, role, worker, result, template=dict(loaded.template), layers=layers))
+        return sides
+
+
+def _judge(
+    sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
+    scratch: Path, emit: Emit,
+) -> None:
+    tolerance_for = _tolerance_function(job, problem)
+    try:
+        template = maker(entropy_seed())
+    except KbenchError:
+        raise
+    except Exception as exc:
+        raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
+    _check_goalposts(sides, template, job)
+    for side in sides:
+        if side.ok:
+            try:
+                side.arenas = [
+                    make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
+                    for slot in range(PLACEMENTS)
+                ]
+                for arena in side.arenas:
+                    side.worker.send(arena.request)
+            except SideFailed as exc:
+                side.fail("error", f"could not be lent its buffers: {exc}")
+    flush = CacheFlush(device, enabled=job.settings.flush_l2)
+    for side in sides:
+        if side.ok:
+            _check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
+    for side in sides:
+        if not side.ok:
+            emit(VariantDone(side.result))
+    live = [side for side in sides if side.ok]
+    if live:
+        versions = [_version(maker, problem, device) for _ in range(VERSIONS)]
+        _time_in_rounds(live, versions, job, tolerance_for, device, flush, emit)
+        for side in live:
+            checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
+            side.result = replace(
+                side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
+                discarded_ms=tuple(side.discarded),
+                fresh_inputs=(f"{VERSIONS} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
+                              f"made and kept by the judge; a new one staged before every timed call{checked}"),
+            )
+            emit(VariantDone(side.result))
+    # the layers every side's worker reports; a layer one side lacks was not in force for the case
+    in_all = set(_LAYERS)
+    for side in sides:
+        in_all &= set(side.layers)
+    layers = sorted(in_all) if sides else []
+    emit(TimingDescription(
+        f"judged apart: each side in a process of its own, inputs staged, outputs checked and "
+        f"{'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no pull-request code; "
+        f"each side's own {job.settings.timing_method} timer; sandbox: {', '.join(layers) or 'none available'}",
+        job.event_overhead_ms,
+    ))
+
+
+_LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", "landlock-write", "landlock-signal"})
+
+
+def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype], Tolerance]:
+    trusted = job.sides[0]
+
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        return resolve_tolerance(
+            dtype, cli_atol=trusted.atol, cli_rtol=trusted.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
+            precision=trusted.precision,
+        )
+
+    return tolerance_for
+
+
+def _check_goalposts(sides: list[_Side], template: InputSet, job: CaseJob) -> None:
+    """A side whose own setup() asks for other arguments than the trusted one cannot be timed
+    on the trusted inputs: it moved the goalposts (the in-process worker's rule for a changed
+    ref.py: ``incorrect`` unless the case is accepted)."""
+    trusted = {name: _describe(value) for name, value in template.kwargs.items() if isinstance(value, torch.Tensor)}
+    trusted["outputs"] = ",".join(template.output_names)
+    for side in sides:
+        own = side.template
+        if side.role != "solution" or not own or own == trusted:
+            continue
+        differences = [f"{name}: {own.get(name, 'absent')} instead of {trusted.get(name, 'absent')}"
+                       for name in sorted(set(own) | set(trusted)) if own.get(name) != trusted.get(name)]
+        what = "; ".join(differences[:3])
+        if job.accept_changed_reference:
+            side.fail("error", f"its setup() gives other arguments than the trusted one ({what}; accepted): not comparable")
+        else:
+            side.fail("incorrect", (
+                f"its setup() gives other arguments than the trusted one ({what}): the inputs are the base's; "
+                "keep them, or accept the change (--accept / the accept label)"
+            ))
+
+
+def _describe(value: torch.Tensor) -> str:
+    return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)} {tuple(value.stride())}"
+
+
+def _version(maker: Maker, problem: Problem, device: torch.device) -> _Version:
+    seed = entropy_seed()
+    inputs = maker(seed)
+    return _Version(inputs, _expected(problem, inputs, device))
+
+
+def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[str, Any]:
+    """The trusted reference's outputs on a private copy: they never leave the judge."""
+    kwargs = inputs.fresh_copy()
+    poison_outputs_(kwargs, inputs.output_names)
+    what = f"{problem.path.name} reference()"
+    try:
+        result = problem.reference(**accepted_kwargs(problem.reference, kwargs))
+        outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
+    except KbenchError:
+        raise
+    except Exception as exc:
+        raise UserFileError(
+            f"{what} raised {type(exc).__name__}: {exc}", hint="fix reference(): every variant is checked against it",
+        ) from exc
+    _sync(device)
+    for name, value in outputs.items():
+        if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
+            raise UserFileError(f"{what} produced no output for '{name}'", hint=f"return {name} or write it in place")
+    return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
+
+
+def _stage(arena: Arena, inputs: InputSet) -> None:
+    """The version's contents into the lent inputs; every lent output poisoned."""
+    for name, view in arena.views.items():
+        if name in inputs.output_names:
+            poison_(view)
+        else:
+            view.copy_(inputs.kwargs[name])
+
+
+def _call(side: _Side, request: CallRequest) -> Called:
+    reply = side.worker.ask(request, Called, timeout_s=CALL_TIMEOUT_S)
+    assert isinstance(reply, Called)
+    if reply.error is not None:
+        raise SideFailed(reply.error)
+    if len(reply.samples_ms) != request.count:
+        raise SideFailed(f"its worker returned {len(reply.samples_ms)} times for {request.count} calls")
+    return reply
+
+
+def _check_correctness(
+    side: _Side, job: CaseJob, problem: Problem, maker: Maker, tolerance_for: Callable[[torch.dtype], Tolerance],
+    device: torch.device, flush: CacheFlush, emit: Emit,
+) -> None:
+    trials: list[TrialCheck] = []
+    arena = side.arenas[0]
+    for trial in range(job.settings.correctness_trials):
+        emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
+        emit(Begin(side.label, "correctness"))
+        version = _version(maker, problem, device)
+        _stage(arena, version.inputs)
+        _sync(device)
+        try:
+            _call(side, CallRequest(slot=arena.slot, count=1))
+        except SideFailed as exc:
+            trials.append(TrialCheck(seed=version.inputs.seed, outputs=(), error=f"raised {exc}"))
+            if not side.worker.alive():
+                side.fail("error", f"its worker ended during the correctness trials: {exc}")
+                return
+            continue
+        outputs = {name: arena.views[name] for name in version.inputs.output_names}
+        checks = compare_outputs(outputs, version.expected, tolerance_for)
+        modified = changed_inputs(version.inputs.kwargs, arena.views, version.inputs.output_names)
+        trials.append(TrialCheck(seed=version.inputs.seed, outputs=checks, modified_inputs=modified))
+    result = CorrectnessResult(trials=tuple(trials))
+    side.result = replace(side.result, status="ok" if result.passed else "incorrect", correctness=result,
+                          message=result.first_failure())
+
+
+def _time_in_rounds(
+    live: list[_Side], versions: list[_Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
+    device: torch.device, flush: CacheFlush, emit: Emit,
+) -> None:
+    calls_per_round = job.settings.trials_per_round + job.settings.discard_first
+    plan = RoundPlan(job.settings.rounds, job.stopping)
+    picker = random.SystemRandom()
+    started = time.perf_counter()
+    for side in reversed(live):  # the full warm-up, in the reverse of round 0's order
+        emit(Begin(side.label, "timing"))
+        _staged_call(side, side.arenas[0], versions[0], job.settings.num_warmup, flush, device, count=0)
+    round_index = 0
+    while batch := plan.next_batch(round_index, time.perf_counter() - started):
+        for _ in range(batch):
+            order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
+            picks = [picker.randrange(len(versions)) for _ in range(calls_per_round)]
+            total = max(job.settings.rounds, round_index + 1)
+            for side in order:
+                emit(Begin(side.label, "timing"))
+                emit(Progress(side.label, "timing", round_index, total))
+                if not _one_round(side, picks, versions, job, tolerance_for, device, flush, picker, round_index):
+                    live = [s for s in live if s is not side]
+                    emit(VariantDone(side.result))
+            round_index += 1
+        if not plan.may_continue(round_index, time.perf_counter() - started):
+            break
+        assert job.stopping is not None
+        if _decided(live, job.stopping):
+            break
+        plan.checked(round_index, 0.0)
+
+
+def _one_round(
+    side: _Side, picks: list[int], versions: list[_Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
+    device: torch.device, flush: CacheFlush, picker: random.SystemRandom, round_index: int,
+) -> bool:
+    arena = side.arenas[picker.randrange(len(side.arenas))]
+    samples: list[float] = []
+    for call, pick in enumerate(picks):
+        version = versions[pick]
+        try:
+            sample = _staged_call(side, arena, version, max(1, min(3, job.settings.num_warmup)) if call == 0 else 0, flush, device)
+        except SideFailed as exc:
+            side.fail("error", f"failed while timing: {exc}")
+            return False
+        side.checked += 1
+        if side.role == "solution":
+            outputs = {name: arena.views[name] for name in version.inputs.output_names}
+            failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
+            if failed:
+                side.fail("incorrect", (
+                    f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
+                    f"judge and its output '{failed[0].name}' does not match the reference for them "
+                    f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
+                ))
+                return False
+        samples.append(sample)
+    side.rounds.append(tuple(samples[job.settings.discard_first:]))
+    side.round_versions.append(tuple(picks[job.settings.discard_first:]))
+    side.discarded.extend(samples[: job.settings.discard_first])
+    return True
+
+
+def _staged_call(
+    side: _Side, arena: Arena, version: _Version, warm_up: int, flush: CacheFlush, device: torch.device, *, count: int = 1
+) -> float:
+    """Stage ``version`` into ``arena``, flush, wait for the device, then one call timed by the side."""
+    _stage(arena, version.inputs)
+    flush()
+    _sync(device)
+    reply = _call(side, CallRequest(slot=arena.slot, count=count, warm_up=warm_up))
+    return reply.samples_ms[0] if count else 0.0
+
+
+def _decided(live: list[_Side], rule: StoppingRule) -> bool:
+    solutions = [side for side in live if side.role == "solution"]
+    if len(solutions) != 2:
+        return True
+    base, head = (side.rounds for side in solutions)
+    quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
+    if classify(quick, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE:
+        return False
+    final = compare_rounds(base, head, confidence=rule.confidence)
+    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

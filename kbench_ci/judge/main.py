@@ -1,0 +1,93 @@
+r"""The judge process's entry point: ``python -m kbench_ci.judge.main LIFELINE_FD [DEVICE ...]``,
+started by :class:`kbench_ci.measure.parent.WorkerPool` in place of the in-process worker under
+``--isolation judge``. It takes the same job tickets and writes the same events; the side
+workers it starts never get a descriptor of the events file or the lifeline.
+
+Nothing imports this module (``python -m`` warns about one imported before it runs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+import queue
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from kbench_ci.measure.lifeline import watch_lifeline
+from kbench_ci.measure.protocol import JobTicket
+
+__all__ = ["main"]
+
+_PR_SET_DUMPABLE = 4
+
+
+def main(argv: Sequence[str]) -> int:
+    lifeline, *warm = argv
+    if platform.system() == "Linux":
+        # Not dumpable: a side's worker of the same user cannot read this process's memory or
+        # its /proc/PID/fd (the events file) without CAP_SYS_PTRACE, which sides drop.
+        ctypes.CDLL(ctypes.util.find_library("c") or None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    tickets: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+    watch_lifeline(int(lifeline), tickets.put)
+    import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
+
+    from kbench_ci.errors import KbenchError  # noqa: PLC0415
+    from kbench_ci.judge.case import Judge  # noqa: PLC0415
+    from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state  # noqa: PLC0415
+    from kbench_ci.measure.protocol import (  # noqa: PLC0415
+        CaseFinished,
+        CaseJob,
+        CaseStarted,
+        EnvironmentReport,
+        GpuStateReport,
+        LoadError,
+        VariantDone,
+        WorkerEvent,
+        encode_event,
+    )
+    from kbench_ci.results.schema import to_jsonable  # noqa: PLC0415
+    from kbench_ci.scratch import make_scratch  # noqa: PLC0415
+
+    sys.dont_write_bytecode = True
+    del warm  # the judge warms up nothing of the sides': their workers import their own
+    judge = Judge(make_scratch("kbench-judge-"), os.environ)
+    environment: dict[str, object] | None = None
+    served = 0
+    try:
+        while True:
+            ticket = JobTicket.decode(tickets.get())
+            job = CaseJob.from_json(Path(ticket.job_path).read_text(encoding="utf-8"))
+            with open(ticket.events_path, "a", encoding="utf-8") as events:
+
+                def emit(event: WorkerEvent, events: TextIO = events) -> None:
+                    events.write(encode_event(event) + "\n")
+                    events.flush()
+
+                emit(CaseStarted(os.getpid(), served))
+                device = torch.device(job.settings.device)
+                if environment is None:
+                    environment = to_jsonable(capture_environment(device))
+                emit(EnvironmentReport(dict(environment or {})))
+                if device.type == "cuda":
+                    emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))
+                try:
+                    judge.run_case(job, emit)
+                except KbenchError as exc:
+                    emit(LoadError(job.sides[0].label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
+                    for label in job.variant_labels():
+                        emit(VariantDone(job.failed_result(label, exc.one_line())))
+                if device.type == "cuda":
+                    emit(GpuStateReport("after", to_jsonable(read_gpu_state(device))))
+                served += 1
+                emit(CaseFinished())
+    finally:
+        judge.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

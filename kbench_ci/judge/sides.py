@@ -1,0 +1,146 @@
+"""The judge's side workers: one process per side (base, head, each baseline), each over a
+socket pair, each with caches of its own.
+
+A side that dies, hangs past its deadline, or answers with anything but a well-formed reply
+fails, and only that side: :class:`SideFailed` carries the message. Workers run in the judge's
+process group (a timeout of the case ends them with the judge) and are started with the
+environment the judge got minus nothing it needs: the runner's secrets were taken out by the
+parent already. Each side gets its own Triton, TorchInductor and bytecode folders below the
+ones the parent gave, so a head cannot leave compiled code for the base to load.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from kbench_ci.measure.sideproto import BadReply, Called, Loaded, Reply, Request, decode_reply, encode_request
+
+#: caches the parent sets for workers; each side gets a sub-folder of its own of each
+_PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
+
+
+class SideFailed(Exception):
+    """The side's worker died, hung or sent what is not a reply: the side fails with this."""
+
+
+def side_folder_name(label: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in label)
+
+
+class SideWorker:
+    """One side's worker process and the judge's end of its socket."""
+
+    def __init__(self, label: str, device: str, scratch: Path, environment: Mapping[str, str]) -> None:
+        self.label = label
+        self.device = device
+        self.folder = scratch / f"side-{side_folder_name(label)}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        env = dict(environment)
+        writable = [self.folder]
+        for name in _PER_SIDE_CACHES:
+            if env.get(name):
+                own = Path(env[name]) / f"side-{side_folder_name(label)}"
+                own.mkdir(parents=True, exist_ok=True)
+                env[name] = str(own)
+                writable.append(own)
+        env["TMPDIR"] = str(self.folder)
+        env["HOME"] = str(self.folder)
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        mine, theirs = socket.socketpair()
+        self.stderr_path = self.folder / "stderr"
+        try:
+            with open(self.stderr_path, "ab") as stderr:
+                self.process = subprocess.Popen(
+                    [sys.executable, "--check-hash-based-pycs", "always", "-m", "kbench_ci.side.main", str(theirs.fileno()),
+                     *map(str, writable)],
+                    stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env, cwd=self.folder,
+                    pass_fds=(theirs.fileno(),),
+                )
+        finally:
+            theirs.close()
+        self.channel = mine
+        self._buffer = b""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, request: Request) -> None:
+        try:
+            self.channel.sendall(encode_request(request))
+        except OSError as exc:
+            raise SideFailed(self._death(f"its worker stopped taking requests ({exc.strerror})")) from None
+
+    def ask(self, request: Request, expected: type[Reply], *, timeout_s: float) -> Reply:
+        self.send(request)
+        line = self._read_line(timeout_s)
+        try:
+            return decode_reply(line, expected)
+        except BadReply as exc:
+            self.stop()
+            raise SideFailed(f"its worker sent what is not a reply: {exc}") from None
+
+    def _read_line(self, timeout_s: float) -> bytes:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                raise SideFailed(f"its worker did not answer within {timeout_s:.0f} s (hung)")
+            ready, _, _ = select.select([self.channel], [], [], min(left, 1.0))
+            if not ready:
+                if not self.alive():
+                    raise SideFailed(self._death("its worker died"))
+                continue
+            chunk = self.channel.recv(1 << 16)
+            if not chunk:
+                raise SideFailed(self._death("its worker died"))
+            self._buffer += chunk
+            if len(self._buffer) > (1 << 21):
+                self.stop()
+                raise SideFailed("its worker sent a reply of more than 2 MiB")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _death(self, what: str) -> str:
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = None
+        tail = _last_line(self.stderr_path)
+        how = f" (exit {code})" if code is not None and code >= 0 else (f" (signal {-code})" if code is not None else "")
+        return f"{what}{how}" + (f": {tail}" if tail else "")
+
+    def stop(self) -> None:
+        try:
+            self.channel.close()
+        except OSError:
+            pass
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, os.path.getsize(path) - 4000))
+            lines = [line.strip() for line in file.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+__all__ = ["Called", "Loaded", "SideFailed", "SideWorker", "side_folder_name"]

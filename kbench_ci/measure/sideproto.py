@@ -1,0 +1,223 @@
+"""What the judge and a side's worker say to each other (``--isolation judge``): frozen value
+objects, one JSON line each, over a socket pair the judge made.
+
+The two directions are not alike. The judge trusts nothing a side sends: a side's worker runs
+pull-request code, which owns its process and can write any bytes to the socket. So replies
+(:class:`Loaded`, :class:`Called`) are plain JSON, size-capped and checked field by field, and a
+reply that does not parse is that side's failure, never the judge's. Requests flow the other
+way and may carry what only a trusting reader should unpickle: the handle of a CUDA buffer the
+judge lends (torch's IPC reduction), which the side's worker rebuilds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbench_ci.measure.protocol import SideSpec
+
+#: the longest reply line the judge reads from a side; anything longer fails that side
+MAX_REPLY_BYTES = 1 << 20
+
+
+class BadReply(Exception):
+    """A side sent something that is not a well-formed reply: it fails, with this message."""
+
+
+# --------------------------------------------------------------------------------------------
+# Requests: judge -> side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRequest:
+    """Load one side's solution (``side``) or one baseline (``baseline`` over ``ref``)."""
+
+    device: str
+    dims: dict[str, Any]
+    timing_method: str
+    num_warmup: int
+    event_overhead_ms: float | None
+    side: SideSpec | None = None
+    baseline: str | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LentTensor:
+    """One argument the judge lends: a view of an arena the judge owns."""
+
+    name: str
+    dtype: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    #: where the view's storage starts in the arena, in bytes (aligned)
+    byte_offset: int
+    #: elements from that start to the view's first element (setup()'s storage offset)
+    storage_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LendRequest:
+    """The buffers of one placement (``slot``): the arena (a shared file's path on the CPU, a
+    pickled CUDA IPC handle, base64, on a GPU), the views, and the scalar arguments."""
+
+    slot: int
+    arena_kind: str
+    arena: str
+    arena_bytes: int
+    tensors: tuple[LentTensor, ...]
+    scalars: dict[str, Any]
+    output_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """Time ``count`` calls on placement ``slot`` (after ``warm_up`` untimed ones), as staged."""
+
+    slot: int
+    count: int = 1
+    warm_up: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EndRequest:
+    """The case is over: drop the lent buffers and clean up."""
+
+
+Request = LoadRequest | LendRequest | CallRequest | EndRequest
+_REQUEST_TAGS: dict[type[Any], str] = {LoadRequest: "load", LendRequest: "lend", CallRequest: "call", EndRequest: "end"}
+_REQUEST_TYPES = {tag: cls for cls, tag in _REQUEST_TAGS.items()}
+
+
+def encode_request(request: Request) -> bytes:
+    return (json.dumps({"op": _REQUEST_TAGS[type(request)], **dataclasses.asdict(request)}, allow_nan=False) + "\n").encode()
+
+
+def decode_request(line: bytes) -> Request:
+    data = json.loads(line)
+    cls = _REQUEST_TYPES[data.pop("op")]
+    if cls is LoadRequest and data.get("side") is not None:
+        data["side"] = SideSpec(**data["side"])
+    if cls is LendRequest:
+        data["tensors"] = tuple(
+            LentTensor(**{**t, "size": tuple(t["size"]), "stride": tuple(t["stride"])}) for t in data["tensors"]
+        )
+        data["output_names"] = tuple(data["output_names"])
+    request: Request = cls(**data)
+    return request
+
+
+# --------------------------------------------------------------------------------------------
+# Replies: side -> judge (untrusted)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The side loaded (``error`` None) or could not (``error``, and ``exit_code`` 2 for a broken
+    user file or setting, 1 for the kernel, 3 for the machine). ``template``: the argument list
+    its own setup() gives (name -> "dtype size stride"), to tell a head that moved the
+    goalposts; ``notes``: what the loader chose (pointer sizes)."""
+
+    error: str | None = None
+    exit_code: int = 1
+    hint: str | None = None
+    notes: tuple[str, ...] = ()
+    template: dict[str, str] = field(default_factory=dict)
+    first_call_ms: float | None = None
+    compile_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Called:
+    """The side's own times of the calls it was asked for (ms), or the error that stopped it."""
+
+    samples_ms: tuple[float, ...] = ()
+    error: str | None = None
+
+
+Reply = Loaded | Called
+
+
+def encode_reply(reply: Reply) -> bytes:
+    tag = "loaded" if isinstance(reply, Loaded) else "called"
+    return (json.dumps({"reply": tag, **dataclasses.asdict(reply)}, allow_nan=False) + "\n").encode()
+
+
+def decode_reply(line: bytes, expected: type[Reply]) -> Reply:
+    """Parse one reply of type ``expected``; anything else raises :class:`BadReply`."""
+    if len(line) > MAX_REPLY_BYTES:
+        raise BadReply(f"a reply of {len(line)} bytes (at most {MAX_REPLY_BYTES})")
+    try:
+        data = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise BadReply(f"a reply that is not JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise BadReply("a reply that is not a JSON object")
+    tag = data.pop("reply", None)
+    if expected is Called and tag == "called":
+        return Called(samples_ms=_samples(data.get("samples_ms")), error=_optional_text(data.get("error")))
+    if expected is Loaded and tag == "loaded":
+        return Loaded(
+            error=_optional_text(data.get("error")),
+            exit_code=_exit_code(data.get("exit_code", 1)),
+            hint=_optional_text(data.get("hint")),
+            notes=tuple(_text(note) for note in _list(data.get("notes", []))),
+            template={_text(k): _text(v) for k, v in _dict(data.get("template", {})).items()},
+            first_call_ms=_optional_number(data.get("first_call_ms")),
+            compile_ms=_optional_number(data.get("compile_ms")),
+        )
+    raise BadReply(f"a {tag!r} reply where a {expected.__name__} was due")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 4000:
+        raise BadReply("a text field that is not a short string")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list) or len(value) > 100:
+        raise BadReply("a list field that is not a short list")
+    return value
+
+
+def _dict(value: Any) -> dict[Any, Any]:
+    if not isinstance(value, dict) or len(value) > 256:
+        raise BadReply("an object field that is not a small object")
+    return value
+
+
+def _optional_number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise BadReply("a time that is not a finite number >= 0")
+    return float(value)
+
+
+def _exit_code(value: Any) -> int:
+    if value not in (1, 2, 3):
+        raise BadReply("an exit code other than 1, 2 or 3")
+    return int(value)
+
+
+def _samples(value: Any) -> tuple[float, ...]:
+    if not isinstance(value, list) or len(value) > 100_000:
+        raise BadReply("samples that are not a list")
+    samples = tuple(_optional_number(v) for v in value)
+    if any(sample is None for sample in samples):
+        raise BadReply("a sample that is null")
+    return tuple(float(s) for s in samples if s is not None)

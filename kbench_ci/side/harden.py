@@ -1,0 +1,163 @@
+"""The sandbox a side's worker puts itself in before it loads pull-request code.
+
+Layers, each applied where Linux offers it and reported by name (the judge puts them in the
+report):
+
+- ``not-dumpable`` (``PR_SET_DUMPABLE`` 0): another process of the same user can neither
+  ``ptrace`` this one nor read its ``/proc/PID/mem`` or ``fd/`` without ``CAP_SYS_PTRACE``.
+- ``no-ptrace-capability``: ``CAP_SYS_PTRACE`` dropped from every capability set, so a worker
+  run as root cannot ``ptrace`` the judge or the other side either (both are not dumpable).
+- ``no-new-privs``: nothing it executes gains privileges (and Landlock needs it).
+- ``landlock-write`` (Landlock ABI >= 1): it may write only under the folders it is given (its
+  scratch folder, its own caches, the shared-memory folder) and open device files; every other
+  path is read-only to it: the runner's step files, the action's venv, the other side's caches.
+- ``landlock-signal`` (ABI >= 6): it cannot signal a process outside its own sandbox (the
+  judge, the parent, the other side's worker), nor reach their abstract unix sockets.
+
+Landlock restricts the calling thread and what it starts afterwards, so :func:`harden` must run
+before any other thread exists (before torch is imported). It is a defence in depth beside the
+judge's design, not the design: the judge never trusts what a side says.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_CAP_SYS_PTRACE = 19
+
+_SYS_LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+
+# filesystem rights (uapi/linux/landlock.h)
+_WRITE_FILE = 1 << 1
+_REMOVE_DIR = 1 << 4
+_REMOVE_FILE = 1 << 5
+_MAKE_CHAR = 1 << 6
+_MAKE_DIR = 1 << 7
+_MAKE_REG = 1 << 8
+_MAKE_SOCK = 1 << 9
+_MAKE_FIFO = 1 << 10
+_MAKE_BLOCK = 1 << 11
+_MAKE_SYM = 1 << 12
+_REFER = 1 << 13  # ABI 2
+_TRUNCATE = 1 << 14  # ABI 3
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+_SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+#: folders every side may write beside its own: device files (the GPU is opened read-write) and
+#: shared memory (torch's IPC reference counts, the CPU arenas)
+SHARED_WRITABLE = ("/dev", "/dev/shm")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI this kernel offers (0: none, or not Linux)."""
+    numbers = _SYS_LANDLOCK.get(platform.machine())
+    if numbers is None or os.name != "posix" or platform.system() != "Linux":
+        return 0
+    version = _libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def harden(writable: Sequence[Path]) -> tuple[str, ...]:
+    """Apply every layer this machine offers; the names of those in force. Never raises: a layer
+    that cannot be had is left out of the answer, and the report says which were in force."""
+    if platform.system() != "Linux":
+        return ()
+    libc = _libc()
+    layers: list[str] = []
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+        layers.append("not-dumpable")
+    if _drop_ptrace_capability(libc):
+        layers.append("no-ptrace-capability")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0:
+        layers.append("no-new-privs")
+        layers.extend(_landlock(libc, writable))
+    return tuple(layers)
+
+
+def _drop_ptrace_capability(libc: ctypes.CDLL) -> bool:
+    """CAP_SYS_PTRACE out of the bounding set and out of the effective, permitted and inheritable
+    sets (a no-op for a process that never had it, which then needs nothing dropped)."""
+    libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_PTRACE, 0, 0, 0)  # fails without CAP_SETPCAP: then it is not ours to have
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        return False
+    mask = ~(1 << _CAP_SYS_PTRACE) & 0xFFFFFFFF
+    data[0].effective &= mask
+    data[0].permitted &= mask
+    data[0].inheritable &= mask
+    if libc.capset(ctypes.byref(header), data) != 0:
+        return False
+    check = (_CapData * 2)()
+    libc.capget(ctypes.byref(header), check)
+    return not (check[0].effective | check[0].permitted) & (1 << _CAP_SYS_PTRACE)
+
+
+def _landlock(libc: ctypes.CDLL, writable: Sequence[Path]) -> list[str]:
+    abi = landlock_abi()
+    if abi < 1:
+        return []
+    create, add_rule, restrict_self = _SYS_LANDLOCK[platform.machine()]
+    handled = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR | _MAKE_REG | _MAKE_SOCK | _MAKE_FIFO
+               | _MAKE_BLOCK | _MAKE_SYM)
+    if abi >= 2:
+        handled |= _REFER
+    if abi >= 3:
+        handled |= _TRUNCATE
+    scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0
+    attr = _RulesetAttr(handled, 0, scoped)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 8
+    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return []
+    try:
+        for folder in [*SHARED_WRITABLE, *map(str, writable)]:
+            rights = (_WRITE_FILE | _TRUNCATE) & handled if folder == "/dev" else handled
+            try:
+                fd = os.open(folder, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = _PathBeneathAttr(rights, fd)
+                libc.syscall(add_rule, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        if libc.syscall(restrict_self, ruleset, ctypes.c_uint32(0)) != 0:
+            return []
+    finally:
+        os.close(ruleset)
+    return ["landlock-write", "landlock-signal"] if scoped else ["landlock-write"]

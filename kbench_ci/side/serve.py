@@ -1,0 +1,217 @@
+"""A side's worker loop: load one solution or baseline, map the buffers the judge lends, and time
+the calls it is asked for, case after case, until the judge closes the socket.
+
+What it may do is narrow on purpose: it makes no input contents for the case (the judge stages
+them into the lent buffers before every call), it never sees what the outputs should be, and
+its times are only its own account (the judge's other checks do not rest on them).
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import pickle
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing  # noqa: F401  (registers the reductions that rebuild a lent CUDA buffer)
+
+from kbench_ci.errors import KbenchError
+from kbench_ci.measure import baselines as baseline_registry
+from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
+from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
+from kbench_ci.measure.impls.python_solution import load_python_solution
+from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
+from kbench_ci.measure.lending import lent_view
+from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.measure.sideproto import (
+    Called,
+    CallRequest,
+    EndRequest,
+    LendRequest,
+    Loaded,
+    LoadRequest,
+    Reply,
+    decode_request,
+    encode_reply,
+)
+from kbench_ci.measure.timing import Timer, make_timer
+from kbench_ci.measure.usercode import load_problem
+from kbench_ci.measure.variant import describe_error
+from kbench_ci.results.model import MeasureSettings
+
+#: intra-op threads on the CPU (as the in-process worker: a busy core made times swing 2x)
+CPU_THREADS = 1
+
+
+@dataclass(slots=True)
+class _Case:
+    kernel: Kernel
+    device: torch.device
+    timer: Timer
+    num_warmup: int
+    slots: dict[int, dict[str, Any]] = field(default_factory=dict)
+    output_names: tuple[str, ...] = ()
+    arenas: list[torch.Tensor] = field(default_factory=list)
+    warmed: bool = False
+
+
+def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
+    reader = channel.makefile("rb")
+    baseline = ProcessBaseline.capture()
+    case: _Case | None = None
+    modules_before = frozenset(sys.modules)
+    device = torch.device("cpu")
+    while True:
+        line = reader.readline()
+        if not line:
+            return 0
+        request = decode_request(line)
+        reply: Reply | None
+        if isinstance(request, LoadRequest):
+            modules_before = frozenset(sys.modules)
+            device = torch.device(request.device)
+            case, reply = _load(request, layers)
+        elif isinstance(request, LendRequest):
+            assert case is not None
+            _lend(case, request)
+            reply = None
+        elif isinstance(request, CallRequest):
+            assert case is not None
+            reply = _call(case, request)
+        else:
+            assert isinstance(request, EndRequest)
+            case = None
+            gc.collect()
+            reason = baseline.after_case(modules_before, device)
+            if reason is not None:
+                sys.stderr.write(f"retiring: {reason}\n")
+                return 0
+            reply = None
+        if reply is not None:
+            channel.sendall(encode_reply(reply))
+
+
+def _load(request: LoadRequest, layers: tuple[str, ...]) -> tuple[_Case | None, Reply]:
+    device = torch.device(request.device)
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        else:
+            torch.set_num_threads(CPU_THREADS)
+        timer = make_timer(
+            request.timing_method, device, flush_l2=False, event_overhead_ms=request.event_overhead_ms,  # type: ignore[arg-type]
+        )
+        if request.side is not None:
+            kernel, template, first, notes = _load_side(request, device)
+        else:
+            assert request.baseline is not None and request.ref is not None
+            kernel = baseline_registry.load_baseline(request.baseline, load_problem(Path(request.ref)), device)
+            template, first, notes = {}, (None, None), ()
+    except KbenchError as exc:
+        return None, Loaded(error=exc.one_line(), exit_code=int(exc.exit_code), hint=exc.hint, notes=layers)
+    except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
+        return None, Loaded(error=f"loading failed: {describe_error(exc)}", notes=layers)
+    case = _Case(kernel, device, timer, request.num_warmup)
+    return case, Loaded(notes=(*layers, *notes), template=template, compile_ms=first[0], first_call_ms=first[1])
+
+
+_Timings = tuple[float | None, float | None]
+
+
+def _load_side(request: LoadRequest, device: torch.device) -> tuple[Kernel, dict[str, str], _Timings, tuple[str, ...]]:
+    side = request.side
+    assert side is not None
+    if side.implementation in COMPILED_KINDS:
+        job = CaseJob(case_id="side", dims=request.dims, sides=(side,), baselines=(), settings=_NO_SETTINGS)
+        side = private_libraries(job, Path.cwd() / "libraries").sides[0]
+        solution: Solution = load_cuda_solution(
+            Path(side.solution), kind=side.implementation, label=side.label, problem=load_problem(Path(side.ref)),
+            dims=request.dims, device=device, ptr_sizes=side.ptr_sizes, ptr_size=side.ptr_size,
+        )
+    else:
+        solution = load_python_solution(Path(side.solution), kind=side.implementation, label=side.label, dims=request.dims, device=device)
+    # Its own setup()'s arguments, for the judge to compare with the trusted ones (a head that
+    # moved the goalposts), and a first call on them: compile steps and lazy loading stay out
+    # of the judged calls. The contents are its own and judge nothing.
+    inputs = solution.make_inputs(0)
+    kwargs = inputs.fresh_copy()
+    compile_ms = None
+    if solution.kernel.compile is not None:
+        started = time.perf_counter()
+        solution.kernel.compile(kwargs)
+        _sync(device)
+        compile_ms = (time.perf_counter() - started) * 1e3
+    started = time.perf_counter()
+    solution.kernel.call(kwargs)
+    _sync(device)
+    first_ms = (time.perf_counter() - started) * 1e3
+    template = {name: describe_argument(value) for name, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)}
+    template["outputs"] = ",".join(inputs.output_names)
+    return solution.kernel, template, (compile_ms, first_ms), solution.notes
+
+
+def describe_argument(value: torch.Tensor) -> str:
+    """A tensor argument as the goalpost check compares it: dtype, sizes and strides."""
+    return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)} {tuple(value.stride())}"
+
+
+def _lend(case: _Case, request: LendRequest) -> None:
+    if request.arena_kind == "file":
+        arena = torch.from_file(request.arena, shared=True, size=request.arena_bytes, dtype=torch.uint8)
+    else:
+        arena = pickle.loads(base64.b64decode(request.arena))  # noqa: S301  (from the judge, which this process trusts)
+    case.arenas.append(arena)
+    kwargs: dict[str, Any] = dict(request.scalars)
+    for lent in request.tensors:
+        kwargs[lent.name] = lent_view(arena, lent)
+    case.slots[request.slot] = kwargs
+    case.output_names = request.output_names
+
+
+def _call(case: _Case, request: CallRequest) -> Called:
+    kwargs = case.slots[request.slot]
+    returned: list[object] = [None]
+
+    def call() -> object:
+        returned[0] = case.kernel.call(kwargs)
+        return returned[0]
+
+    try:
+        if request.warm_up:
+            case.timer.warm_up(call, request.warm_up, resize_hold=not case.warmed)
+            case.warmed = True
+        samples = case.timer.measure(call, request.count) if request.count else []
+        if request.count:
+            _write_back(case, kwargs, returned[0])
+        _sync(case.device)
+    except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
+        return Called(error=describe_error(exc))
+    return Called(samples_ms=tuple(samples))
+
+
+def _write_back(case: _Case, kwargs: dict[str, Any], returned: object) -> None:
+    """A baseline (or a solution's ``collect``) that returns its outputs: into the lent outputs,
+    after the timed call, where the judge reads them."""
+    outputs = case.kernel.collect(returned, kwargs, case.output_names)
+    for name, value in outputs.items():
+        target = kwargs.get(name)
+        if isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor) and value is not target:
+            target.copy_(value)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+#: the settings a one-side job needs to be a CaseJob (private_libraries reads only its sides)
+_NO_SETTINGS = MeasureSettings(
+    device="cpu", seed=0, correctness_trials=0, timing_method="host", num_warmup=0, trials_per_round=0, discard_first=0,
+    rounds=0, flush_l2=False,
+)

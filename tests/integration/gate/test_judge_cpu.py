@@ -1,0 +1,154 @@
+"""Issue 37's red team on the CPU: heads that reach for the verdict, against an honest base, in
+one ``compare --isolation judge`` (tests/fixtures/judge says what each head does).
+
+What is asserted is the architecture, not a timing bound (CI has 2 cores): a head that does
+no work is ``incorrect`` however it rebinds the checks or forges results; no head is ``faster``
+or ``fixed``; a head that slows "every other caller" leaves the base as fast as the honest
+head's base (a 2x sabotage, in one process, would halve the ratio); the base is never stopped
+by a head's signals; nothing a head writes lands outside its own folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.side.harden import landlock_abi
+from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, suite_toml
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures" / "judge"
+CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox")
+#: heads that do no work of their own: only a harness that lets them reach the checks, the
+#: expected outputs or the results channel would pass them
+NO_WORK = ("rebind_checks", "gc_answers", "forge_results")
+SHAPE = {"M": 160, "N": 160, "K": 160}
+
+
+def _suite(repo_root: Path, heads: dict[str, str]) -> TempRepo:
+    repo = TempRepo(repo_root)
+    honest = (FIXTURES / "honest.py").read_text()
+    kernels = [{"name": name, "kind": "pytorch", "shapes": [SHAPE]} for name in ("honest", *CHEATS)]
+    toml = suite_toml(kernels, {**FAST_DEFAULTS, "correctness_trials": 2, "rounds": 4})
+    toml = "\n".join(
+        'ref = "kernels/ref.py"' if line.startswith("ref = ") else line for line in toml.splitlines()
+    ) + "\n"
+    base = {"kbench.toml": toml, "kernels/ref.py": (FIXTURES / "ref.py").read_text(), "kernels/honest.py": honest}
+    base.update({f"kernels/{name}.py": honest for name in CHEATS})
+    repo.commit(base, "an honest matmul under eight names")
+    repo.git("checkout", "-q", "-b", "cheats")
+    repo.commit({f"kernels/{name}.py": text for name, text in heads.items()}, "heads that reach for the verdict")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("judge")
+    repo = _suite(root / "repo", {name: (FIXTURES / f"{name}.py").read_text() for name in CHEATS})
+    runner = root / "runner"
+    (runner / "_runner_file_commands").mkdir(parents=True)
+    step_file = runner / "_runner_file_commands" / "set_env_0f1e"
+    step_file.write_text("")
+    venv = root / "action-venv"
+    venv.mkdir()
+    (venv / "activate").write_text("# the action's venv\n")
+    environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv)}
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    out = root / "out"
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "compare", "--base", "main", "--device", "cpu", "--isolation", "judge",
+         "--threshold", "0.05", "--output-dir", str(out), "--no-cache"],
+        cwd=repo.root, env=environment, capture_output=True, text=True, timeout=900,
+    )
+    assert (out / "results.json").is_file(), completed.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    return {"completed": completed, "results": results, "step_file": step_file, "venv": venv, "report": out / "benchmark.md"}
+
+
+def _case(judged: dict[str, object], name: str) -> dict:
+    results = judged["results"]
+    assert isinstance(results, dict)
+    return next(case for case in results["cases"] if case["kernel"] == name)
+
+
+def _variant(case: dict, label: str) -> dict:
+    variant = case[label]
+    assert isinstance(variant, dict), case
+    return variant
+
+
+@pytest.mark.parametrize("cheat", NO_WORK)
+def test_a_head_that_does_no_work_is_incorrect_whatever_it_rebinds_or_forges(judged: dict[str, object], cheat: str) -> None:
+    case = _case(judged, cheat)
+    head = _variant(case, "head")
+    print(cheat, case["verdict"], head["status"], head.get("message"))
+    assert head["status"] == "incorrect", head
+    assert case["verdict"] == "incorrect"
+    assert _variant(case, "base")["status"] == "ok"
+
+
+@pytest.mark.parametrize("cheat", CHEATS)
+def test_no_head_reads_faster_or_fixed(judged: dict[str, object], cheat: str) -> None:
+    case = _case(judged, cheat)
+    print(cheat, case["verdict"], case.get("ratio"))
+    assert case["verdict"] not in ("faster", "fixed")
+    assert _variant(case, "base")["status"] == "ok", _variant(case, "base")
+
+
+def _median(variant: dict) -> float:
+    samples = sorted(s for round_ in variant["rounds_ms"] for s in round_)
+    return samples[len(samples) // 2]
+
+
+def test_a_head_that_slows_every_other_caller_cannot_slow_the_base(judged: dict[str, object]) -> None:
+    """In one process the sabotage runs the base's matmul twice (base/head ~2); apart, the
+    base runs as the honest case's base does. The bound is loose on purpose: a 2-core CI."""
+    sabotaged = _median(_variant(_case(judged, "sabotage_base"), "base"))
+    control = _median(_variant(_case(judged, "honest"), "base"))
+    print(f"base median: {sabotaged:.4f} ms beside the sabotage, {control:.4f} ms beside the honest head")
+    assert sabotaged < 1.5 * control
+
+
+def test_a_head_that_precomputes_in_setup_is_timed_on_contents_it_never_made(judged: dict[str, object]) -> None:
+    case = _case(judged, "setup_precompute")
+    head = _variant(case, "head")
+    assert head["status"] == "ok"
+    assert "entropy" in head["fresh_inputs"]
+    assert "the base's setup_precompute.py setup()" in head["fresh_inputs"]
+    assert _median(head) > 0.5 * _median(_variant(case, "base"))
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="Landlock signal scoping needs ABI 6 (Linux 6.12); this kernel lacks it")
+def test_a_head_cannot_stop_the_base_or_the_judge(judged: dict[str, object]) -> None:
+    case = _case(judged, "signal_base")
+    assert _variant(case, "base")["status"] == "ok"
+    assert _variant(case, "head")["status"] == "ok"
+    assert case["verdict"] not in ("faster", "fixed", "error")
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="Landlock is not offered by this kernel")
+def test_a_head_writes_nothing_outside_its_own_folders(judged: dict[str, object]) -> None:
+    assert judged["step_file"].read_text() == ""  # type: ignore[union-attr]
+    assert (judged["venv"] / "activate").read_text() == "# the action's venv\n"  # type: ignore[operator]
+    assert sorted(p.name for p in judged["venv"].iterdir()) == ["activate"]  # type: ignore[union-attr]
+
+
+def test_the_report_names_the_sandbox_in_force(judged: dict[str, object]) -> None:
+    case = _case(judged, "honest")
+    assert "judged apart" in case["timing_description"]
+    if landlock_abi() >= 1:
+        assert "landlock-write" in case["timing_description"]
+
+
+def test_the_honest_head_is_correct_and_timed(judged: dict[str, object]) -> None:
+    case = _case(judged, "honest")
+    for label in ("base", "head"):
+        variant = _variant(case, label)
+        assert variant["status"] == "ok"
+        assert len(variant["rounds_ms"]) >= 4
+    assert case["verdict"] in ("unchanged", "inconclusive", "slower", "faster")
