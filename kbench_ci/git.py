@@ -27,14 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
-from kbench_ci.errors import EnvironmentProblem, GitError, UsageError
+from kbench_ci.errors import EnvironmentProblem, GitError, KbenchError, UsageError
 
 if TYPE_CHECKING:
     # For annotations only; at run time GitPython is imported by _gitpython() (see there why).
     import git as gitpython
 
 __all__ = [
-    "BaseMode", "GitRepo", "ResolvedRevisions", "deepen_to_merge_base", "ensure_commit", "merge_base", "rev_parse",
+    "BaseMode", "GitRepo", "ResolvedRevisions", "deepen_to_merge_base", "ensure_commit", "fetch_hint", "merge_base",
+    "rev_parse",
 ]
 
 _log = logging.getLogger(__name__)
@@ -205,37 +206,9 @@ class GitRepo:
 
     def _fetch_hint(self, rev: str) -> str:
         try:
-            remotes = self._git("remote").split()
-            shallow = self._git("rev-parse", "--is-shallow-repository") == "true"
-        except GitError:
-            remotes, shallow = [], False
-        try:
-            commits = int(self._git("rev-list", "--count", "HEAD"))
-        except (GitError, ValueError):
-            commits = 0
-        if commits == 0:
-            return "this repository has no commits yet: commit the suite first with git add -A; git commit, then compare"
-        if _RELATIVE.search(rev):
-            if shallow:
-                return (f"{rev} goes back further than this shallow clone's history; fetch more of it: "
-                        f"git fetch --unshallow; {_CI_HINT}")
-            return f"{rev} goes back further than the history here: {commits} commit{'s' if commits != 1 else ''} reach HEAD"
-        if not remotes:
-            return "check the spelling; this repository has no remote to fetch it from, and git branch -a lists what is here"
-        remote, _, branch = rev.partition("/")
-        if _HEX.match(rev):
-            fetch = f"git fetch {remotes[0]} {rev}"
-            then = ""
-        else:
-            if not (remote in remotes and branch):
-                remote, branch = remotes[0], rev
-            # An explicit refspec: a single-branch clone (what actions/checkout and `clone
-            # --depth` make) fetches only its own branch into refs/remotes, so a plain
-            # `git fetch origin main` would leave origin/main missing.
-            fetch = f"git fetch {remote} +refs/heads/{branch}:refs/remotes/{remote}/{branch}"
-            then = "" if rev == f"{remote}/{branch}" else f", then use {remote}/{branch}"
-        prefix = "this is a shallow clone; " if shallow else "check the spelling, or "
-        return f"{prefix}fetch it: {fetch}{then}; {_CI_HINT}"
+            return fetch_hint(rev, self.root)
+        except KbenchError:
+            return _CI_HINT
 
     def resolve_revisions(
         self, base: str, head: str | None, base_mode: str = "merge-base"
@@ -275,7 +248,7 @@ class GitRepo:
             except GitError as fetch_failed:
                 raise GitError(
                     f'"{base}" and "{head_label}" have no common ancestor in this shallow clone, and '
-                    f"fetching more history failed ({fetch_failed.message})",
+                    f"fetching more history failed: {fetch_failed.message}",
                     hint=f"fetch it yourself: git fetch --unshallow {_default_remote(self.root)}; {_CI_HINT}; "
                     "or compare against the tip with --base-mode tip",
                 ) from None
@@ -495,7 +468,9 @@ _DEEPEN_STEPS = (50, 400, 3000)
 _SAFE_REF = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./~^@{}+-]*$")
 
 
-def _run_git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run_git(
+    args: Sequence[str], cwd: Path, *, check: bool = True, timeout: float = _CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     """Run one git command in ``cwd`` (the only place the CI functions below start git)."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     try:
@@ -505,17 +480,171 @@ def _run_git(args: Sequence[str], cwd: Path, *, check: bool = True) -> subproces
             env=env,
             capture_output=True,
             text=True,
-            timeout=_CLI_TIMEOUT_S,
+            timeout=timeout,
             check=False,
         )
     except FileNotFoundError:
         raise EnvironmentProblem("git is not installed", hint="install git on the runner") from None
     except subprocess.TimeoutExpired:
-        raise GitError(f"'git {' '.join(args)}' took more than {_CLI_TIMEOUT_S}s") from None
+        raise GitError(f"'git {' '.join(args)}' took more than {timeout:g}s") from None
     if check and done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise GitError(f"'git {' '.join(args)}' failed: {lines[-1] if lines else done.returncode}")
+        raise GitError(_failure(args, done.stderr, done.returncode, cwd))
     return done
+
+
+#: what git says when it could not talk to a remote at all (network, URL, credentials)
+_UNREACHABLE = re.compile(
+    r"Could not read from remote repository|unable to access|Could not resolve host|"
+    r"does not appear to be a git repository|Connection (refused|timed out)|Authentication failed|"
+    r"terminal prompts disabled|Repository not found|Connection closed",
+    re.IGNORECASE,
+)
+#: the remote-talking commands whose first operand is the remote
+_REMOTE_COMMANDS = frozenset({"fetch", "ls-remote", "push"})
+#: an ls-remote for a hint: a hint must not wait as long as a fetch may
+_HINT_TIMEOUT_S = 30.0
+
+
+def _shown_url(url: str) -> str:
+    """A remote's URL without a user or token (``https://x-access-token:...@host/...``)."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url.strip())
+
+
+def _remote_url(remote: str, cwd: Path) -> str:
+    done = _run_git(["remote", "get-url", "--", remote], cwd, check=False)
+    return _shown_url(done.stdout) if done.returncode == 0 and done.stdout.strip() else remote
+
+
+def _unreachable(remote: str, cwd: Path) -> str:
+    return f"the remote '{remote}' at {_remote_url(remote, cwd)} could not be reached"
+
+
+def _failure(args: Sequence[str], stderr: str, returncode: int, cwd: Path) -> str:
+    """One line for a failed git command: a remote that could not be reached is named with its
+    URL; otherwise git's own first ``fatal:``/``error:`` line (its last lines are often the tail
+    of a paragraph: "and the repository exists.")."""
+    if args and args[0] in _REMOTE_COMMANDS and _UNREACHABLE.search(stderr):
+        operands = [arg for arg in args[1:] if not arg.startswith("-")]
+        if operands:
+            return _unreachable(operands[0], cwd)
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    first = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else "")
+    return f"'git {' '.join(args)}' failed: {first or returncode}"
+
+
+def _preferred_remote(remotes: Sequence[str], cwd: Path) -> str:
+    """``origin``; else the remote the checked-out branch tracks; else the first one."""
+    if "origin" in remotes or not remotes:
+        return "origin"
+    branch = _run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd, check=False).stdout.strip()
+    if branch:
+        tracked = _run_git(["config", "--get", f"branch.{branch}.remote"], cwd, check=False).stdout.strip()
+        if tracked in remotes:
+            return tracked
+    return remotes[0]
+
+
+#: a relative revision: a name, then ~N, ^N and ^{type} steps (a reflog's @{...} is not fetchable)
+_RELATIVE_STEP = re.compile(r"~(\d*)|\^(\d*)|\^\{[^}]*\}")
+
+
+def _relative(rev: str) -> tuple[str, str, int] | None:
+    """``main~2`` -> ("main", "~2", 3): the name, its steps, and the depth that holds the commit
+    they lead to; None when ``rev`` has no steps or has some git cannot fetch (``@{1}``)."""
+    cut = _RELATIVE.search(rev)
+    if cut is None:
+        return None
+    name, steps = rev[: cut.start()], rev[cut.start() :]
+    depth, at = 1, 0
+    while at < len(steps):
+        step = _RELATIVE_STEP.match(steps, at)
+        if step is None:
+            return None
+        if step.group(1) is not None:
+            depth += int(step.group(1) or 1)
+        elif step.group(2) is not None:
+            depth += 0 if step.group(2) == "0" else 1
+        at = step.end()
+    return (name if name not in ("", "@") else "HEAD"), steps, depth
+
+
+def fetch_hint(rev: str, cwd: Path) -> str:
+    """What to run so that ``rev``, which the clone at ``cwd`` cannot resolve, resolves: a
+    ``git fetch`` that works as written in a depth-1, single-branch clone (what actions/checkout
+    and ``clone --depth=1`` make), and the name to use after it.
+
+    The remote is asked (``git ls-remote``) what the name is: a branch and a tag are fetched by
+    different refspecs, and a short sha can be fetched only as the full sha of a ref's tip.
+    """
+    remotes = _run_git(["remote"], cwd, check=False).stdout.split()
+    shallow = _run_git(["rev-parse", "--is-shallow-repository"], cwd, check=False).stdout.strip() == "true"
+    count = _run_git(["rev-list", "--count", "HEAD"], cwd, check=False).stdout.strip()
+    commits = int(count) if count.isdigit() else 0
+    if commits == 0:
+        return "this repository has no commits yet: commit the suite first with git add -A; git commit, then compare"
+    relative = _relative(rev)
+    if _RELATIVE.search(rev) and (relative is None or rev_parse(relative[0], cwd) is not None):
+        # The name is here: its history is not (or this is a reflog entry, which no fetch brings).
+        if shallow:
+            remote = _preferred_remote(remotes, cwd)
+            return (f"{rev} goes back further than this shallow clone's history; fetch more of it: "
+                    f"git fetch --unshallow {remote}; {_CI_HINT}")
+        return f"{rev} goes back further than the history here: {commits} commit{'s' if commits != 1 else ''} reach HEAD"
+    if not remotes:
+        return "check the spelling; this repository has no remote to fetch it from, and git branch -a lists what is here"
+    name, steps, depth = relative if relative is not None else (rev, "", 1)
+
+    remote = _preferred_remote(remotes, cwd)
+    kind = "name"
+    for prefix, named in (("refs/heads/", "branch"), ("refs/tags/", "tag")):
+        if name.startswith(prefix):
+            kind, name = named, name.removeprefix(prefix)
+    for candidate in remotes:
+        for prefix in (f"refs/remotes/{candidate}/", f"{candidate}/"):
+            if kind == "name" and name.startswith(prefix) and len(name) > len(prefix):
+                kind, name, remote = "branch", name.removeprefix(prefix), candidate
+
+    try:
+        listed = _run_git(["ls-remote", "--heads", "--tags", "--", remote], cwd, check=False,
+                          timeout=_HINT_TIMEOUT_S)
+    except GitError:  # it took too long
+        listed = subprocess.CompletedProcess([], 1, "", "Connection timed out")
+    if listed.returncode != 0:
+        # Whether it is a branch or a tag, only the remote could say: the common case.
+        guess = f"git fetch {remote} +refs/heads/{name}:refs/remotes/{remote}/{name}, then use {remote}/{name}{steps}"
+        return (f"{_failure(['ls-remote', remote], listed.stderr, listed.returncode, cwd)}: check its URL with "
+                f"git remote -v, the network and credentials, then fetch it if it is a branch: {guess}; {_CI_HINT}")
+    refs: dict[str, str] = {}
+    for line in listed.stdout.splitlines():
+        sha, _, ref = line.partition("\t")
+        refs[ref.strip()] = sha.strip()
+
+    depth_flag = f"--depth={depth} " if steps and shallow else ""
+    if kind in ("name", "branch") and f"refs/heads/{name}" in refs:
+        fetch = f"git fetch {depth_flag}{remote} +refs/heads/{name}:refs/remotes/{remote}/{name}"
+        use = f"{remote}/{name}{steps}"
+        then = "" if rev == use else f", then use {use}"
+    elif kind in ("name", "tag") and f"refs/tags/{name}" in refs:
+        fetch = f"git fetch {depth_flag}{remote} +refs/tags/{name}:refs/tags/{name}"
+        then = ""
+    elif kind == "name" and _HEX.match(name):
+        tips = sorted({sha for ref, sha in refs.items() if sha.lower().startswith(name.lower())})
+        if _FULL_SHA.match(name) or len(tips) == 1:
+            full = name if _FULL_SHA.match(name) else tips[0]
+            fetch = f"git fetch {depth_flag}{remote} {full}"
+            then = ""
+        else:
+            # A server resolves only full shas and ref names: fetch the history that may hold it.
+            everything = f"'+refs/heads/*:refs/remotes/{remote}/*'"
+            fetch = f"git fetch {'--unshallow ' if shallow else ''}{remote} {everything}"
+            return (f"{name} is a short sha, which no remote can fetch by itself: pass the full sha, or fetch "
+                    f"every branch's history: {fetch}; {_CI_HINT}")
+    else:
+        what = {"branch": "branch", "tag": "tag"}.get(kind, "branch or tag")
+        return (f"check the spelling: the remote '{remote}' has no {what} named {name}, and "
+                f"git ls-remote --heads --tags {remote} lists those it has")
+    prefix = "this is a shallow clone; " if shallow else ""
+    return f"{prefix}fetch it: {fetch}{then}; {_CI_HINT}"
 
 
 def rev_parse(ref: str, cwd: Path) -> str | None:
@@ -568,10 +697,10 @@ def ensure_commit(ref: str, cwd: Path, what: str) -> str:
 
 
 def _default_remote(cwd: Path) -> str:
-    """``origin`` when there is one, else the first remote (``origin`` when there is none)."""
+    """``origin`` when there is one, else the remote the checked-out branch tracks, else the
+    first remote (``origin`` when there is none)."""
     done = _run_git(["remote"], cwd, check=False)
-    remotes = done.stdout.split() if done.returncode == 0 else []
-    return "origin" if "origin" in remotes or not remotes else remotes[0]
+    return _preferred_remote(done.stdout.split() if done.returncode == 0 else [], cwd)
 
 
 def merge_base(first: str, second: str, cwd: Path) -> str | None:
@@ -684,8 +813,7 @@ def push_branch(branch: str, remote: str, cwd: Path) -> bool:
         return True
     if "rejected" in done.stdout + done.stderr or "non-fast-forward" in done.stdout + done.stderr:
         return False
-    lines = done.stderr.strip().splitlines()
-    raise GitError(f"'git push {remote} {branch}' failed: {lines[-1] if lines else done.returncode}")
+    raise GitError(_failure(["push", remote, branch], done.stderr, done.returncode, cwd))
 
 
 def fetch_branch(branch: str, remote: str, cwd: Path) -> str | None:
@@ -696,6 +824,5 @@ def fetch_branch(branch: str, remote: str, cwd: Path) -> str | None:
     if done.returncode != 0:
         if "couldn't find remote ref" in done.stderr:
             return None
-        lines = done.stderr.strip().splitlines()
-        raise GitError(f"'git fetch {remote} {name}' failed: {lines[-1] if lines else done.returncode}")
+        raise GitError(_failure(["fetch", remote, name], done.stderr, done.returncode, cwd))
     return rev_parse(target, cwd)

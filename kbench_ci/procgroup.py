@@ -9,10 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-__all__ = ["RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "tracked", "user_code_environment"]
+__all__ = [
+    "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
+    "user_code_environment",
+]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -105,3 +108,42 @@ def kill_tracked() -> int:
         except ProcessLookupError:
             pass
     return len(running)
+
+
+#: "1" makes a command stop (as on SIGTERM) when its parent process dies; "0" never. Unset: on in
+#: a GitHub Actions step (``GITHUB_ACTIONS=true``), off elsewhere (``nohup kbench-ci ... &`` then
+#: closing the shell must not stop it). The action's compare step sets it for the command it runs.
+EXIT_WITH_PARENT_ENV = "KBENCH_CI_EXIT_WITH_PARENT"
+#: how often :func:`on_parent_death` looks at the parent (s)
+PARENT_POLL_S = 0.2
+
+
+@contextmanager
+def on_parent_death(action: Callable[[], None], *, poll_s: float = PARENT_POLL_S) -> Iterator[None]:
+    """Within the block, call ``action`` once (from a daemon thread) when this process's parent
+    dies, that is when this process is re-parented and ``os.getppid()`` changes.
+
+    A process killed with SIGKILL runs no clean-up, and its children run on: the GitHub runner's
+    worker SIGKILLs a cancelled job's step. ``PR_SET_PDEATHSIG`` cannot stand in for this: it
+    fires when the *thread* that spawned the process ends (the runner is a .NET process with
+    thread pools), and it is Linux-only. Nothing is watched when the parent is already init
+    (pid 1: there is no parent to outlive).
+    """
+    parent = os.getppid()
+    if parent <= 1:
+        yield
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(poll_s):
+            if os.getppid() != parent:
+                action()
+                return
+
+    thread = threading.Thread(target=watch, name="kbench-ci-parent-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ import typer
 
 from kbench_ci.errors import ExitCode, KbenchError
 from kbench_ci.measure.protocol import Progress, WorkerEvent
+from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, on_parent_death
 
 if TYPE_CHECKING:
     from kbench_ci.gate.progress import SuiteProgress
@@ -298,14 +299,6 @@ class Terminated(KeyboardInterrupt):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-#: "1" makes a command stop (as on SIGTERM) when its parent process dies; "0" never. Unset: on in
-#: a GitHub Actions step (``GITHUB_ACTIONS=true``), off elsewhere (``nohup kbench-ci ... &`` then
-#: closing the shell must not stop it)
-EXIT_WITH_PARENT_ENV = "KBENCH_CI_EXIT_WITH_PARENT"
-#: how often the parent is looked at (s)
-_PARENT_POLL_S = 0.2
-
-
 def _exit_with_parent() -> bool:
     chosen = os.environ.get(EXIT_WITH_PARENT_ENV, "").strip().lower()
     if chosen in ("1", "true", "yes"):
@@ -315,25 +308,12 @@ def _exit_with_parent() -> bool:
     return os.environ.get("GITHUB_ACTIONS", "").strip().lower() == "true"
 
 
-def _watch_parent() -> None:
-    """When the step's shell that started this command dies (a cancelled job's runner SIGKILLs
-    it, and SIGKILL runs no handler), this process is re-parented and would run to its end with
-    its worker and worktrees. Watch the parent instead and stop as on SIGTERM: the clean-up
-    (worker killed, worktrees removed) runs, as it does for the worker watching its lifeline."""
-    if not _exit_with_parent():
-        return
-    parent = os.getppid()
-    if parent <= 1:
-        return
-
-    def watch() -> None:
-        while True:
-            time.sleep(_PARENT_POLL_S)
-            if os.getppid() != parent:
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    threading.Thread(target=watch, name="kbench-parent-watch", daemon=True).start()
+def _stop_as_on_sigterm() -> None:
+    """When the process that started this command dies (a cancelled job's step SIGKILLed, and
+    SIGKILL runs no handler), this process is re-parented and would run to its end with its
+    worker and worktrees: stop as on SIGTERM instead, so the clean-up (worker killed, worktrees
+    removed) runs, as it does for the worker watching its lifeline."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextmanager
@@ -361,9 +341,10 @@ def stop_signals() -> Iterator[None]:
     # job, SIGINT).
     watched = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
     previous = {sig: signal.signal(sig, handler) for sig in watched}
-    _watch_parent()
+    watching = on_parent_death(_stop_as_on_sigterm) if _exit_with_parent() else nullcontext()
     try:
-        yield
+        with watching:
+            yield
     finally:
         for sig, old in previous.items():
             # Once stopping, the process is on its way out: a late follow-up signal must not

@@ -77,7 +77,7 @@ from kbench_ci.github.comment import (
     validate_pages_url,
 )
 from kbench_ci.github.workflow_commands import workflow_command
-from kbench_ci.procgroup import make_non_dumpable, user_code_environment
+from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, make_non_dumpable, on_parent_death, user_code_environment
 
 __all__ = [
     "STEPS",
@@ -509,7 +509,9 @@ def _run_inheriting(argv: list[str], cwd: Path, *, grace_s: float = COMPARE_GRAC
     try:
         # compare needs none of the runner's step files or tokens: it gets none, so neither do
         # the processes it starts, and its own /proc/PID/environ holds none.
-        process = subprocess.Popen(argv, cwd=cwd, env=user_code_environment())
+        # Its own parent watch on (as in any step): should this step be SIGKILLed, compare stops.
+        environment = {**user_code_environment(), EXIT_WITH_PARENT_ENV: "1"}
+        process = subprocess.Popen(argv, cwd=cwd, env=environment)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
     received: list[int] = []
@@ -524,21 +526,24 @@ def _run_inheriting(argv: list[str], cwd: Path, *, grace_s: float = COMPARE_GRAC
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED} if main_thread else {}
     killed_after_s: float | None = None
+    # The runner's worker SIGKILLs a cancelled step: this step is re-parented, but compare's
+    # parent (this step) lives on, so compare would run to its end. Stop it as on SIGTERM.
     try:
-        deadline: float | None = None
-        while True:
-            try:
-                code = process.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if received and deadline is None:
-                deadline = time.monotonic() + grace_s
-            if deadline is not None and time.monotonic() > deadline:
-                process.kill()
-                code = process.wait()
-                killed_after_s = grace_s
-                break
+        with on_parent_death(lambda: forward(signal.SIGTERM, None)):
+            deadline: float | None = None
+            while True:
+                try:
+                    code = process.wait(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if received and deadline is None:
+                    deadline = time.monotonic() + grace_s
+                if deadline is not None and time.monotonic() > deadline:
+                    process.kill()
+                    code = process.wait()
+                    killed_after_s = grace_s
+                    break
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -220,3 +220,68 @@ def test_folders_left_by_a_killed_run_are_removed_by_the_next(tmp_path: Path) ->
     removed = remove_stale(tmp_path)
     assert sorted(p.name for p in removed) == ["kbench-build-pid-reused", "kbench-worker-abc", "kbench-worker-old"]
     assert live.is_dir() and new_unowned.is_dir() and other.is_dir()
+
+
+def test_the_action_step_compare_and_its_worker_end_when_the_runner_is_killed(tmp_path: Path) -> None:
+    """Issue 36, item 9: the runner's worker (a .NET process) starts the compare step, which
+    `exec`s ``python -m kbench_ci.github.action compare``, which runs ``kbench-ci compare``.
+    SIGKILL of the runner re-parents only the step: compare's parent (the step) lives on, so
+    the step itself must notice and stop compare as on SIGTERM. Within a few seconds the step,
+    compare and its worker are gone, the worktrees and temporary folders removed, and the
+    results written so far kept."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
+    repo.write({"kernels/scale.py": suite_files([{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}],
+                                                   "variant": "hangs"}])["kernels/scale.py"]})
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    out = tmp_path / "report"
+    cli = tmp_path / "kbench-ci"
+    cli.write_text(f"#!{sys.executable}\n{_SHIM.replace('; ', chr(10))}\n")
+    cli.chmod(0o755)
+    environment = {
+        **_environment(scratch), "GITHUB_ACTIONS": "true", "KBENCH_CLI": str(cli), "KBENCH_BASE": "main",
+        "KBENCH_REPORT_DIR": str(out), "RUNNER_TEMP": str(runner_temp),
+        "GITHUB_OUTPUT": str(runner_temp / "output"), "KBENCH_EXTRA_ARGS": "--device cpu",
+    }
+    environment.pop("KBENCH_CI_EXIT_WITH_PARENT", None)
+    # The runner's worker stand-in: it starts the step and waits, as the runner does.
+    runner = subprocess.Popen(
+        ["bash", "-c", f"{sys.executable} -m kbench_ci.github.action compare & wait"], cwd=repo.root,
+        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    step_pid: int | None = None
+    compare_pid: int | None = None
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 90
+        while not workers and time.monotonic() < deadline:
+            children = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True, text=True).stdout.split()
+            step_pid = int(children[0]) if children else None
+            if step_pid is not None:
+                below = subprocess.run(["pgrep", "-P", str(step_pid)], capture_output=True, text=True).stdout.split()
+                compare_pid = int(below[0]) if below else None
+            if compare_pid is not None:
+                workers = [int(pid) for pid in subprocess.run(
+                    ["pgrep", "-P", str(compare_pid), "-f", "kbench_ci.measure.worker"],
+                    capture_output=True, text=True,
+                ).stdout.split()]
+            assert runner.poll() is None, runner.communicate()
+            time.sleep(0.3)
+        assert step_pid is not None and compare_pid is not None and workers, "the worker never started"
+        time.sleep(3.0)  # the worker reaches the hanging kernel
+        assert len(repo.worktrees()) == 2
+        runner.kill()  # SIGKILL: the runner runs nothing more
+        runner.wait(timeout=10)
+        assert _gone_within([step_pid, compare_pid, *workers], 10) == [], (
+            "the step, compare or its worker outlived the runner"
+        )
+        assert repo.worktrees() == [str(repo.root)]
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("kbench-")] == []
+        assert (out / "results.json").is_file()  # what was written before the stop is kept
+    finally:
+        runner.kill()
+        for pid in [p for p in (step_pid, compare_pid, *workers) if p is not None]:
+            if _running(pid):  # only when the assertion failed: do not leave them spinning
+                os.kill(pid, signal.SIGKILL)
