@@ -13,7 +13,15 @@ from typing import Annotated, Any
 import typer
 
 from kbench_ci.cli.console import ProgressLine, err, error_boundary
-from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, GpuOption, OutputDirOption, UsageProblems, check_gpu_and_output_dir, resolve_device
+from kbench_ci.cli.options import (
+    DEFAULT_OUTPUT_DIR,
+    GpuOption,
+    OutputDirOption,
+    UsageProblems,
+    check_gpu_and_output_dir,
+    check_seconds,
+    resolve_device,
+)
 from kbench_ci.errors import ExitCode, UsageError
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outdir import output_folder
@@ -110,10 +118,10 @@ def bench(
     ] = False,
 ) -> None:
     # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.
-    from kbench_ci.cuda.size_expr import parse_ptr_size_options  # noqa: PLC0415
     from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench  # noqa: PLC0415
     from kbench_ci.measure.baselines import parse_baselines  # noqa: PLC0415
     from kbench_ci.measure.impls import resolve_implementation  # noqa: PLC0415
+    from kbench_ci.suite.size_expr import parse_ptr_size_options  # noqa: PLC0415
 
     progress = ProgressLine()
     with error_boundary(progress=progress):
@@ -132,6 +140,7 @@ def bench(
             chosen_baselines = parse_baselines(baselines)
         problems.value("--seed", partial(values.integer, minimum=0), seed)
         check_gpu_and_output_dir(gpu, problems)
+        check_seconds(problems, timeout=timeout)
         with problems.check():
             if timing_method not in ("cuda_event", "host_time"):
                 raise UsageError(f"unknown --timing-method '{timing_method}'", hint="use cuda_event or host_time")

@@ -18,7 +18,9 @@ from kbench_ci.cli.options import (
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
+    UsageProblems,
     check_gpu_and_output_dir,
+    check_seconds,
     resolve_gpus,
     shard_request,
 )
@@ -116,7 +118,7 @@ def compare(
     time_budget: Annotated[
         float | None,
         typer.Option(
-            "--time-budget", rich_help_panel="How to measure", min=0.0,
+            "--time-budget", rich_help_panel="How to measure",
             help="seconds of timing a case may add past --rounds until its verdict is decided; 0: exactly "
             f"--rounds (default: the suite's, {settings.DEFAULT_TIME_BUDGET_S:g})",
         ),
@@ -184,7 +186,10 @@ def compare(
             if max_geomean_slowdown is not None else None
         )
         chosen_shard = shard_request(shard, shard_timings)
-        check_gpu_and_output_dir(gpu)
+        problems = UsageProblems()
+        check_gpu_and_output_dir(gpu, problems)
+        check_seconds(problems, case_timeout=case_timeout, time_budget=time_budget)
+        problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = CompareRequest(
             start=Path.cwd(), base=base, head=head, base_mode=base_mode, config=config, device=chosen,

@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_OUTPUT_DIR",
     "UsageProblems",
     "check_gpu_and_output_dir",
+    "check_seconds",
     "GpuOption",
     "GpusOption",
     "OutputDirOption",
@@ -129,6 +130,20 @@ def check_gpu_and_output_dir(gpu: int | None, problems: UsageProblems | None = N
     found.not_empty("--output-dir")
     if problems is None:
         found.raise_any()
+
+
+def check_seconds(
+    problems: UsageProblems, *, case_timeout: float | None = None, time_budget: float | None = None,
+    timeout: float | None = None,
+) -> None:
+    """``--case-timeout`` / ``bench --timeout`` by kbench.toml's rule for ``timeout``, and
+    ``--time-budget`` by its rule for ``time_budget`` (:mod:`kbench_ci.suite.values`): the
+    same values refused, in the same words. Each given one is checked; problems go to ``problems``."""
+    for option, value in (("--case-timeout", case_timeout), ("--timeout", timeout)):
+        if value is not None:
+            problems.value(option, values.timeout_seconds, value)
+    if time_budget is not None:
+        problems.value("--time-budget", values.budget_seconds, time_budget)
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

@@ -18,7 +18,9 @@ from kbench_ci.cli.options import (
     OutputDirOption,
     ShardOption,
     ShardTimingsOption,
+    UsageProblems,
     check_gpu_and_output_dir,
+    check_seconds,
     resolve_gpus,
     shard_request,
 )
@@ -83,7 +85,10 @@ def run(
 
     def work(on_progress: ProgressFn) -> RunOutcome:
         chosen_shard = shard_request(shard, shard_timings)
-        check_gpu_and_output_dir(gpu)
+        problems = UsageProblems()
+        check_gpu_and_output_dir(gpu, problems)
+        check_seconds(problems, case_timeout=case_timeout)
+        problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = RunRequest(
             start=Path.cwd(), device=chosen, gpus=slots, shard=chosen_shard, output_dir=output_dir, config=config,

@@ -43,8 +43,8 @@ DeviceOption = Annotated[str, typer.Option("--device", rich_help_panel="How to m
 CaseTimeoutOption = Annotated[
     float | None,
     typer.Option(
-        "--case-timeout", rich_help_panel="How to measure", min=0.001,
-        help="seconds per case before it counts as hung (default: each kernel's timeout)",
+        "--case-timeout", rich_help_panel="How to measure",
+        help="seconds per case before it counts as hung, at least 0.001 (default: each kernel's timeout)",
     ),
 ]
 KernelOption = Annotated[list[str] | None, typer.Option("--kernel", rich_help_panel="What to compare", metavar="NAME",

@@ -13,7 +13,6 @@ from typing import Any
 
 from kbench_ci.cuda.build import format_command, library_status, plan_build, shared_library_path
 from kbench_ci.cuda.signature import read_solve_signature
-from kbench_ci.cuda.size_expr import evaluate_size_expression
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
@@ -24,6 +23,7 @@ from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.writers import BenchRecord, bench_results_payload
 from kbench_ci.suite import values
 from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
+from kbench_ci.suite.size_expr import evaluate_size_expression
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +75,10 @@ def check_request(request: BenchRequest) -> None:
     for role, path in (("solution", request.solution), ("ref", request.ref)):
         if not path.is_file():
             raise UserFileError(f"{role} file not found: {path}", hint="check the path")
-    if not (math.isfinite(request.timeout_s) and request.timeout_s > 0):
-        raise UsageError(
-            f"--timeout must be a positive number of seconds, got {request.timeout_s:g}",
-            hint=f"e.g. --timeout {DEFAULT_TIMEOUT_S:g} (the default)",
-        )
+    try:
+        values.timeout_seconds(request.timeout_s)
+    except values.InvalidValue as exc:
+        raise UsageError(f"--timeout {exc}", hint=f"e.g. --timeout {DEFAULT_TIMEOUT_S:g} (the default)") from None
     for option, expression in (("--bytes", request.bytes_expr), ("--flops", request.flops_expr)):
         if expression is not None:
             try:

@@ -43,7 +43,7 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest
 from kbench_ci.gate.changed import changed_selection, selection_record
 from kbench_ci.gate.compare_case import CasePlan, MeasureComparison, base_kind
 from kbench_ci.gate.driver import SuiteDriver
-from kbench_ci.gate.jobs import check_runnable, check_size_expressions, implementation_of, select_kernels
+from kbench_ci.gate.jobs import check_runnable, implementation_of, select_kernels
 from kbench_ci.gate.lanes import suite_execution
 from kbench_ci.gate.progress import ProgressFn
 from kbench_ci.gate.shard import plan_shard
@@ -200,7 +200,6 @@ def _select_kernels(sides: _Sides, request: CompareRequest) -> _Kernels:
     wanted = {k.name for k in head} | (set(request.kernels) if request.kernels else {k.name for k in base_all})
     base = tuple(k for k in base_all if k.name in wanted)
     head_kinds = {k.name: implementation_of(k) for k in head}
-    check_size_expressions(head, sides.head_config.name)
     check_runnable(head, request.device)
     return _Kernels(head, base, head_kinds, {k.name: base_kind(k, request.device)[0] for k in base})
 

@@ -24,7 +24,6 @@ from kbench_ci.gate.builds import (
 from kbench_ci.gate.distribute import distribute
 from kbench_ci.gate.jobs import (
     check_runnable,
-    check_size_expressions,
     implementation_of,
     job_timeout_s,
     make_job,
@@ -55,7 +54,6 @@ __all__ = [
     "WorkerFn",
     "WorkerRun",
     "check_runnable",
-    "check_size_expressions",
     "default_build",
     "distribute",
     "implementation_of",

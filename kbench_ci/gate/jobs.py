@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kbench_ci.errors import ConfigError, ConfigProblems, EnvironmentProblem, UsageError
+from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule
 from kbench_ci.results.model import MeasureSettings
@@ -70,25 +70,6 @@ def select_kernels(
 def implementation_of(kernel: KernelSpec) -> str:
     """The kernel's implementation kind with ``auto`` resolved by file type."""
     return resolve_implementation(kernel.implementation, kernel.solution)
-
-
-def check_size_expressions(kernels: Sequence[KernelSpec], label: str) -> None:
-    """Every ``ptr_size`` / ``ptr_sizes`` expression of the config by ``--ptr-size``'s rules, all
-    problems at once (the loader cannot: the expression grammar lives in cuda/, beside it)."""
-    from kbench_ci.cuda.size_expr import check_size_expression  # noqa: PLC0415 - cuda imports torch-free, but lazily like its siblings
-
-    problems: list[ConfigError] = []
-    for kernel in kernels:
-        named = [(f"ptr_sizes.{name}", expr) for name, expr in kernel.ptr_sizes.items()]
-        for key, expression in ([("ptr_size", kernel.ptr_size)] if kernel.ptr_size else []) + named:
-            try:
-                check_size_expression(expression)
-            except UsageError as exc:
-                problems.append(ConfigError(f'{label}: kernel "{kernel.name}": {key}: {exc.message}', hint=exc.hint))
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise ConfigProblems(label, tuple(problems))
 
 
 def check_runnable(kernels: Sequence[KernelSpec], device: str) -> None:

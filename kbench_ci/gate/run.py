@@ -19,7 +19,6 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest, SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured, SuiteDriver
 from kbench_ci.gate.jobs import (
     check_runnable,
-    check_size_expressions,
     implementation_of,
     job_timeout_s,
     make_job,
@@ -86,7 +85,6 @@ def run_suite(
     suite = load_suite(config_path)
     kernels = select_kernels(suite.kernels, request.kernels)
     kinds = {k.name: implementation_of(k) for k in kernels}
-    check_size_expressions(kernels, config_path.name)
     check_runnable(kernels, request.device)
     settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
     cases, shard = _plan_cases(kernels, request, suite.root)

@@ -28,14 +28,14 @@ from typing import Any, TextIO
 
 import torch
 
-from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, KbenchError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.cupti import first_line
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
-from kbench_ci.measure.impls.python_solution import load_python_solution
+from kbench_ci.measure.impls.python_solution import SetupFailed, load_python_solution
 from kbench_ci.measure.inputs import InputSet, changed_inputs
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
 from kbench_ci.measure.protocol import (
@@ -47,7 +47,6 @@ from kbench_ci.measure.protocol import (
     EnvironmentReport,
     GpuStateReport,
     JobTicket,
-    LoadError,
     Progress,
     SideSpec,
     VariantDone,
@@ -63,11 +62,14 @@ from kbench_ci.measure.variant import (
     Variant,
     call_on_poisoned_outputs,
     describe_error,
+    emit_load_error,
     expected_outputs,
     fail,
     note_changes,
     raise_if_context_lost,
+    setup_failure,
     sync,
+    usage_failure,
 )
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
@@ -138,7 +140,7 @@ def run_case(job: CaseJob, emit: Emit) -> None:
     device = torch.device(job.settings.device)
     problem = _device_problem(device)
     if problem is not None:
-        _emit_load_error(job.sides[0].label, problem, emit)
+        emit_load_error(job.sides[0].label, problem, emit)
         for label in job.variant_labels():
             emit(VariantDone(job.failed_result(label, problem.one_line())))
         return
@@ -201,7 +203,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Varia
             # A side that cannot load is an error of that side only (a compare reports it).
             emit(VariantDone(job.failed_result(side.label, exc.one_line())))
             if index == 0:
-                _emit_load_error(side.label, exc, emit)
+                emit_load_error(side.label, exc, emit)
             if index == host:
                 host += 1  # the next side times the baselines
             continue
@@ -273,23 +275,31 @@ def _as_base_tolerance(base_tolerance_for: Callable[[torch.dtype], Tolerance]) -
     return tolerance_for
 
 
-def _usage_failure(variant: Variant, exc: KbenchError, emit: Emit) -> None:
-    """A broken contract in the user's setup()/reference() is bad usage, not a slow kernel."""
-    fail(variant, "error", exc.one_line())
-    if variant.role == "solution":
-        _emit_load_error(variant.label, exc, emit)
-
-
-def _emit_load_error(label: str, exc: KbenchError, emit: Emit) -> None:
-    """The solution's usage error, for the CLI to turn into its message and exit code."""
-    emit(LoadError(label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
+def _make_inputs(variant: Variant, seed: int, job: CaseJob, device: torch.device, emit: Emit) -> InputSet | None:
+    """The variant's inputs at ``seed``; None when they could not be made (the variant then
+    failed, with setup() named and blamed where it belongs: :func:`setup_failure`)."""
+    try:
+        return variant.solution.make_inputs(seed)
+    except SetupFailed as exc:
+        raise_if_context_lost(exc.cause, device)
+        setup_failure(variant, exc, job.dims, emit)
+    except KbenchError as exc:
+        usage_failure(variant, exc, emit)
+    except Exception as exc:
+        raise_if_context_lost(exc, device)
+        fail(variant, "error", f"preparing the inputs failed (seed {seed}): {describe_error(exc)}")
+    finally:
+        variant.settle()
+    return None
 
 
 def _first_call(variant: Variant, job: CaseJob, device: torch.device, emit: Emit) -> None:
     """Run compile steps and one untimed call, timing each apart from the samples."""
     emit(Begin(variant.label, "compile"))
+    inputs = _make_inputs(variant, job.settings.seed, job, device, emit)
+    if inputs is None:
+        return
     try:
-        inputs = variant.solution.make_inputs(job.settings.seed)
         kwargs = inputs.fresh_copy()
         compile_ms = None
         sync(device)
@@ -303,7 +313,7 @@ def _first_call(variant: Variant, job: CaseJob, device: torch.device, emit: Emit
         sync(device)
         first_call_ms = (time.perf_counter() - t0) * 1e3
     except KbenchError as exc:
-        _usage_failure(variant, exc, emit)
+        usage_failure(variant, exc, emit)
         return
     except Exception as exc:
         raise_if_context_lost(exc, device)
@@ -336,30 +346,15 @@ def _check_correctness(variant: Variant, job: CaseJob, device: torch.device, emi
         emit(Progress(variant.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(variant.label, "correctness"))
         seed = job.settings.seed + trial
+        inputs = _make_inputs(variant, seed, job, device, emit)
+        if inputs is None:
+            return
         try:
-            inputs = variant.solution.make_inputs(seed)
-        except KbenchError as exc:
-            _usage_failure(variant, exc, emit)
-            return
-        except Exception as exc:
-            raise_if_context_lost(exc, device)
-            fail(variant, "error", f"preparing the inputs failed (seed {seed}): {describe_error(exc)}")
-            return
-        finally:
-            variant.settle()
-        try:
-            expected = expected_outputs(variant, inputs, device)
-        except KbenchError as exc:
-            _usage_failure(variant, exc, emit)
-            return
-        except Exception as exc:
-            raise_if_context_lost(exc, device)
             # The reference is what every kernel is checked against: its failure is the ref.py's
-            # (exit 2), not the solution's.
-            _usage_failure(variant, UserFileError(
-                f"{variant.problem.path.name} reference() raised {describe_error(exc)} (seed {seed})",
-                hint="fix reference(): every variant is checked against it",
-            ), emit)
+            # (exit 2), not the solution's (expected_outputs says which).
+            expected = expected_outputs(variant, inputs, device, emit=emit)
+        except KbenchError as exc:
+            usage_failure(variant, exc, emit)
             return
         finally:
             variant.settle()

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from kbench_ci.errors import ExitCode
 from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
@@ -44,6 +45,7 @@ from kbench_ci.measure.protocol import (
     GpuStateReport,
     JobTicket,
     LoadError,
+    ReferenceCall,
     TimingDescription,
     VariantDone,
     WorkerEvent,
@@ -193,6 +195,8 @@ class WorkerPool:
                 break
             outcome.incidents.append(incident)
             if outcome.load_error is not None:
+                if blamed is not None:
+                    outcome.variants.setdefault(blamed, job.failed_result(blamed, incident))
                 break
             if blamed is None or blamed in outcome.variants:
                 # Nothing identifiable to blame: give every unfinished variant the incident.
@@ -361,6 +365,8 @@ class _Cursor:
 
     variant: str | None = None
     phase: str | None = None
+    #: ref.py's reference() is running for ``variant`` (a ReferenceCall, not yet returned)
+    in_reference: bool = False
     started: CaseStarted | None = None
     finished: CaseFinished | None = None
 
@@ -370,9 +376,29 @@ def _incident(
     outcome: WorkerOutcome,
 ) -> tuple[str | None, str | None]:
     """Who is to blame for a worker that did not finish the case, and what to say."""
-    code = worker.process.returncode
     in_progress = cursor.variant
     who = in_progress or "worker"
+    if cursor.in_reference and in_progress is not None:
+        # The reference was running: ref.py hung or crashed the worker, not the variant it checks.
+        side = next((side for side in job.sides if side.label == in_progress), job.sides[0])
+        who = f"{Path(side.ref).name} reference() (checking {in_progress})"
+        blamed, incident = _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s,
+                                           outcome=outcome)
+        if incident is not None:
+            outcome.load_error = LoadError(
+                in_progress, "UserFileError", int(ExitCode.USAGE), incident,
+                "fix reference(): every variant is checked against it",
+            )
+        return blamed, incident
+    return _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)
+
+
+def _incident_words(
+    job: CaseJob, cursor: _Cursor, worker: _Worker, stderr_from: int, who: str, *, timed_out: bool, timeout_s: float,
+    outcome: WorkerOutcome,
+) -> tuple[str | None, str | None]:
+    code = worker.process.returncode
+    in_progress = cursor.variant
     if timed_out:
         return in_progress, f"{who} timed out after {timeout_s:g} s (case timeout)"
     # This case's part of the worker's stderr only: an earlier case's warnings are not this one's.
@@ -448,6 +474,9 @@ def _drain(
         event = decode_event(line)
         if isinstance(event, Begin):
             cursor.variant, cursor.phase = event.variant, event.phase
+            cursor.in_reference = False
+        elif isinstance(event, ReferenceCall):
+            cursor.variant, cursor.in_reference = event.variant, event.running
         elif isinstance(event, VariantDone):
             outcome.variants[event.result.label] = event.result
             if cursor.variant == event.result.label:

@@ -131,6 +131,15 @@ class Begin:
 
 
 @dataclass(frozen=True, slots=True)
+class ReferenceCall:
+    """The worker calls ref.py's reference() for ``variant`` (``running``), or it returned: a hang
+    or crash in between is the reference's (exit 2), not the variant's it was checking."""
+
+    variant: str
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Progress:
     variant: str
     phase: Phase
@@ -202,12 +211,13 @@ class CaseFinished:
 
 
 WorkerEvent = (
-    Begin | Progress | VariantDone | EnvironmentReport | GpuStateReport | TimingDescription | LoadError
+    Begin | ReferenceCall | Progress | VariantDone | EnvironmentReport | GpuStateReport | TimingDescription | LoadError
     | CaseStarted | CaseFinished
 )
 
 _TAGS: dict[type[Any], str] = {
     Begin: "begin",
+    ReferenceCall: "reference_call",
     Progress: "progress",
     VariantDone: "variant",
     EnvironmentReport: "environment",

@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import SignatureError
+from kbench_ci.errors import KbenchError, SignatureError
 from kbench_ci.measure import calibration, memo_probe, speed_of_light
 from kbench_ci.measure.correctness import compare_outputs
 from kbench_ci.measure.escape import AuditedCallFailed, audit_together
 from kbench_ci.measure.impls import Kernel
+from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, same_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule, TimingDescription
 from kbench_ci.measure.schedule import RoundPlan, affordable_rounds
@@ -37,7 +38,9 @@ from kbench_ci.measure.variant import (
     expected_outputs,
     fail,
     raise_if_context_lost,
+    setup_failure,
     sync,
+    usage_failure,
 )
 from kbench_ci.results.model import SpeedOfLight
 from kbench_ci.stats import MemoEvidence, RatioEstimate, Reach, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
@@ -95,7 +98,7 @@ def time_in_rounds(variants: list[Variant], job: CaseJob, device: torch.device, 
     for entry in timed:
         entry.tset.restore()
     for entry in timed:  # only variants still "ok": one that failed while timing was dropped
-        _finish(entry, device)
+        _finish(entry, device, emit)
     ok = [entry for entry in timed if entry.variant.result.status == "ok"]
     _probe_memoisation([entry for entry in ok if entry.variant.role == "solution"], timer, device, emit)
     ok = [entry for entry in ok if entry.variant.result.status == "ok"]
@@ -132,9 +135,16 @@ def _prepare(variants: list[Variant], job: CaseJob, device: torch.device, emit: 
             if twin is None:
                 twin = TimedSet.prepare(
                     inputs, inputs.fresh_copy(), variant.solution.make_inputs,
-                    partial(_settled_expected, variant, device), device,
+                    partial(_settled_expected, variant, device, emit), device,
                 )
                 sets.append((reference, twin))
+        except SetupFailed as exc:
+            raise_if_context_lost(exc.cause, device)
+            setup_failure(variant, exc, job.dims, emit)
+            continue
+        except KbenchError as exc:  # the reference failed on the original inputs: ref.py's, not the kernel's
+            usage_failure(variant, exc, emit)
+            continue
         except Exception as exc:
             raise_if_context_lost(exc, device)
             fail(variant, "error", f"preparing the timed inputs failed: {describe_error(exc)}")
@@ -146,9 +156,9 @@ def _prepare(variants: list[Variant], job: CaseJob, device: torch.device, emit: 
     return timed
 
 
-def _settled_expected(variant: Variant, device: torch.device, inputs: InputSet) -> dict[str, Any]:
+def _settled_expected(variant: Variant, device: torch.device, emit: Emit, inputs: InputSet) -> dict[str, Any]:
     try:
-        return expected_outputs(variant, inputs, device)
+        return expected_outputs(variant, inputs, device, emit=emit)
     finally:
         variant.settle()
 
@@ -321,7 +331,7 @@ def _note_if_undecided(live: list[_Timed], rule: StoppingRule, done: int) -> Non
     _note(sides[1], f"stopped after {done} rounds at {limit}, undecided: {resolves} (raise the threshold or time_budget for it)")
 
 
-def _finish(entry: _Timed, device: torch.device) -> None:
+def _finish(entry: _Timed, device: torch.device, emit: Emit) -> None:
     """The variant's samples into its result, and the re-check after timing (solutions)."""
     variant = entry.variant
     checked = ""
@@ -336,7 +346,11 @@ def _finish(entry: _Timed, device: torch.device) -> None:
     )
     if variant.result.status != "ok":
         return
-    post_timing_check = _post_timing_check(variant, entry.tset, device)
+    try:
+        post_timing_check = _post_timing_check(variant, entry.tset, device, emit)
+    except KbenchError as exc:  # the reference failed in the re-check: ref.py's, not the kernel's
+        usage_failure(variant, exc, emit)
+        return
     variant.result = replace(variant.result, post_timing_check=post_timing_check)
     if post_timing_check is False:
         fail(variant, "incorrect", (
@@ -345,14 +359,18 @@ def _finish(entry: _Timed, device: torch.device) -> None:
         ))
 
 
-def _post_timing_check(variant: Variant, tset: TimedSet, device: torch.device) -> bool | None:
+def _post_timing_check(variant: Variant, tset: TimedSet, device: torch.device, emit: Emit) -> bool | None:
     """Did the timed calls still compute the right outputs? Catches kernels that do the work only
-    for the first calls and then skip it."""
+    for the first calls and then skip it. A reference that fails here raises (a KbenchError):
+    that is ref.py's fault, not a wrong output of the kernel's."""
     if variant.role != "solution":
         return None
     sync(device)
     try:
-        expected = expected_outputs(variant, tset.inputs, device)
+        expected = expected_outputs(variant, tset.inputs, device, emit=emit)
+    finally:
+        variant.settle()
+    try:
         # Poisoned again, so outputs left over from earlier calls cannot pass for this one.
         outputs = call_on_poisoned_outputs(variant, tset.kwargs, tset.inputs.output_names, device)
     except Exception as exc:

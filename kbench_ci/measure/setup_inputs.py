@@ -9,13 +9,26 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import UserFileError
+from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure.inputs import InputSet, seed_everything
 from kbench_ci.measure.usercode import call_by_name, takes_seed
 
 
+class SetupFailed(Exception):  # noqa: N818  (a failure of the user's function, not of kbench-ci)
+    """``setup()`` raised while making a case's inputs: ``where`` names it (``add.py setup()``),
+    ``cause`` is what it raised, ``in_ref``: it is ref.py's (the reference's side), not the
+    solution's. The worker decides whose fault it is (:func:`kbench_ci.measure.child.setup_failure`)."""
+
+    def __init__(self, where: str, cause: Exception, *, seed: int, in_ref: bool) -> None:
+        super().__init__(f"{where} raised {type(cause).__name__}: {cause}")
+        self.where = where
+        self.cause = cause
+        self.seed = seed
+        self.in_ref = in_ref
+
+
 def inputs_from_setup(
-    setup: Any, dims: Mapping[str, Any], *, seed: int, device: torch.device, where: str
+    setup: Any, dims: Mapping[str, Any], *, seed: int, device: torch.device, where: str, in_ref: bool = False
 ) -> InputSet:
     """Call a user's setup() with torch's default device set, and validate what it returns.
 
@@ -27,7 +40,12 @@ def inputs_from_setup(
     # otherwise every correctness trial and every version of its inputs would be the same.
     extra = {"seed": seed} if takes_seed(setup) and "seed" not in dims else None
     with torch.device(device):
-        returned = call_by_name(setup, dims, what=where, extra=extra)
+        try:
+            returned = call_by_name(setup, dims, what=where, extra=extra)
+        except KbenchError:
+            raise
+        except Exception as exc:
+            raise SetupFailed(where, exc, seed=seed, in_ref=in_ref) from exc
     if not isinstance(returned, Mapping) or "inputs" not in returned or "outputs" not in returned:
         raise UserFileError(
             f"{where} must return {{'inputs': {{...}}, 'outputs': [names]}}, got {type(returned).__name__}"

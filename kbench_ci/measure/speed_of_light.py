@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-from kbench_ci.cuda.size_expr import evaluate_size_expression
 from kbench_ci.errors import KbenchError, SignatureError
 from kbench_ci.results.atomic import write_text_atomically
 from kbench_ci.results.model import SpeedOfLight
 from kbench_ci.suite.settings import default_cache_dir
+from kbench_ci.suite.size_expr import evaluate_size_expression
 
 #: how far above a measured ceiling an honest kernel may still be (a hand-tuned copy can beat
 #: ``copy_``, a kernel can beat cuBLAS on one shape; a remembered result is many times faster)

@@ -12,10 +12,11 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import UserFileError
+from kbench_ci.errors import KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import Kernel, Solution
+from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, poison_outputs_, still_poisoned
-from kbench_ci.measure.protocol import SideSpec, WorkerEvent
+from kbench_ci.measure.protocol import LoadError, ReferenceCall, SideSpec, WorkerEvent
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs
 from kbench_ci.results.model import Tolerance, VariantResult
@@ -65,31 +66,82 @@ def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
-def expected_outputs(variant: Variant, inputs: InputSet, device: torch.device) -> dict[str, torch.Tensor]:
+def expected_outputs(
+    variant: Variant, inputs: InputSet, device: torch.device, *, emit: Emit | None = None
+) -> dict[str, torch.Tensor]:
     """The eager reference's outputs on a private copy of the inputs.
 
     The outputs are poisoned first, as before a solution's call: an output the reference
-    neither returns nor writes is the reference's fault (exit 2), not the solution's."""
+    neither returns nor writes is the reference's fault (exit 2), not the solution's. So is
+    anything else wrong with what it does: raising (on any call, the first or the re-check
+    after timing), returning something that is not a tensor, or a tensor of another shape or
+    dtype than its output buffer (the kernel writes that buffer, so it could never match): each
+    is a :class:`UserFileError` naming ref.py. With ``emit``, the call is announced
+    (:class:`ReferenceCall`), so a reference that hangs or crashes the worker is blamed on
+    ref.py by the parent, not on the variant being checked."""
+    what = f"{variant.problem.path.name} reference()"
     kwargs = inputs.fresh_copy()
     poison_outputs_(kwargs, inputs.output_names)
-    result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
-    what = f"{variant.problem.path.name} reference()"
+    if emit is not None:
+        emit(ReferenceCall(variant.label, running=True))
+    try:
+        result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
+        sync(device)
+    except KbenchError:
+        raise
+    except Exception as exc:
+        raise_if_context_lost(exc, device)
+        raise UserFileError(
+            f"{what} raised {describe_error(exc)} (seed {inputs.seed})",
+            hint="fix reference(): every variant is checked against it",
+        ) from exc
+    if emit is not None:
+        emit(ReferenceCall(variant.label, running=False))
     outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
-    sync(device)
     for name, value in outputs.items():
         buffer = kwargs.get(name)
-        if isinstance(value, torch.Tensor) and isinstance(buffer, torch.Tensor) and value.shape != buffer.shape:
+        if not isinstance(value, torch.Tensor):
+            raise UserFileError(
+                f"{what} returned a {type(value).__name__} for '{name}', not a tensor",
+                hint=f"return the tensor {name} (or a tuple or dict of output tensors), or write it in place",
+            )
+        if not isinstance(buffer, torch.Tensor):
+            continue
+        if value.shape != buffer.shape:
             raise UserFileError(
                 f"{what} returned '{name}' of shape {tuple(value.shape)}, but the output buffer '{name}' has shape "
                 f"{tuple(buffer.shape)}",
                 hint=f"return {name} with the shape of the output it stands for",
             )
-        if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
+        if value.dtype != buffer.dtype:
+            raise UserFileError(
+                f"{what} returned '{name}' as {_dtype_name(value.dtype)}, but the output buffer '{name}' is "
+                f"{_dtype_name(buffer.dtype)}: no kernel writing that buffer could match it",
+                hint=f"return {name} in the buffer's dtype, e.g. .to({name}.dtype)",
+            )
+        if value is buffer and still_poisoned(value):
             raise UserFileError(
                 f"{what} produced no output for '{name}': it returned nothing for it and did not write it",
                 hint=f"return {name} (or a tuple or dict of all outputs), or write it in place with {name}.copy_(...)",
             )
     return snapshot(outputs)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def usage_failure(variant: Variant, exc: KbenchError, emit: Emit) -> None:
+    """A broken contract in the user's ref.py, setup() or settings is bad usage, not a slow or
+    wrong kernel: the variant is an error, and for a solution the CLI gets the error's exit code."""
+    fail(variant, "error", exc.one_line())
+    if variant.role == "solution":
+        emit_load_error(variant.label, exc, emit)
+
+
+def emit_load_error(label: str, exc: KbenchError, emit: Emit) -> None:
+    """A user's error, for the CLI to turn into its message and exit code."""
+    emit(LoadError(label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
 
 
 def snapshot(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,3 +193,35 @@ def raise_if_context_lost(exc: BaseException, device: torch.device) -> None:
             torch.zeros(1, device=device).add_(1).item()
         except Exception:
             raise CudaContextLost(describe_error(exc)) from exc
+
+
+#: a dimension at least this large cannot be an int32 size: the first suspect when sizes overflow
+_LARGE_DIMENSION = 2**31
+
+
+def setup_failure(variant: Variant, exc: SetupFailed, dims: Mapping[str, Any], emit: Emit) -> None:
+    """Whose fault a ``setup()`` that raised is, said with ``setup()`` named.
+
+    Sizes that overflow 64 bits (``Storage size calculation overflowed`` for ``--N=2**63-1``)
+    are the settings' (exit 2), naming the dimension to shrink; a ref.py's setup() is the
+    reference's (exit 2); a solution's own setup() fails that solution (exit 1)."""
+    cause = exc.cause
+    where = f"{exc.where} raised {describe_error(cause)} (seed {exc.seed})"
+    if isinstance(cause, OverflowError) or "overflow" in str(cause).lower():
+        sizes = {name: value for name, value in dims.items() if isinstance(value, int) and not isinstance(value, bool)}
+        large = {name: value for name, value in sizes.items() if abs(value) >= _LARGE_DIMENSION} or sizes
+        if large:
+            shown = ", ".join(f"{name}={value}" for name, value in large.items())
+            names = " / ".join(large)
+            said = (str(cause).strip().splitlines() or [""])[0]
+            usage_failure(variant, UsageError(
+                f"{shown} is too large: {exc.where} cannot make inputs whose sizes overflow 64 bits "
+                f"({type(cause).__name__}: {said})",
+                hint=f"use a smaller {names}: --{next(iter(large))}=VALUE on the command line, or the kernel's shapes "
+                "in kbench.toml",
+            ), emit)
+            return
+    if exc.in_ref:
+        usage_failure(variant, UserFileError(where, hint=f"fix setup() in {variant.problem.path.name}"), emit)
+        return
+    fail(variant, "error", where)

@@ -30,6 +30,7 @@ from kbench_ci.suite.model import (
     Suite,
 )
 from kbench_ci.suite.settings import DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_S, ISOLATIONS, SuiteSettings
+from kbench_ci.suite.size_expr import check_size_expression, evaluate_size_expression
 
 try:
     import tomllib
@@ -285,19 +286,17 @@ def _tolerance(value: object) -> float:
 
 
 def _positive_seconds(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Invalid(f"must be a number of seconds, got {_kind(value)}")
-    if not math.isfinite(value) or value <= 0:
-        raise _Invalid(f"must be a positive number of seconds, got {value}")
-    return float(value)
+    try:
+        return values.timeout_seconds(value)
+    except values.InvalidValue as exc:
+        raise _Invalid(str(exc)) from None
 
 
 def _seconds_or_zero(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Invalid(f"must be a number of seconds (0 for exactly `rounds` rounds), got {_kind(value)}")
-    if not math.isfinite(value) or value < 0:
-        raise _Invalid(f"must be 0 or a positive number of seconds, got {value}")
-    return float(value)
+    try:
+        return values.budget_seconds(value)
+    except values.InvalidValue as exc:
+        raise _Invalid(str(exc)) from None
 
 
 def _expression(value: object) -> str:
@@ -589,11 +588,11 @@ class _Loader:
                 found[key] = self.shapes(where, entry[key]) if check is None else check(where, key, entry[key])
         if len(found) < 3:
             raise self.problems.pop()  # this entry's last problem, re-recorded by the caller
+        kind = values["implementation"]
+        python_solution = kind in ("triton", "cute-dsl", "pytorch") or (
+            kind == "auto" and Path(found["solution"]).suffix == ".py"
+        )
         with self.problem():
-            kind = values["implementation"]
-            python_solution = kind in ("triton", "cute-dsl", "pytorch") or (
-                kind == "auto" and Path(found["solution"]).suffix == ".py"
-            )
             # only those that parsed: a bad value already has its own problem
             given = [key for key in ("ptr_size", "ptr_sizes") if key in entry and key in values]
             if python_solution and given:
@@ -602,7 +601,39 @@ class _Loader:
                     "solution, whose setup() makes its inputs",
                     hint=f'remove "{given[0]}" from this kernel',
                 )
+        with self.problem():
+            # A build command is run for a CUDA C++ kernel only: on a Python one it would be
+            # ignored without a word. Set in [defaults] it is for the suite's CUDA kernels.
+            if python_solution and "build" in entry and "build" in values:
+                raise self.fail(
+                    where, '"build" compiles a CUDA C++ solution; this kernel is a Python solution, which is not built',
+                    hint='remove "build" from this kernel',
+                )
+        self.size_expressions(name, values, found["shapes"])
         return KernelSpec(name=name, solution=found["solution"], ref=found["ref"], shapes=found["shapes"], **values)
+
+    def size_expressions(self, name: str, values: Mapping[str, Any], shapes: tuple[FrozenMapping[int], ...]) -> None:
+        """Every size expression of a kernel by ``--ptr-size``'s grammar (never evaluated as
+        Python), and ``bytes`` / ``flops`` evaluated at each shape as the run will (a name
+        that is no dimension, a size past 64 bits), so each is a problem before anything runs."""
+        prefix = f'{self.label}: kernel "{name}": '
+        named = [(f"ptr_sizes.{pointer}", expression) for pointer, expression in values.get("ptr_sizes", {}).items()]
+        given = [(key, values.get(attr)) for key, attr in (("ptr_size", "ptr_size"), ("bytes", "bytes_expr"),
+                                                             ("flops", "flops_expr"))]
+        for key, expression in [*given[:1], *named, *given[1:]]:
+            if expression is None:
+                continue
+            with self.problem():
+                try:
+                    check_size_expression(expression)
+                    if key in ("bytes", "flops"):
+                        for index, shape in enumerate(shapes):
+                            try:
+                                evaluate_size_expression(expression, shape)
+                            except UsageError as exc:
+                                raise UsageError(f"shapes[{index}]: {exc.message}", hint=exc.hint) from None
+                except UsageError as exc:
+                    raise ConfigError(f"{prefix}{key}: {exc.message}", hint=exc.hint) from None
 
     def check_alias_clash(self, table: Mapping[str, Any], where: str) -> None:
         for alias, canonical in _ALIASES.items():

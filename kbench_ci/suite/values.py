@@ -9,12 +9,19 @@ got -1``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
-__all__ = ["INT64_MAX", "InvalidValue", "dimension", "distinct", "integer", "kind_of", "non_empty_path"]
+__all__ = [
+    "INT64_MAX", "MIN_TIMEOUT_S", "InvalidValue", "budget_seconds", "dimension", "distinct", "integer", "kind_of",
+    "non_empty_path", "timeout_seconds",
+]
 
 #: the largest integer a seed, a count or a dimension may be: torch and the kernels take 64 bits
 INT64_MAX = 2**63 - 1
+#: the shortest timeout (``timeout``, ``--case-timeout``, ``bench --timeout``): a worker cannot
+#: even report a case's start in less, so a shorter one would fail every case as hung
+MIN_TIMEOUT_S = 0.001
 
 
 class InvalidValue(Exception):
@@ -58,6 +65,28 @@ def dimension(value: object) -> int:
     if value > INT64_MAX:
         raise InvalidValue(f"must be at most {INT64_MAX} (64 bits), got {value}")
     return value
+
+
+def timeout_seconds(value: object) -> float:
+    """A timeout: a finite number of seconds, at least :data:`MIN_TIMEOUT_S` (``inf`` is no
+    timeout at all: a hung kernel would hold the runner until the job's own limit)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidValue(f"must be a number of seconds, got {kind_of(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidValue(f"must be a positive number of seconds, got {value}")
+    if value < MIN_TIMEOUT_S:
+        raise InvalidValue(f"must be at least {MIN_TIMEOUT_S:g} seconds, got {value}")
+    return float(value)
+
+
+def budget_seconds(value: object) -> float:
+    """A time budget: 0 (none) or a finite positive number of seconds (``inf`` would never
+    stop a case's rounds before their cap)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidValue(f"must be a number of seconds (0 for exactly `rounds` rounds), got {kind_of(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidValue(f"must be 0 or a positive number of seconds, got {value}")
+    return float(value)
 
 
 def distinct(names: Sequence[str]) -> tuple[str, ...]:

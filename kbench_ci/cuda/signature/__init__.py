@@ -22,7 +22,7 @@ The stages, one module each: :mod:`.preprocess` (comments, strings, directives),
 point), :mod:`.params` (binding each parameter), with :mod:`.model` (the value objects) and
 :mod:`.type_table` (the C types understood). :mod:`.reader` runs them.
 
-The ``--ptr-size`` expressions that size each pointer live in :mod:`kbench_ci.cuda.size_expr`;
+The ``--ptr-size`` expressions that size each pointer live in :mod:`kbench_ci.suite.size_expr`;
 they are re-exported here because callers have always imported them from this name.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from kbench_ci.cuda.signature.model import Param, PointerParam, ScalarParam, SolveSignature
 from kbench_ci.cuda.signature.reader import parse_solve_signature, read_solve_signature
 from kbench_ci.cuda.signature.type_table import supported_types
-from kbench_ci.cuda.size_expr import evaluate_size_expression, parse_ptr_size_options
+from kbench_ci.suite.size_expr import evaluate_size_expression, parse_ptr_size_options
 
 __all__ = [
     "Param",

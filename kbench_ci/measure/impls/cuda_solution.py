@@ -72,7 +72,9 @@ def load_cuda_solution(
 
     def make_inputs(seed: int) -> InputSet:
         if problem.setup is not None:
-            inputs = inputs_from_setup(problem.setup, dims, seed=seed, device=device, where=f"{problem.path.name} setup()")
+            inputs = inputs_from_setup(
+                problem.setup, dims, seed=seed, device=device, where=f"{problem.path.name} setup()", in_ref=True
+            )
             _check_setup_against_signature(inputs, signature, problem.path.name)
             return inputs
         seed_everything(seed)

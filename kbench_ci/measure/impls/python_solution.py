@@ -13,8 +13,10 @@ from kbench_ci.errors import EnvironmentProblem, MissingExtraError, UserFileErro
 from kbench_ci.measure.compiled import triton_kernels
 from kbench_ci.measure.impls import Kernel, Solution, collect_in_place
 from kbench_ci.measure.inputs import InputSet
-from kbench_ci.measure.setup_inputs import inputs_from_setup
+from kbench_ci.measure.setup_inputs import SetupFailed, inputs_from_setup
 from kbench_ci.measure.usercode import load_module, require_function
+
+__all__ = ["SetupFailed", "inputs_from_setup", "load_python_solution"]
 
 #: the package each kind needs, and the extra that installs it
 _REQUIRED_PACKAGE = {"triton": ("triton", "triton", None), "cute-dsl": ("cutlass", "nvidia-cutlass-dsl", "cute")}

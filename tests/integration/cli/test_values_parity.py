@@ -97,3 +97,55 @@ def test_a_config_size_expression_is_checked_as_the_command_line_checks_it(tmp_p
     cli = kbench("bench", str(CHEATS / "honest.py"), "--implementation=cuda-cpp", f"--ref={CHEATS / 'ref.py'}",
                  "--ptr-size", "N *", "--device=cpu")
     assert "size expression 'N *' is not valid syntax" in cli.stderr
+
+
+def test_infinite_seconds_are_refused_on_the_command_line_as_in_the_config(tmp_path: Path) -> None:
+    """Issue 36, item 5: --time-budget inf and --case-timeout inf were taken by the command line
+    (kbench.toml refused them, and inf crashed the rounds)."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}]}])
+    done = kbench("compare", "--base", "main", "--device", "cpu", "--time-budget", "inf", "--case-timeout", "inf",
+                  "--output-dir", str(tmp_path / "cmp"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "kbench-ci: error: 2 problems:",
+        "  - --case-timeout must be a positive number of seconds, got inf",
+        "  - --time-budget must be 0 or a positive number of seconds, got inf",
+    ]
+    done = kbench("run", "--device", "cpu", "--case-timeout", "inf", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "kbench-ci: error: --case-timeout must be a positive number of seconds, got inf"
+    config = make_suite_repo(tmp_path / "config", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}]}],
+                             defaults={"time_budget": float("inf")})
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run2"), cwd=config.root)
+    assert done.returncode == 2, done.stderr
+    assert '"time_budget" must be 0 or a positive number of seconds, got inf' in done.stderr
+
+
+def test_a_sub_millisecond_timeout_is_refused_alike_on_the_command_line_and_in_the_config(tmp_path: Path) -> None:
+    """Issue 36, item 5: --case-timeout 0.0005 was refused (typer's own words), timeout = 0.0005 taken."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}],
+                                                "timeout": 0.0005}])
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert '"timeout" must be at least 0.001 seconds, got 0.0005' in done.stderr
+    assert not (tmp_path / "run" / "results.json").exists()
+    done = kbench("run", "--device", "cpu", "--case-timeout", "0.0005", "--output-dir", str(tmp_path / "run"),
+                  cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "kbench-ci: error: --case-timeout must be at least 0.001 seconds, got 0.0005"
+    done = bench("--N=64", "--timeout", "0.0005", f"--output-dir={tmp_path / 'bench'}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "kbench-ci: error: --timeout must be at least 0.001 seconds, got 0.0005"
+
+
+def test_a_size_expression_that_is_python_fails_the_load_not_a_note_at_run_time(tmp_path: Path) -> None:
+    """Issue 36, item 5: bytes = "__import__('os')" passed the loader and showed only as a run-time note."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}],
+                                                "bytes": "__import__('os')"}])
+    done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "kbench-ci: error: kbench.toml: kernel \"scale\": bytes: size expression '__import__('os')' uses a function "
+        "call, which is not allowed (use only integers, dimension names, + - * / // % ** and parentheses)"
+    )
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -36,3 +36,38 @@ def test_a_cute_dsl_solution_without_a_gpu_is_an_environment_problem(tmp_path: P
     assert completed.returncode == 3, completed.stderr
     assert "add.py is a CuTe DSL solution and needs a CUDA GPU; none is available here" in completed.stderr
     assert "cudaError" not in completed.stderr
+
+
+def test_a_dimension_whose_sizes_overflow_64_bits_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    """Issue 36, item 4: --N=2**63-1 read "solution ERROR: first call failed: Storage size calculation
+    overflowed" (exit 1); it is the setting's fault: exit 2, one line naming N and the fix."""
+    environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "tests/fixtures/cheats_py/honest.py"),
+         "--implementation=pytorch", f"--ref={ROOT / 'tests/fixtures/cheats_py/ref.py'}",
+         f"--output-dir={tmp_path}", "--device=cpu", "--N=9223372036854775807"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=environment,
+    )
+    assert completed.returncode == 2, completed.stderr
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("kbench-ci: error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith("kbench-ci: error: N=9223372036854775807 is too large: honest.py setup() cannot make")
+    assert "use a smaller N" in errors[0]
+    assert "first call failed" not in completed.stderr
+    assert (tmp_path / "results.json").is_file()
+
+
+def test_a_reference_that_hangs_is_blamed_on_the_reference_not_the_solution(tmp_path: Path) -> None:
+    """Issue 36, item 4: the case timeout named the solution while its reference() hung."""
+    ref = tmp_path / "ref_hangs.py"
+    ref.write_text("import time\n\n\ndef reference(x, y, **_):\n    time.sleep(3600)\n")
+    environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "tests/fixtures/cheats_py/honest.py"),
+         "--implementation=pytorch", f"--ref={ref}", f"--output-dir={tmp_path / 'out'}", "--device=cpu", "--N=64",
+         "--timeout=25"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=environment,
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert "kbench-ci: error: ref_hangs.py reference() (checking solution) timed out after 25 s" in completed.stderr
+    assert "solution ERROR" not in completed.stderr

@@ -201,7 +201,8 @@ def test_shape_tables_of_one_kernel_may_name_different_dims(tmp_path: Path) -> N
 
 
 def test_build_command_quotes_paths_and_leaves_shell_braces(tmp_path: Path) -> None:
-    text = MINIMAL + 'build = "${NVCC:-nvcc} -I{a,b} -o {out} {src}"\n'
+    # (a CUDA C++ kernel: a Python one takes no build command, issue 36 item 5)
+    text = MINIMAL + 'implementation = "cuda-cpp"\nbuild = "${NVCC:-nvcc} -I{a,b} -o {out} {src}"\n'
     spec = load_suite(write_suite(tmp_path, text)).kernels[0]
     command = spec.build_command(Path("/src dir/k.cu"), Path("/out/k.so"))
     assert command == "${NVCC:-nvcc} -I{a,b} -o /out/k.so '/src dir/k.cu'"
@@ -455,6 +456,22 @@ BAD_INPUTS = [
     ("build-placeholder", MINIMAL + 'build = "nvcc -o {output} {src}"\n',
      K0 + '"build" has unknown placeholder "{output}"; only {src} and {out} exist'),
     ("build-type", MINIMAL + "build = true\n", K0 + '"build" must be a shell command string'),
+    # --- issue 36, item 5: a build on a Python kernel; a timeout the command line refuses too ---
+    ("build-on-python", MINIMAL + 'build = "nvcc -o {out} {src}"\n',
+     K0 + '"build" compiles a CUDA C++ solution; this kernel is a Python solution, which is not built '
+     '(remove "build" from this kernel)'),
+    ("timeout-below-a-millisecond", MINIMAL + "timeout = 0.0005\n",
+     K0 + '"timeout" must be at least 0.001 seconds, got 0.0005'),
+    ("timeout-inf", MINIMAL + "timeout = inf\n", K0 + '"timeout" must be a positive number of seconds, got inf'),
+    # --- issue 36, item 5: size expressions are checked when the file loads, not noted at run time ---
+    ("bytes-python", MINIMAL + "bytes = \"__import__('os')\"\n",
+     'kbench.toml: kernel "saxpy": bytes: size expression \'__import__(\'os\')\' uses a function call, which is not '
+     "allowed (use only integers, dimension names, + - * / // % ** and parentheses)"),
+    ("flops-unknown-dim", MINIMAL + 'flops = "2 * M * N"\n',
+     'kbench.toml: kernel "saxpy": flops: shapes[0]: size expression \'2 * M * N\' uses unknown name \'M\' '
+     "(known dims: N)"),
+    ("bytes-past-64-bits", MINIMAL.replace("{N = 4096}", "{N = 9223372036854775807}") + 'bytes = "3 * N * 4"\n',
+     'kbench.toml: kernel "saxpy": bytes: shapes[1]: size expression \'3 * N * 4\' is too large (beyond 2**63)'),
     # --- paths ---
     ("solution-absolute", MINIMAL.replace('"kernels/saxpy.py"', '"/abs/saxpy.py"'),
      K0 + "\"solution\" must be relative to the config file's directory, got '/abs/saxpy.py'"),
@@ -585,3 +602,19 @@ def test_num_trials_has_one_meaning_in_code_and_docs() -> None:
     assert trials_per_round(100, 10) == 10 and trials_per_round(100, 20) == 10 and trials_per_round(400, 10) == 40
     for name in ("config.md", "compare.md"):
         assert "timed launches per round" not in (docs / name).read_text(encoding="utf-8"), name
+
+
+def test_a_build_command_in_defaults_is_for_the_cuda_kernels_and_a_python_kernel_may_inherit_it(tmp_path: Path) -> None:
+    """Issue 36, item 5: only a Python kernel's own "build" is refused; [defaults] serves a mixed suite."""
+    suite = load_suite(write_suite(tmp_path, with_defaults('build = "nvcc -o {out} {src}"')))
+    assert suite.kernels[0].build == "nvcc -o {out} {src}"
+
+
+def test_every_size_expression_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    text = MINIMAL + "bytes = \"__import__('os')\"\nflops = \"N.real\"\n" + SECOND + 'bytes = "4 * M * N"\n'
+    with pytest.raises(ConfigError) as info:
+        load_suite(write_suite(tmp_path, text))
+    message = info.value.message
+    assert message.startswith("kbench.toml: 2 problems:"), message
+    assert 'kernel "saxpy": bytes: ' in message and 'kernel "saxpy": flops: ' in message
+    assert 'kernel "gemm"' not in message

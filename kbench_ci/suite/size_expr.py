@@ -1,7 +1,11 @@
-"""Evaluate the ``--ptr-size`` expressions (``"M*N"``, ``"B*(V+1)"``) that size each pointer.
+"""Size expressions (``"M*N"``, ``"B*(V+1)"``): ``--ptr-size`` and kbench.toml's ``ptr_size`` /
+``ptr_sizes`` (the elements behind each pointer of a CUDA ``solve``), ``bytes`` and ``flops``
+(the work of one call).
 
 A CUDA ``solve`` receives bare pointers, so the number of elements behind each one comes from
-an expression over the problem's integer dimensions. Expressions are read with :mod:`ast` and a
+an expression over the problem's integer dimensions. The grammar lives with the suite because
+the loader checks every expression of kbench.toml with it before anything runs; cuda/ sizes
+pointers with it. Expressions are read with :mod:`ast` and a
 whitelist of node types, never ``eval``: only integer literals, dimension names,
 ``+ - * / // % **`` and parentheses are accepted.
 """
