@@ -103,7 +103,7 @@ def validate_results(
         raise ResultsFileError(f"{path} is a results.json of `kbench-ci {schema.rsplit('/', 1)[-1]}` ('{schema}'), "
                                f"not of {names}", hint=f"{reader} reads the results.json of {names}")
     newest = SCHEMA_VERSIONS[schema]
-    if not _is_int(version) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsFileError(f"{path} has schema_version {_show(version)}, not a version of '{schema}' (1..{newest})",
                                hint=_REGENERATE)
     if version > newest:
@@ -340,7 +340,7 @@ def _estimate_complete(data: dict[str, Any], where: str) -> None:
 
 def _shard_consistent(data: dict[str, Any], where: str) -> None:
     index, count = data.get("index"), data.get("count")
-    if _is_int(index) and _is_int(count) and index > count:
+    if isinstance(index, int) and isinstance(count, int) and index > count:
         raise _Invalid(where, f"is shard {index} of {count}")
 
 

@@ -18,7 +18,6 @@ from kbench_ci.results.model import (
     TrialCheck,
     VariantResult,
 )
-
 from kbench_ci.results.versions import (
     BENCH_SCHEMA,
     BENCH_SCHEMA_VERSION,
