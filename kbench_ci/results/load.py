@@ -38,7 +38,7 @@ from typing import Any
 from kbench_ci.errors import ResultsFileError
 from kbench_ci.results.versions import BENCH_SCHEMA, COMPARE_SCHEMA, RUN_SCHEMA, SCHEMA_VERSIONS
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "VERDICTS", "ResultsFile", "load_results", "validate_results"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "VERDICTS", "ResultsFile", "load_results", "read_json", "validate_results"]
 
 #: far more than any results.json kbench-ci writes (a thousand cases of raw samples are a few MiB)
 MAX_BYTES = 64 * 1024 * 1024
@@ -75,16 +75,21 @@ def load_results(
     merge``); ``strict``: the fields the writers always write must all be there.
     FileNotFoundError when there is no such file (the callers say what to run); ResultsFileError
     for everything else."""
+    return validate_results(read_json(path), path, accept=accept, reader=reader, strict=strict)
+
+
+def read_json(path: Path) -> Any:
+    """Steps 1 to 4 of the module's docstring: ``path`` parsed, whatever its shape (a
+    ``--shard-timings`` file may be a results.json or a ``{case_id: seconds}`` map)."""
     text = _read_text(path)
     _check_depth(path, text)
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
                           object_pairs_hook=_no_duplicate_keys)
     except _Invalid as exc:
         raise ResultsFileError(f"{path} {exc.problem}", hint=_REGENERATE) from None
     except ValueError as exc:  # JSONDecodeError, and an integer of more digits than int() takes
         raise ResultsFileError(f"cannot read {path}: not JSON ({exc})", hint=_REGENERATE) from None
-    return validate_results(data, path, accept=accept, reader=reader, strict=strict)
 
 
 def validate_results(

@@ -252,3 +252,15 @@ def test_the_action_steps_as_the_runner_runs_them(tmp_path: Path, bad: str) -> N
         assert "::error::kbench-ci: " in done.stdout and BAD[bad][1] in done.stdout, done.stdout
         codes[step] = done.returncode
     assert codes == {"summary": 0, "gate": 2}
+
+
+# -- a sixth reader: --shard-timings (an earlier results.json) ------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["fifo", "nested_200000_deep", "nan_sample", "schema_version_999", "one_case_id_3000_times",
+                                 "symlink_out_of_the_folder"])
+def test_shard_timings_refuses(tmp_path: Path, bad: str) -> None:
+    from kbench_ci.suite.shards import read_timings
+
+    folder = _folder(tmp_path, bad)
+    _refused_in_one_line(folder, bad, lambda: read_timings(folder / "results.json"))
