@@ -74,6 +74,13 @@ class MergeInputError(UsageError):
     results.json of another command, or one that does not parse)."""
 
 
+class ResultsFileError(UsageError):
+    """A results.json that cannot be trusted as kbench-ci wrote it: not a regular file (a link,
+    a FIFO), too large or too deeply nested, not JSON, NaN or Infinity, a field of the wrong
+    type, a case id twice, another schema or a newer schema_version. One line names the file
+    and the problem; exit 2."""
+
+
 class GitError(UsageError):
     """A git ref cannot be resolved, or the directory is not a git repository."""
 

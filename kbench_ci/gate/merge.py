@@ -22,7 +22,6 @@ results.json), and the gate is over all of them. Nothing here prints.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from kbench_ci.report.compare import render_compare
 from kbench_ci.report.markdown import code
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
+from kbench_ci.results.load import load_results
 from kbench_ci.results.outcome import (
     ALPHA,
     BASE,
@@ -154,39 +154,26 @@ class MergeOutcome:
 
 
 def read_shard(directory: Path) -> ShardSource:
-    """The results.json in ``directory``; MergeInputError for anything that is not a run's or a
-    compare's result folder."""
+    """The results.json in ``directory``; MergeInputError for a folder without one,
+    ResultsFileError for one that is not a run's or a compare's as kbench-ci wrote it."""
     fix = "pass the --output-dir of `kbench-ci compare --shard K/N` or `kbench-ci run --shard K/N` (a downloaded shard artifact)"
     if not directory.is_dir():
         raise MergeInputError(f"{directory} is not a folder", hint=fix)
     path = directory / RESULTS
-    if path.is_symlink():
-        raise MergeInputError(f"{path} is a symbolic link; refusing to follow it out of the folder", hint=fix)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # The one reader: no link followed, no FIFO waited on, every field merge reads checked.
+        data = load_results(path, accept=tuple(_COMMANDS), reader="kbench-ci merge", strict=True).data
     except FileNotFoundError:
         raise MergeInputError(f"{directory} has no {RESULTS}", hint=fix) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise MergeInputError(f"cannot read {path}: {exc}", hint="regenerate it with kbench-ci") from None
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema not in _COMMANDS:
-        what = f"a results.json of schema {schema!r}" if isinstance(schema, str) else "not a kbench-ci results.json"
-        raise MergeInputError(
-            f"{path} is {what}, not of `kbench-ci run` or `kbench-ci compare`",
-            hint="merge joins the shards of one run or one compare; `bench` results cannot be merged",
-        )
-    command = _COMMANDS[str(schema)]
-    try:
-        measured = tuple(str(case["case_id"]) for case in data["cases"])
-        recorded = shard_from_json(data.get("shard"))
-        gate = data["gate"]
-        environment = data.get("environment") or {}
-        if command == "compare":
-            commits: tuple[str | None, ...] = (data[BASE].get("sha"), data[HEAD].get("sha"))
-        else:
-            commits = (recorded.commit if recorded is not None else None,)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MergeInputError(f"{path} is malformed: {exc!r}", hint="regenerate it with kbench-ci") from None
+    command = _COMMANDS[str(data["schema"])]
+    measured = tuple(str(case["case_id"]) for case in data["cases"])
+    recorded = shard_from_json(data.get("shard"))
+    gate = data["gate"]
+    environment = data.get("environment") or {}
+    if command == "compare":
+        commits: tuple[str | None, ...] = (data[BASE].get("sha"), data[HEAD].get("sha"))
+    else:
+        commits = (recorded.commit if recorded is not None else None,)
     shard = recorded or ShardRecord(1, 1, all_case_ids=tuple(sorted(set(measured))), case_ids=tuple(sorted(set(measured))))
     return ShardSource(
         directory=directory, command=command, shard=shard, unsharded=recorded is None,

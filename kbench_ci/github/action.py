@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import re
 import shlex
@@ -48,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
-from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, ResultsFileError, UsageError
 from kbench_ci.git import (
     RefMoved,
     branch_tip,
@@ -78,6 +77,8 @@ from kbench_ci.github.comment import (
 )
 from kbench_ci.github.workflow_commands import workflow_command
 from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, make_non_dumpable, on_parent_death, user_code_environment
+from kbench_ci.results.load import load_results
+from kbench_ci.results.versions import COMPARE_SCHEMA
 
 __all__ = [
     "STEPS",
@@ -561,6 +562,10 @@ class Evaluation:
     gate: Gate | None
     compare_exit: int | None
     message: str
+    #: the gate step's exit code when it is not the compare step's: a results.json that is not as
+    #: kbench-ci wrote it (a link, a FIFO, nested too deep, NaN, a newer schema_version) is the
+    #: user's file, exit 2, whatever the compare step returned
+    exit_code: int | None = None
 
 
 _EXIT_MEANING = {
@@ -588,7 +593,10 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
         return Evaluation("error", None, code, f"kbench-ci {command} exited {code}: {meaning}")
     results = _runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE
     try:
-        gate = load_gate(results)
+        gate = load_gate(results, reader="the kbench-ci action")
+    except ResultsFileError as exc:
+        return Evaluation("error", None, code, f"kbench-ci {command} exited {code}, but {exc.one_line()}",
+                          exit_code=int(exc.exit_code))
     except UsageError as exc:
         return Evaluation("error", None, code, f"kbench-ci {command} exited {code}, but {exc.one_line()}")
     if incomplete:
@@ -663,11 +671,9 @@ def _annotations(results: Path, env: Mapping[str, str]) -> list[str]:
     from kbench_ci.github.annotations import case_annotations, kernel_files  # noqa: PLC0415
 
     try:
-        data = json.loads(read_report_file(results))
-    except (OSError, ValueError):
-        return []
-    if not isinstance(data, dict):
-        return []
+        data = load_results(results, accept=(COMPARE_SCHEMA,), reader="the kbench-ci action").data
+    except (FileNotFoundError, KbenchError):
+        return []  # evaluate() has said what is wrong with it
     head = data.get("head") if isinstance(data.get("head"), dict) else {}
     workspace = Path(env.get("GITHUB_WORKSPACE") or Path.cwd())
     return case_annotations(data, kernel_files(workspace, head.get("config") if head else None))
@@ -892,7 +898,7 @@ def gate(env: Mapping[str, str]) -> StepResult:
         if fail_on_regression:
             return StepResult(int(ExitCode.GATE_FAILED), (_command("error", message),))
         return StepResult(0, (_command("warning", message + " (fail-on-regression is false)"),))
-    code = evaluation.compare_exit
+    code = evaluation.exit_code if evaluation.exit_code is not None else evaluation.compare_exit
     if code is None or code == 0:
         code = int(ExitCode.ENVIRONMENT)
     return StepResult(min(code, 255), (_command("error", message),))

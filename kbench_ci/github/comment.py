@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 
 from kbench_ci.errors import GitHubError, GitHubRateLimited, UsageError
 from kbench_ci.github.client import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
+from kbench_ci.results.load import load_results
 
 __all__ = [
     "COMMENT_LIMIT",
@@ -307,17 +308,16 @@ class Gate:
         return cls(passed=gate["passed"], summary=str(gate.get("summary") or ""), counts=counts, accepted=len(accepted))
 
 
-def load_gate(results_path: Path) -> Gate:
-    """Read the gate verdict from a results.json file; UsageError when missing or malformed."""
+def load_gate(results_path: Path, *, reader: str = "kbench-ci comment") -> Gate:
+    """Read the gate verdict from a results.json file; UsageError when missing or malformed
+    (:func:`kbench_ci.results.load.load_results`: the one reader, on the standard library alone)."""
     try:
-        data = json.loads(read_report_file(results_path))
+        results = load_results(results_path, accept=(RESULTS_SCHEMA,), reader=reader)
     except FileNotFoundError:
         raise UsageError(
             f"no results at {results_path}", hint="run 'kbench-ci compare --output-dir DIR' first"
         ) from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"cannot read {results_path}: {exc}") from None
-    return Gate.from_json(data, str(results_path))
+    return Gate.from_json(results.data, str(results_path))
 
 
 def parse_mode(mode: str) -> CommentMode:
@@ -478,12 +478,11 @@ def trend_links(results: Mapping[str, Any], pages_url: str) -> str | None:
     return "Trend on the main branch of each slower case: " + " · ".join(links)
 
 
-def _results_data(path: Path) -> dict[str, Any]:
+def _results_data(path: Path) -> Mapping[str, Any]:
     try:
-        data = json.loads(read_report_file(path))
-    except (FileNotFoundError, json.JSONDecodeError):
+        return load_results(path, accept=(RESULTS_SCHEMA,), reader="kbench-ci comment").data
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)

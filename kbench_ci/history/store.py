@@ -20,6 +20,7 @@ from typing import Any
 
 from kbench_ci.errors import UsageError
 from kbench_ci.git import RefMoved, branch_tip, commit_files_to_branch, fetch_branch, push_branch, read_branch_files
+from kbench_ci.results.load import load_results
 from kbench_ci.results.schema import speed_of_light_from_json
 
 #: the branch the history lives on unless the user names another
@@ -228,9 +229,9 @@ def entries_from_report(folder: Path, *, commit: str | None = None, force: bool 
     """The entries (one per GPU model) of the results.json in a ``run`` or ``compare`` report folder."""
     path = folder / "results.json"
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        # The one reader: no link followed, no FIFO waited on, every field read here checked,
+        # no case id twice (it would be recorded twice), no NaN or string samples.
+        payload = load_results(path, reader="kbench-ci history record").data
     except FileNotFoundError:
         raise UsageError(f"{path} not found", hint="pass the --output-dir of a `kbench-ci run` or `compare`") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
     return entries_from_results(payload, commit=commit, force=force)

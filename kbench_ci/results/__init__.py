@@ -1,53 +1,8 @@
-"""What was measured: frozen result and outcome types, their JSON form, atomic writes.
+"""What was measured: frozen result and outcome types, their JSON form, atomic writes, and the
+one reader of results.json (:mod:`kbench_ci.results.load`).
 
 The bottom of the data flow: every layer above reads these types, and this package imports
-nothing of kbench_ci but ``stats`` and ``errors``.
+nothing of kbench_ci but ``stats`` and ``errors``. Nothing is imported here: the reader runs on
+the standard library alone (the fork recipe's comment workflow, ``python -S``), and importing the
+package must not pull in the model types and numpy; import each module by its name.
 """
-
-from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
-from kbench_ci.results.model import (
-    CaseResult,
-    CorrectnessResult,
-    MeasureSettings,
-    OutputCheck,
-    Tolerance,
-    TrialCheck,
-    VariantResult,
-)
-from kbench_ci.results.outcome import (
-    BuildOutcome,
-    CaseComparison,
-    CompareOutcome,
-    CompareRequest,
-    Gate,
-    PhaseTimes,
-    RevisionInfo,
-    RunCase,
-    RunOutcome,
-    RunRequest,
-)
-from kbench_ci.results.schema import to_jsonable, variant_from_json
-
-__all__ = [
-    "BuildOutcome",
-    "CaseComparison",
-    "CaseResult",
-    "CompareOutcome",
-    "CompareRequest",
-    "CorrectnessResult",
-    "Gate",
-    "MeasureSettings",
-    "OutputCheck",
-    "PhaseTimes",
-    "RevisionInfo",
-    "RunCase",
-    "RunOutcome",
-    "RunRequest",
-    "Tolerance",
-    "TrialCheck",
-    "VariantResult",
-    "to_jsonable",
-    "variant_from_json",
-    "write_json_atomically",
-    "write_text_atomically",
-]

@@ -18,11 +18,21 @@ from kbench_ci.results.model import (
     TrialCheck,
     VariantResult,
 )
+from kbench_ci.results.versions import (
+    BENCH_SCHEMA,
+    BENCH_SCHEMA_VERSION,
+    COMPARE_SCHEMA,
+    COMPARE_SCHEMA_VERSION,
+    RUN_SCHEMA,
+    RUN_SCHEMA_VERSION,
+    SUMMARY_SCHEMA,
+)
 
-BENCH_SCHEMA = "kbench-ci/bench"
-
-
-BENCH_SCHEMA_VERSION = 1
+__all__ = [
+    "BENCH_SCHEMA", "BENCH_SCHEMA_VERSION", "COMPARE_SCHEMA", "COMPARE_SCHEMA_VERSION", "RUN_SCHEMA",
+    "RUN_SCHEMA_VERSION", "SUMMARY_SCHEMA", "correctness_from_json", "escape_audit_from_json", "float_from_json",
+    "kernel_launch_from_json", "speed_of_light_from_json", "to_jsonable", "variant_from_json",
+]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -135,20 +145,3 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         compiled=tuple(CompiledKernel(**entry) for entry in data.get("compiled", ())),
         notes=tuple(data.get("notes", ())),
     )
-
-
-RUN_SCHEMA = "kbench-ci/run"
-
-
-RUN_SCHEMA_VERSION = 1
-
-
-COMPARE_SCHEMA = "kbench-ci/compare"
-
-
-COMPARE_SCHEMA_VERSION = 1
-
-
-#: the small JSON of ``--json-summary`` (compare, run, merge): its first key, so that the file,
-#: written inside a repository, is known as kbench-ci's own and never makes the tree dirty
-SUMMARY_SCHEMA = "kbench-ci/summary"

@@ -9,7 +9,6 @@ without a timing counts as the median of the known ones.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench_ci.errors import UsageError
+from kbench_ci.results.load import read_json, validate_results
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -60,13 +60,18 @@ def read_timings(path: Path) -> dict[str, float]:
     """Seconds per case id: a ``{case_id: seconds}`` JSON file, or an earlier results.json (run or
     compare), whose cases' ``seconds.total`` are used."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # results.json's one reader: a FIFO does not hang, a file nested too deep does not crash
+        data = read_json(path)
     except FileNotFoundError:
         raise UsageError(f"timings file {path} not found", hint="pass a results.json of an earlier run, or leave it out") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read timings file {path}: {exc}") from None
+    if isinstance(data, dict) and "schema" in data:
+        data = validate_results(data, path, reader="--shard-timings").data
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
-        return {str(c["case_id"]): float((c.get("seconds") or {}).get("total") or 0.0) for c in data["cases"] if "case_id" in c}
+        try:
+            return {str(c["case_id"]): float((c.get("seconds") or {}).get("total") or 0.0)
+                    for c in data["cases"] if isinstance(c, dict) and "case_id" in c}
+        except (AttributeError, TypeError, ValueError):
+            raise UsageError(f"timings file {path}: a case's seconds.total is not a number") from None
     if isinstance(data, dict) and all(isinstance(v, (int, float)) for v in data.values()):
         return {str(k): float(v) for k, v in data.items()}
     raise UsageError(f"timings file {path} is neither a results.json nor {{case_id: seconds}}")

@@ -27,7 +27,7 @@ def test_record_eight_commits_then_show_the_step(tmp_path: Path) -> None:
     for n, sha in enumerate(shas):
         median = 0.100 if n < 4 else 0.115  # 15% slower from the fifth commit on
         (report / "results.json").write_text(json.dumps({
-            "schema": "kbench-ci/run", "environment": {"gpu_name": "NVIDIA H200"},
+            "schema": "kbench-ci/run", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
             "cases": [{"case_id": "vadd[N=1024]", "median_ms": median, "n_samples": 100}],
         }))
         done = kbench(tmp_path, "history", "record", "--report", str(report), "--commit", sha)
@@ -81,14 +81,14 @@ def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_pat
     report.mkdir()
     measured, main = "a" * 40, "b" * 40
     (report / "results.json").write_text(json.dumps({
-        "schema": "kbench-ci/compare", "environment": {"gpu_name": "NVIDIA H200"},
+        "schema": "kbench-ci/compare", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
         "head": {"sha": measured, "description": f"feature @ {measured[:12]}"}, "cases": [],
     }))
     refused = kbench(tmp_path, "history", "record", "--report", str(report), "--commit", main)
     assert refused.returncode == 2
     assert f"measured at {measured[:12]}, not at --commit {main[:12]}" in refused.stderr
     (report / "results.json").write_text(json.dumps({
-        "schema": "kbench-ci/compare", "environment": {"gpu_name": "NVIDIA H200"},
+        "schema": "kbench-ci/compare", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
         "head": {"sha": measured, "description": f"working tree (dirty) at {measured[:12]}"}, "cases": [],
     }))
     dirty = kbench(tmp_path, "history", "record", "--report", str(report))

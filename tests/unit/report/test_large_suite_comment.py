@@ -119,7 +119,7 @@ def test_the_comment_is_a_summary_also_with_trend_links(tmp_path: Path) -> None:
     cases = [case(index, slower=index == 0) for index in range(3)]
     (tmp_path / "benchmark.md").write_text(render_compare(outcome(cases, tmp_path)))
     (tmp_path / "results.json").write_text(json.dumps({
-        "schema": "kbench-ci/compare", "gate": {"passed": False, "summary": "1 slower of 3", "counts": {"slower": 1}},
+        "schema": "kbench-ci/compare", "schema_version": 1, "gate": {"passed": False, "summary": "1 slower of 3", "counts": {"slower": 1}},
         "environment": {"gpu_name": "NVIDIA H200"}, "cases": [{"case_id": cases[0].case_id, "verdict": "slower"}],
     }))
     body, _, _ = compose_body(tmp_path, env={}, pages_url="https://example.github.io/repo/")
