@@ -16,10 +16,12 @@ from pathlib import Path
 
 import torch
 
+from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.errors import UsageError
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.setup_inputs import inputs_from_setup
+from kbench_ci.measure.signature_inputs import signature_inputs
 from kbench_ci.measure.usercode import Problem, load_module, require_function
 
 #: the implementation kinds whose solution is a compiled library (their setup() is in ref.py)
@@ -37,6 +39,14 @@ def trusted_maker(job: CaseJob, problem: Problem, device: torch.device) -> tuple
     """The trusted setup() of ``job`` as a maker of input sets, and where it comes from."""
     trusted = job.sides[0]
     comparing = len(job.sides) == 2
+    if problem.setup is None and trusted.implementation in _COMPILED:
+        # The .cu's solve() signature says what to pass: parsed as text, never run (the base's
+        # source in compare; in bench the user's, whose parse is kbench-ci's own code).
+        source = Path(trusted.solution)
+        make_inputs, _ = signature_inputs(
+            read_solve_signature(source), problem, job.dims, device, trusted.ptr_sizes, trusted.ptr_size,
+        )
+        return make_inputs, f"the solve() signature of {'the base' if comparing else 'the solution'}'s {source.name}"
     if problem.setup is not None:
         setup, where = problem.setup, f"{problem.path.name} setup()"
     elif comparing and trusted.implementation not in _COMPILED:
@@ -47,8 +57,7 @@ def trusted_maker(job: CaseJob, problem: Problem, device: torch.device) -> tuple
     else:
         raise UsageError(
             f"--isolation judge needs the inputs of case {job.case_id} from trusted code, and there is none: "
-            + ("a CUDA solution's inputs come from ref.py's setup()" if trusted.implementation in _COMPILED
-               else "the solution's own setup() is the code under test"),
+            "the solution's own setup() is the code under test",
             hint=f"define setup(**dims) in {problem.path.name}, or run this case with --isolation process",
         )
 

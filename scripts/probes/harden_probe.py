@@ -1,7 +1,5 @@
 """Which sandbox layer (kbench_ci/side/harden.py) keeps CUDA from starting? Each layer alone, then
 Landlock with extra writable folders, each in a fresh process, then torch.cuda.device_count()."""
-import ctypes
-import os
 import subprocess
 import sys
 
