@@ -50,6 +50,14 @@ def comment(
             "artifact is of the pull request's head commit (you checked it)",
         ),
     ] = False,
+    comment_author: Annotated[
+        str | None,
+        typer.Option(
+            "--comment-author", metavar="LOGIN",
+            help="the account the token writes as (an app's NAME[bot], a PAT's login); only its comments are "
+            "edited. Default: KBENCH_COMMENT_AUTHOR, else github-actions[bot]",
+        ),
+    ] = None,
 ) -> None:
     with error_boundary():
         report_dir = report or from_artifact
@@ -64,6 +72,7 @@ def comment(
         outcome = run_comment(
             report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
             token=None, api_url=None, mode=mode, marker_id=marker_id, skip_head_check=skip_head_check,
+            comment_author=comment_author,
         )
     if outcome.action in ("forbidden", "rate-limited"):
         # Exit 0: the comment is a courtesy; the job's verdict is the gate's.

@@ -212,9 +212,16 @@ class GitHubClient:
         self._rate_limit_budget_s = rate_limit_wait_s
         self._rate_limit_waited_s = 0.0
         self._requests = 0
+        self._posted_authors: set[str] = set()
 
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient(api_url={self._api_url!r})"
+
+    @property
+    def posted_authors(self) -> frozenset[str]:
+        """The logins (lower case) that GitHub named as the author of a comment this client
+        created: the token's own identity, whatever kind of token it is."""
+        return frozenset(self._posted_authors)
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -239,22 +246,18 @@ class GitHubClient:
     def find_issue_comment(
         self, repo: Repository, number: int, predicate: Callable[[IssueComment], bool]
     ) -> IssueComment | None:
-        """The comment that matches ``predicate``; a bot's comment before a person's, then oldest.
-
-        A comment written by a person that happens to carry the same marker cannot be edited with
-        the workflow's token, so a bot's comment is preferred when there is one.
-        """
-        matches = [c for c in self.iter_issue_comments(repo, number) if predicate(c)]
-        if not matches:
-            return None
-        bots = [c for c in matches if c.author_is_bot]
-        return (bots or matches)[0]
+        """The oldest comment that matches ``predicate`` (which decides whose comments count:
+        see :func:`kbench_ci.github.comment.run_comment`)."""
+        return next((c for c in self.iter_issue_comments(repo, number) if predicate(c)), None)
 
     def create_issue_comment(self, repo: Repository, number: int, body: str) -> IssueComment:
         """POST one comment. Not retried on a 5xx: the comment may exist already (see
         :meth:`create_issue_comment_once`)."""
         url = self._url(f"{repo.path}/issues/{int(number)}/comments")
-        return self._scrubbed(IssueComment.from_json(self._request("POST", url, {"body": body}).json()))
+        created = self._scrubbed(IssueComment.from_json(self._request("POST", url, {"body": body}).json()))
+        if created.author:
+            self._posted_authors.add(created.author.lower())
+        return created
 
     def create_issue_comment_once(
         self, repo: Repository, number: int, body: str, is_ours: Callable[[IssueComment], bool]
