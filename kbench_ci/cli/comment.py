@@ -46,8 +46,9 @@ def comment(
         bool,
         typer.Option(
             "--skip-head-check", metavar="",
-            help="with --from-artifact --pr N outside a workflow_run event: post without checking that the "
-            "artifact is of the pull request's head commit (you checked it)",
+            help="with --pr N, when the artifact (--from-artifact outside a workflow_run event) or the report "
+            "(--report in a workflow_run event) names no head commit: post without checking that it is of the "
+            "pull request's head (you checked it)",
         ),
     ] = False,
     comment_author: Annotated[

@@ -518,6 +518,19 @@ class _Target:
     number: int
     #: for a workflow_run event: the head sha the benchmark ran on, to check the PR against
     expected_head_sha: str | None
+    #: where that sha comes from, when a mismatch is an error (``--report DIR --pr N`` in a
+    #: workflow_run event: a report of another commit) rather than a newer push (skipped)
+    refuse_mismatch: str | None = None
+
+
+def _recorded_head_sha(directory: Path) -> str | None:
+    """The head commit that the compare report in ``directory`` measured (its results.json's
+    ``head.sha``); None when it records none, or measured a dirty working tree (no commit's)."""
+    head = _results_data(directory / RESULTS_FILE).get("head")
+    if not isinstance(head, dict) or str(head.get("description") or "").startswith("working tree (dirty)"):
+        return None
+    sha = head.get("sha")
+    return sha if isinstance(sha, str) and _SHA.match(sha) else None
 
 
 def _resolve_pr(
@@ -540,6 +553,21 @@ def _resolve_pr(
             "compare with the pull request's head, and the artifact was made by the pull request's own code",
             hint="run it in an 'on: workflow_run' workflow, or pass --skip-head-check if you have checked that "
             f"the artifact is of pull request {pr_number}'s head (docs/action.md#pull-requests-from-forks)",
+        )
+    if pr_number is not None and (isinstance(workflow_run, dict) or env.get("GITHUB_EVENT_NAME") == "workflow_run"):
+        # A workflow_run job posts a report some other run made: it belongs on PR N only if it is
+        # of PR N's head commit, the same check as --from-artifact's.
+        recorded = _recorded_head_sha(directory)
+        if recorded is not None:
+            return _Target(pr_number, recorded, refuse_mismatch=f"{RESULTS_FILE} in {directory}")
+        if skip_head_check:
+            return _Target(pr_number, None)
+        raise UsageError(
+            f"--pr {pr_number} in a workflow_run event cannot be checked: {RESULTS_FILE} in {directory} records no "
+            "clean head commit to compare with the pull request's head",
+            hint="post the folder of a 'kbench-ci compare' run (its results.json records the head), use "
+            f"--from-artifact for a benchmark run's artifact, or pass --skip-head-check if you have checked that "
+            f"the report is of pull request {pr_number}'s head",
         )
     if pr_number is not None:
         return _Target(pr_number, None)
@@ -700,6 +728,12 @@ def _post(
         # pr-number.txt came from an artifact that the pull request's own code could write:
         # only believe it if that pull request's head is the commit that was benchmarked.
         pull = client.get_pull_request(repo, target.number)
+        if pull.head_sha != target.expected_head_sha and target.refuse_mismatch is not None:
+            raise UsageError(
+                f"refusing to comment on {where}: the report is of {target.expected_head_sha[:12]} (the head in "
+                f"{target.refuse_mismatch}), but the pull request's head is {pull.head_sha[:12]}",
+                hint="post a report of the pull request's head commit",
+            )
         if pull.head_sha != target.expected_head_sha:
             return CommentOutcome(
                 "skipped",

@@ -3,12 +3,15 @@ kbench-ci's, and the head check of ``--report DIR --pr N`` in a workflow_run eve
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
+from kbench_ci.errors import UsageError
 from kbench_ci.github import action as action_steps
 from kbench_ci.github.client import GitHubClient
 from kbench_ci.github.comment import marker, run_comment
@@ -167,3 +170,67 @@ def test_the_action_steps_check_and_use_comment_author(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.lines
     assert outputs(runner)["comment-action"] == "updated"
     assert [r.path for r in github.calls("PATCH")] == [f"/repos/{REPO}/issues/comments/{earlier}"]
+
+
+# -- item 8: --report DIR --pr N in a workflow_run event checks the head ------------------------------
+
+
+def _compare_report(directory: Path, head_sha: str | None, *, dirty: bool = False) -> Path:
+    results: dict[str, Any] = _results(slower=1)
+    if head_sha is not None:
+        results["head"] = {"ref": "HEAD", "sha": head_sha, "tree": "worktree",
+                           "description": "working tree (dirty) at HEAD" if dirty else f"HEAD ({head_sha[:12]})"}
+    return _report(directory, results=results)
+
+
+def _workflow_run_env(tmp_path: Path, github: FakeGitHub) -> dict[str, str]:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"workflow_run": {"id": 5, "event": "pull_request", "head_sha": HEAD}}))
+    return _env(github, GITHUB_EVENT_NAME="workflow_run", GITHUB_EVENT_PATH=str(event))
+
+
+def test_report_of_another_commit_is_refused_in_a_workflow_run_event(tmp_path: Path, github: FakeGitHub) -> None:
+    github.pull_heads[PR] = OTHER  # the pull request's head: not what the report measured
+    report = _compare_report(tmp_path / "r", HEAD)
+    done = kbench_comment("--report", str(report), "--pr", str(PR), env=_workflow_run_env(tmp_path, github))
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"refusing to comment on {REPO}#{PR}: the report is of {HEAD[:12]}" in line
+    assert f"the pull request's head is {OTHER[:12]}" in line
+    assert not github.calls("POST") and not github.calls("PATCH")
+    assert [r.path for r in github.calls()] == [f"/repos/{REPO}/pulls/{PR}"]
+
+
+def test_report_of_the_pull_requests_head_is_posted_in_a_workflow_run_event(tmp_path: Path,
+                                                                            github: FakeGitHub) -> None:
+    github.pull_heads[PR] = HEAD
+    report = _compare_report(tmp_path / "r", HEAD)
+    done = kbench_comment("--report", str(report), "--pr", str(PR), env=_workflow_run_env(tmp_path, github))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("comment created: ")
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_report_without_a_clean_head_is_refused_in_a_workflow_run_event(tmp_path: Path, github: FakeGitHub,
+                                                                        dirty: bool) -> None:
+    github.pull_heads[PR] = HEAD
+    report = _compare_report(tmp_path / "r", HEAD if dirty else None, dirty=dirty)
+    env = _workflow_run_env(tmp_path, github)
+    done = kbench_comment("--report", str(report), "--pr", str(PR), env=env)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot be checked" in line and "--skip-head-check" in line
+    assert github.calls() == []
+    checked = kbench_comment("--report", str(report), "--pr", str(PR), "--skip-head-check", env=env)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_report_and_pr_outside_a_workflow_run_event_need_no_head(tmp_path: Path, github: FakeGitHub) -> None:
+    github.pull_heads[PR] = OTHER
+    with pytest.raises(UsageError, match="refusing to comment"):  # in a workflow_run event: refused
+        run_comment(_compare_report(tmp_path / "w", HEAD), from_artifact=None, repository=REPO, pr_number=PR,
+                    token=None, api_url=None, env=_workflow_run_env(tmp_path, github), client=_client(github))
+    before = len(github.requests)
+    outcome = _post(_compare_report(tmp_path / "r", None), github)
+    assert outcome.action == "created"
+    assert not [r for r in github.requests[before:] if "/pulls/" in r.path]
