@@ -46,10 +46,19 @@ def comment(
         bool,
         typer.Option(
             "--skip-head-check", metavar="",
-            help="with --from-artifact --pr N outside a workflow_run event: post without checking that the "
-            "artifact is of the pull request's head commit (you checked it)",
+            help="with --pr N, when the artifact (--from-artifact outside a workflow_run event) or the report "
+            "(--report in a workflow_run event) names no head commit: post without checking that it is of the "
+            "pull request's head (you checked it)",
         ),
     ] = False,
+    comment_author: Annotated[
+        str | None,
+        typer.Option(
+            "--comment-author", metavar="LOGIN",
+            help="the account the token writes as (an app's NAME[bot], a PAT's login); only its comments are "
+            "edited. Default: KBENCH_COMMENT_AUTHOR, else github-actions[bot]",
+        ),
+    ] = None,
 ) -> None:
     with error_boundary():
         report_dir = report or from_artifact
@@ -64,6 +73,7 @@ def comment(
         outcome = run_comment(
             report_dir, from_artifact=from_artifact, repository=repository, pr_number=pr,
             token=None, api_url=None, mode=mode, marker_id=marker_id, skip_head_check=skip_head_check,
+            comment_author=comment_author,
         )
     if outcome.action in ("forbidden", "rate-limited"):
         # Exit 0: the comment is a courtesy; the job's verdict is the gate's.

@@ -72,6 +72,7 @@ from kbench_ci.github.comment import (
     read_report_file,
     run_comment,
     run_url,
+    validate_comment_author,
     validate_marker_id,
     validate_pages_url,
 )
@@ -288,6 +289,8 @@ def resolve(env: Mapping[str, str], cwd: Path) -> StepResult:
     _flag(env, "KBENCH_RECORD_HISTORY", False)
     _flag(env, "KBENCH_PUBLISH_HISTORY", False)
     _pages_url(env)
+    if env.get("KBENCH_COMMENT_AUTHOR", "").strip():
+        validate_comment_author(env["KBENCH_COMMENT_AUTHOR"].strip())
     if action_mode(env) == "merge":
         if env.get("KBENCH_SHARD", "").strip():
             raise UsageError("mode: merge merges shards; the shard input belongs to the benchmark jobs")

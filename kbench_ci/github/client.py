@@ -3,9 +3,12 @@
 Standard library only (:mod:`urllib.request`). Every request goes through
 :meth:`GitHubClient._request`, which adds the headers GitHub asks for, applies a timeout, retries
 idempotent requests on a 5xx answer, waits out a rate limit (``Retry-After``,
-``x-ratelimit-reset``) for at most :data:`RATE_LIMIT_WAIT_S` seconds per client, and turns every
-failure into a one-line :class:`~kbench_ci.errors.GitHubError`
-(:class:`~kbench_ci.errors.GitHubRateLimited` when the limit outlasts that wait). A POST is never
+``x-ratelimit-reset``, else GitHub's advice of a minute), doubling the wait on each retry of the
+same request, and turns every failure into a one-line :class:`~kbench_ci.errors.GitHubError`
+(:class:`~kbench_ci.errors.GitHubRateLimited` when the limit outlasts what kbench-ci waits). A
+client is one run's: it retries one request at most :data:`MAX_RETRIES` times, waits for rate
+limits at most :data:`RATE_LIMIT_WAIT_S` seconds in all, and sends at most :data:`MAX_REQUESTS`
+requests besides the first try of each page of a comment list. A POST is never
 repeated blindly: :meth:`GitHubClient.create_issue_comment_once` looks for the comment before
 trying again. The token travels only in an ``Authorization`` header
 that is never forwarded on a redirect, never appears in a message, a ``repr`` or a log line, and
@@ -38,6 +41,8 @@ from kbench_ci.errors import GitHubError, GitHubRateLimited, GitHubUnreachable, 
 
 __all__ = [
     "DEFAULT_API_URL",
+    "MAX_REQUESTS",
+    "MAX_RETRIES",
     "RATE_LIMIT_WAIT_S",
     "GitHubClient",
     "IssueComment",
@@ -58,11 +63,21 @@ _MAX_PAGES = 100
 #: Statuses worth one more try for a request that may safely be repeated.
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 _IDEMPOTENT = frozenset({"GET", "PATCH", "PUT", "DELETE"})
-#: the longest a client waits for rate limits, all requests together: a comment is not worth
-#: holding a GPU runner's job for longer (the caller skips it with a warning instead)
-RATE_LIMIT_WAIT_S = 60.0
-#: GitHub's advice for a secondary rate limit that names no time: wait at least a minute
-_SECONDARY_DEFAULT_WAIT_S = 60.0
+#: GitHub's advice for a rate limit that names no time: wait at least a minute, then
+#: exponentially longer while it lasts
+_DEFAULT_RATE_LIMIT_WAIT_S = 60.0
+#: the shortest wait for a rate limit: a server answering "Retry-After: 0" must not spin us
+_MIN_RATE_LIMIT_WAIT_S = 1.0
+#: retries of one request, rate limits and 5xx answers together
+MAX_RETRIES = 4
+#: the longest a client waits for rate limits, all requests together: GitHub's minute doubled
+#: over the four retries (60 + 120 + 240 + 480 s). A comment is not worth holding a GPU runner's
+#: job for longer: a limit that lasts longer skips it with a warning.
+RATE_LIMIT_WAIT_S = sum(_DEFAULT_RATE_LIMIT_WAIT_S * 2**k for k in range(MAX_RETRIES))
+#: requests a client sends besides the first try of each page of a comment list (which is bounded
+#: by :data:`_MAX_PAGES`): a run needs three or four, and a server that keeps refusing must not
+#: be asked without end
+MAX_REQUESTS = 20
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -195,9 +210,18 @@ class GitHubClient:
         self._sleep = sleep
         self._clock = clock
         self._rate_limit_budget_s = rate_limit_wait_s
+        self._rate_limit_waited_s = 0.0
+        self._requests = 0
+        self._posted_authors: set[str] = set()
 
     def __repr__(self) -> str:  # never the token
         return f"GitHubClient(api_url={self._api_url!r})"
+
+    @property
+    def posted_authors(self) -> frozenset[str]:
+        """The logins (lower case) that GitHub named as the author of a comment this client
+        created: the token's own identity, whatever kind of token it is."""
+        return frozenset(self._posted_authors)
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -211,7 +235,7 @@ class GitHubClient:
                     f"stopped paging through the comments of {repo}#{number} after {len(seen)} pages"
                 )
             seen.add(url)
-            response = self._request("GET", url)
+            response = self._request("GET", url, page=True)
             page = response.json()
             if not isinstance(page, list):
                 raise GitHubError(f"the GitHub API did not answer a list of comments for {repo}#{number}")
@@ -222,22 +246,18 @@ class GitHubClient:
     def find_issue_comment(
         self, repo: Repository, number: int, predicate: Callable[[IssueComment], bool]
     ) -> IssueComment | None:
-        """The comment that matches ``predicate``; a bot's comment before a person's, then oldest.
-
-        A comment written by a person that happens to carry the same marker cannot be edited with
-        the workflow's token, so a bot's comment is preferred when there is one.
-        """
-        matches = [c for c in self.iter_issue_comments(repo, number) if predicate(c)]
-        if not matches:
-            return None
-        bots = [c for c in matches if c.author_is_bot]
-        return (bots or matches)[0]
+        """The oldest comment that matches ``predicate`` (which decides whose comments count:
+        see :func:`kbench_ci.github.comment.run_comment`)."""
+        return next((c for c in self.iter_issue_comments(repo, number) if predicate(c)), None)
 
     def create_issue_comment(self, repo: Repository, number: int, body: str) -> IssueComment:
         """POST one comment. Not retried on a 5xx: the comment may exist already (see
         :meth:`create_issue_comment_once`)."""
         url = self._url(f"{repo.path}/issues/{int(number)}/comments")
-        return self._scrubbed(IssueComment.from_json(self._request("POST", url, {"body": body}).json()))
+        created = self._scrubbed(IssueComment.from_json(self._request("POST", url, {"body": body}).json()))
+        if created.author:
+            self._posted_authors.add(created.author.lower())
+        return created
 
     def create_issue_comment_once(
         self, repo: Repository, number: int, body: str, is_ours: Callable[[IssueComment], bool]
@@ -290,40 +310,77 @@ class GitHubClient:
             )
         return url
 
-    def _request(self, method: str, url: str, payload: Mapping[str, Any] | None = None) -> _Response:
+    def _request(
+        self, method: str, url: str, payload: Mapping[str, Any] | None = None, *, page: bool = False
+    ) -> _Response:
+        """Send one request, retrying it at most :data:`MAX_RETRIES` times: after a rate limit
+        (the wait GitHub names, else a minute, doubled on each retry of this request) and, for an
+        idempotent method, after a 5xx answer. ``page``: the first try of a comment list's page,
+        which :data:`MAX_REQUESTS` does not count."""
         data = None if payload is None else json.dumps(payload).encode("utf-8")
-        attempt = 0
+        retries = 0
+        server_errors = 0
+        last_wait = 0.0
         while True:
+            if not (page and retries == 0):
+                self._count_request(method, url)
             try:
                 return self._send(method, url, data)
             except GitHubRateLimited as exc:
                 # A rate-limited request was not carried out, so even a POST may be sent again.
-                # At least a second: a server answering "Retry-After: 0" forever must not spin us.
-                wait = None if exc.retry_after_s is None else max(1.0, exc.retry_after_s)
-                if wait is None or wait > self._rate_limit_budget_s:
-                    budget = f"{self._rate_limit_budget_s:.0f} s" if self._rate_limit_budget_s > 0 else "no time"
-                    when = f"it lifts in {wait:.0f} s" if wait is not None else "GitHub names no time"
+                stated = exc.retry_after_s
+                when = "GitHub names no time" if stated is None else f"it lifts in {stated:.0f} s"
+                wait = max(_MIN_RATE_LIMIT_WAIT_S, _DEFAULT_RATE_LIMIT_WAIT_S if stated is None else stated,
+                           2 * last_wait)
+                waited = f"kbench-ci waited {self._rate_limit_waited_s:.0f} s for rate limits in this run"
+                if retries >= MAX_RETRIES:
                     raise GitHubRateLimited(
-                        f"{exc.message}; {when}, and kbench-ci waits {budget} for rate limits in all",
-                        status=exc.status or 429, retry_after_s=wait, hint=exc.hint,
+                        f"{exc.message}; still limited after {retries} retries of this request, and {waited}; "
+                        "it waits no more",
+                        status=exc.status or 429, retry_after_s=stated, hint=exc.hint,
+                    ) from None
+                left = self._rate_limit_budget_s - self._rate_limit_waited_s
+                if wait > left:
+                    raise GitHubRateLimited(
+                        f"{exc.message}; {when}: waiting {wait:.0f} s would pass the "
+                        f"{self._rate_limit_budget_s:.0f} s kbench-ci waits for rate limits in a run, so it does "
+                        f"not wait ({waited})",
+                        status=exc.status or 429, retry_after_s=stated, hint=exc.hint,
                     ) from None
                 # The message without its hint: the hint says what happens when the wait is
                 # not taken ("the comment is skipped"), and here it is taken.
-                _log.warning("%s; waiting %.0f s, then sending it again", exc.message, wait)
-                self._rate_limit_budget_s -= wait
+                _log.warning("%s; %s; retry %d of %d: waiting %.0f s, then sending it again",
+                             exc.message, when, retries + 1, MAX_RETRIES, wait)
+                self._rate_limit_waited_s += wait
                 self._sleep(wait)
+                last_wait = wait
+                retries += 1
             except GitHubError as exc:
                 retry = (
                     exc.status in _RETRY_STATUSES
                     and method in _IDEMPOTENT
-                    and attempt < self._retries
+                    and server_errors < self._retries
+                    and retries < MAX_RETRIES
                 )
                 if not retry:
                     raise
-                delay = self._backoff_s * (2**attempt)
+                delay = self._backoff_s * (2**server_errors)
                 _log.warning("%s (retrying in %.1fs)", exc.one_line(), delay)
                 self._sleep(delay)
-                attempt += 1
+                server_errors += 1
+                retries += 1
+
+    def _count_request(self, method: str, url: str) -> None:
+        if self._requests >= MAX_REQUESTS:
+            # Reached only through retries: our own limit, reported as GitHub's would be (the
+            # comment is skipped with a warning; the gate's verdict stands).
+            raise GitHubRateLimited(
+                f"not sending GitHub API {_describe(method, url)}: kbench-ci sends at most {MAX_REQUESTS} "
+                "requests to GitHub in a run besides the pages of the comment list, and this run has sent them "
+                f"all (it waited {self._rate_limit_waited_s:.0f} s for rate limits)",
+                status=429, retry_after_s=None,
+            )
+        self._requests += 1
 
     def _send(self, method: str, url: str, data: bytes | None) -> _Response:
         request = urllib.request.Request(url, data=data, method=method)
@@ -390,11 +447,9 @@ class GitHubClient:
                 return max(0.0, float(headers.get("x-ratelimit-reset", "")) - self._clock()) + 1.0
             except ValueError:
                 return math.inf
-        # GitHub's advice for a secondary limit that names no time: wait at least a minute. A
-        # 429 without Retry-After is one too (docs/action.md).
-        if "secondary rate limit" in detail.lower() or status == 429:
-            return _SECONDARY_DEFAULT_WAIT_S
-        if "rate limit" in detail.lower():
+        # A limit that names no time (a secondary limit, "API rate limit exceeded" without
+        # headers, a 429 without Retry-After): the caller waits GitHub's advised minute.
+        if "rate limit" in detail.lower() or status == 429:
             return math.inf
         return None
 

@@ -7,7 +7,11 @@ caller to show.
 
 One sticky comment per pull request and suite: the body starts with a hidden marker
 ``<!-- kbench-ci:comment id=<marker_id> -->``; a later run finds the comment that starts with it
-(on any page of the comment list) and edits it instead of adding another.
+(on any page of the comment list) and edits it instead of adding another. Anyone can write the
+marker, so only a comment by kbench-ci's own identity is kbench-ci's: ``github-actions[bot]``
+(the workflow's token), the login named by ``comment-author`` (an app's or a PAT's), or the
+author GitHub named for a comment this run created. Any other is left alone, and when none is
+kbench-ci's a new one is created.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "RESULTS_FILE",
     "CommentAction",
     "CommentMode",
+    "DEFAULT_COMMENT_AUTHOR",
     "CommentOutcome",
     "Decision",
     "Gate",
@@ -49,6 +54,7 @@ __all__ = [
     "run_comment",
     "trend_anchor",
     "trend_links",
+    "validate_comment_author",
     "validate_marker_id",
     "validate_pages_url",
 ]
@@ -73,6 +79,11 @@ CommentAction = Literal["created", "updated", "skipped", "forbidden", "rate-limi
 CHANGE_KINDS = ("slower", "faster", "incorrect", "failed", "fixed", "added", "removed")
 #: Verdict counts that make a regression.
 REGRESSION_KINDS = ("slower", "incorrect", "failed")
+
+#: the login of the workflow's GITHUB_TOKEN, the author of the comments it writes
+DEFAULT_COMMENT_AUTHOR = "github-actions[bot]"
+#: a GitHub login (1-39 letters, digits and '-'), or an app's bot account (``name[bot]``)
+_LOGIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}(\[bot\])?$")
 
 _MARKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DETAILS = re.compile(r"<details\b[^>]*>(.*?)</details\s*>", re.DOTALL | re.IGNORECASE)
@@ -157,6 +168,22 @@ def marker(marker_id: str = "default") -> str:
 def has_marker(body: str, marker_id: str) -> bool:
     """True when ``body`` starts with the marker of ``marker_id`` (leading blanks allowed)."""
     return body.lstrip().startswith(marker(marker_id))
+
+
+def validate_comment_author(login: str) -> str:
+    """``login`` (the ``comment-author`` input) if it is a GitHub login, else UsageError."""
+    if not _LOGIN.match(login):
+        raise UsageError(
+            f"comment author '{login}' is not a GitHub login",
+            hint="name the account the token writes as: an app's 'NAME[bot]' or a PAT's user login; "
+            f"leave it empty for the workflow's token ({DEFAULT_COMMENT_AUTHOR})",
+        )
+    return login
+
+
+def _comment_author(value: str | None, env: Mapping[str, str]) -> str:
+    text = (value if value is not None else env.get("KBENCH_COMMENT_AUTHOR", "")).strip()
+    return validate_comment_author(text) if text else DEFAULT_COMMENT_AUTHOR
 
 
 # -- body size ----------------------------------------------------------------------------------
@@ -490,6 +517,19 @@ class _Target:
     number: int
     #: for a workflow_run event: the head sha the benchmark ran on, to check the PR against
     expected_head_sha: str | None
+    #: where that sha comes from, when a mismatch is an error (``--report DIR --pr N`` in a
+    #: workflow_run event: a report of another commit) rather than a newer push (skipped)
+    refuse_mismatch: str | None = None
+
+
+def _recorded_head_sha(directory: Path) -> str | None:
+    """The head commit that the compare report in ``directory`` measured (its results.json's
+    ``head.sha``); None when it records none, or measured a dirty working tree (no commit's)."""
+    head = _results_data(directory / RESULTS_FILE).get("head")
+    if not isinstance(head, dict) or str(head.get("description") or "").startswith("working tree (dirty)"):
+        return None
+    sha = head.get("sha")
+    return sha if isinstance(sha, str) and _SHA.match(sha) else None
 
 
 def _resolve_pr(
@@ -512,6 +552,21 @@ def _resolve_pr(
             "compare with the pull request's head, and the artifact was made by the pull request's own code",
             hint="run it in an 'on: workflow_run' workflow, or pass --skip-head-check if you have checked that "
             f"the artifact is of pull request {pr_number}'s head (docs/action.md#pull-requests-from-forks)",
+        )
+    if pr_number is not None and (isinstance(workflow_run, dict) or env.get("GITHUB_EVENT_NAME") == "workflow_run"):
+        # A workflow_run job posts a report some other run made: it belongs on PR N only if it is
+        # of PR N's head commit, the same check as --from-artifact's.
+        recorded = _recorded_head_sha(directory)
+        if recorded is not None:
+            return _Target(pr_number, recorded, refuse_mismatch=f"{RESULTS_FILE} in {directory}")
+        if skip_head_check:
+            return _Target(pr_number, None)
+        raise UsageError(
+            f"--pr {pr_number} in a workflow_run event cannot be checked: {RESULTS_FILE} in {directory} records no "
+            "clean head commit to compare with the pull request's head",
+            hint="post the folder of a 'kbench-ci compare' run (its results.json records the head), use "
+            f"--from-artifact for a benchmark run's artifact, or pass --skip-head-check if you have checked that "
+            f"the report is of pull request {pr_number}'s head",
         )
     if pr_number is not None:
         return _Target(pr_number, None)
@@ -610,6 +665,7 @@ def run_comment(
     client: GitHubClient | None = None,
     pages_url: str | None = None,
     skip_head_check: bool = False,
+    comment_author: str | None = None,
 ) -> CommentOutcome:
     """Create or update this suite's comment on a pull request with ``benchmark.md``.
 
@@ -618,11 +674,13 @@ def run_comment(
     :data:`os.environ`): GITHUB_REPOSITORY, GITHUB_TOKEN, GITHUB_API_URL, and the PR number from
     the GITHUB_EVENT_PATH payload. A 403 is an outcome (``forbidden``), not an exception.
     ``pages_url`` (default: KBENCH_PAGES_URL): where the history site is served; each ``slower``
-    case then links to its trend there.
+    case then links to its trend there. ``comment_author`` (default: KBENCH_COMMENT_AUTHOR, else
+    ``github-actions[bot]``): the login the token writes as; only its comments are edited.
     """
     env = os.environ if env is None else env
     comment_mode = parse_mode(mode)
     validate_marker_id(marker_id)
+    author = _comment_author(comment_author, env)
     if comment_mode == "never":
         return CommentOutcome("skipped", None, "comment mode is 'never'")
 
@@ -640,7 +698,7 @@ def run_comment(
         client = GitHubClient(secret, api_url=api_url or env.get("GITHUB_API_URL") or DEFAULT_API_URL)
 
     try:
-        return _post(client, repo, target, comment_mode, gate, body, truncated, marker_id)
+        return _post(client, repo, target, comment_mode, gate, body, truncated, marker_id, author)
     except GitHubRateLimited as exc:
         return CommentOutcome(
             "rate-limited", None,
@@ -662,12 +720,19 @@ def _post(
     body: str,
     truncated: bool,
     marker_id: str,
+    author: str,
 ) -> CommentOutcome:
     where = f"{repo}#{target.number}"
     if target.expected_head_sha is not None:
         # pr-number.txt came from an artifact that the pull request's own code could write:
         # only believe it if that pull request's head is the commit that was benchmarked.
         pull = client.get_pull_request(repo, target.number)
+        if pull.head_sha != target.expected_head_sha and target.refuse_mismatch is not None:
+            raise UsageError(
+                f"refusing to comment on {where}: the report is of {target.expected_head_sha[:12]} (the head in "
+                f"{target.refuse_mismatch}), but the pull request's head is {pull.head_sha[:12]}",
+                hint="post a report of the pull request's head commit",
+            )
         if pull.head_sha != target.expected_head_sha:
             return CommentOutcome(
                 "skipped",
@@ -677,9 +742,19 @@ def _post(
                 "names another pull request)",
                 truncated,
             )
-    existing: IssueComment | None = client.find_issue_comment(
-        repo, target.number, lambda c: has_marker(c.body, marker_id)
-    )
+
+    def ours(comment: IssueComment) -> bool:
+        # Anyone can write the marker: a comment is kbench-ci's only when its own identity wrote it.
+        trusted = {author.lower()} | client.posted_authors
+        return has_marker(comment.body, marker_id) and comment.author.lower() in trusted
+
+    existing: IssueComment | None = None
+    foreign: set[str] = set()
+    for comment in client.iter_issue_comments(repo, target.number):
+        if ours(comment):
+            existing = existing or comment
+        elif has_marker(comment.body, marker_id):
+            foreign.add(comment.author if _LOGIN.match(comment.author) else "an unnamed account")
     decision = decide(mode, gate, existing=existing is not None)
     if not decision.post:
         return CommentOutcome("skipped", None, f"no comment on {where}: {decision.reason}", truncated)
@@ -687,9 +762,16 @@ def _post(
         updated = client.update_issue_comment(repo, existing.id, body)
         url = updated.html_url or existing.html_url
         return CommentOutcome("updated", url, f"updated the kbench-ci comment on {where}: {url}", truncated)
-    created = client.create_issue_comment_once(repo, target.number, body, lambda c: has_marker(c.body, marker_id))
+    created = client.create_issue_comment_once(repo, target.number, body, ours)
+    note = ""
+    if foreign:
+        # Said so that a token of another identity is noticed: every run would add a comment.
+        note = (
+            f" (a comment with kbench-ci's marker by {', '.join(sorted(foreign))} was left alone: only "
+            f"{author}'s are kbench-ci's; if the token writes as another account, name it in comment-author)"
+        )
     return CommentOutcome(
-        "created", created.html_url, f"created a kbench-ci comment on {where}: {created.html_url}", truncated
+        "created", created.html_url, f"created a kbench-ci comment on {where}: {created.html_url}{note}", truncated
     )
 
 

@@ -56,6 +56,14 @@ class FakeGitHub:
     post_fail_times: int = 0
     #: put the caller's token into the html_url of comments it returns (a careless proxy)
     echo_token_in_url: bool = False
+    #: the account a POSTed comment is written as (the token's identity: an app, a PAT's user)
+    post_login: str = "github-actions[bot]"
+    #: answer 403 to a PATCH of a comment another account wrote
+    forbid_foreign_edits: bool = False
+    #: answer each distinct request (method, path and query) with the rate limit above this many
+    #: times before serving it
+    rate_limit_each_times: int = 0
+    _limited: dict[tuple[str, str], int] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     _next_id: int = 1000
@@ -142,8 +150,13 @@ class FakeGitHub:
         )
         token = (handler.headers.get("Authorization") or "").removeprefix("Bearer ")
 
-        if self.rate_limited_times > 0:
-            self.rate_limited_times -= 1
+        key = (method, handler.path)
+        limited_each = self._limited.get(key, 0) < self.rate_limit_each_times
+        if limited_each:
+            self._limited[key] = self._limited.get(key, 0) + 1
+        if self.rate_limited_times > 0 or limited_each:
+            if not limited_each:
+                self.rate_limited_times -= 1
             return self._send(handler, self.rate_limit_status, {"message": self.rate_limit_message},
                               self.rate_limit_headers)
         if method == "POST" and self.post_fail_status is not None and self.post_fail_times > 0:
@@ -166,7 +179,8 @@ class FakeGitHub:
             return self._list(handler, int(m.group(3)), parts.path, parts.query)
         if (m := _LIST.match(path)) and method == "POST":
             number = int(m.group(3))
-            comment_id = self.add_comment(number, body["body"], login="github-actions[bot]", bot=True)
+            comment_id = self.add_comment(number, body["body"], login=self.post_login,
+                                          bot=self.post_login.endswith("[bot]"))
             if self.create_then_fail_times > 0:
                 self.create_then_fail_times -= 1
                 return self._send(handler, 502, {"message": "Server Error"})
@@ -177,6 +191,8 @@ class FakeGitHub:
             comment = self.comments.get(int(m.group(3)))
             if comment is None:
                 return self._send(handler, 404, {"message": "Not Found"})
+            if self.forbid_foreign_edits and comment["user"]["login"] != self.post_login:
+                return self._send(handler, 403, {"message": "Resource not accessible by integration"})
             comment["body"] = body["body"]
             return self._send(handler, 200, self._public(comment))
         if (m := _PULL.match(path)) and method == "GET":

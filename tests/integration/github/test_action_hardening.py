@@ -200,7 +200,7 @@ def test_comment_step_under_a_lasting_rate_limit_is_a_warning(tmp_path: Path, ru
     for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     github = FakeGitHub(rate_limited_times=100, rate_limit_status=429,
-                        rate_limit_headers={"Retry-After": "600"}).start()
+                        rate_limit_headers={"Retry-After": "3600"}).start()
     try:
         report = fake_report(tmp_path / "report", slower=1)
         env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_PR_NUMBER": "7",

@@ -83,12 +83,14 @@ def test_primary_rate_limit_waits_until_the_reset(tmp_path: Path, github: FakeGi
     assert clock.slept == [21.0]  # until the reset, and a second more
 
 
-def test_rate_limits_are_waited_for_at_most_a_minute_in_all(tmp_path: Path, github: FakeGitHub) -> None:
-    github.rate_limited_times, github.rate_limit_headers = 5, {"Retry-After": "40"}
+def test_rate_limits_are_waited_for_at_most_15_minutes_in_all(tmp_path: Path, github: FakeGitHub) -> None:
+    github.rate_limited_times, github.rate_limit_headers = 5, {"Retry-After": "400"}
     clock = Clock()
     outcome = _post(_report(tmp_path / "r"), github, clock)
     assert outcome.action == "rate-limited"
-    assert clock.slept == [40.0]  # a second 40 s wait would pass 60 s
+    assert clock.slept == [400.0]  # the doubled wait, 800 s, would pass 900 s
+    assert "waiting 800 s would pass the 900 s kbench-ci waits" in outcome.reason
+    assert "kbench-ci waited 400 s for rate limits in this run" in outcome.reason
     assert "rate limited" in outcome.reason and "the gate's verdict stands" in outcome.reason
     assert "fork" not in outcome.reason
     assert github.comments_on(PR) == []
