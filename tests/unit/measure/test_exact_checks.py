@@ -1,0 +1,104 @@
+"""Checks that let a wrong kernel pass (issue 36): copies keep setup()'s layout. Cases run in
+this process on the CPU, as a worker runs them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kbench_ci.measure.child import run_case
+from kbench_ci.measure.inputs import InputSet, poison_, still_poisoned
+from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
+from kbench_ci.results.model import MeasureSettings, VariantResult
+
+AFFINE_REF = '''
+def reference(x, y, **_):
+    return 2 * x + 1
+'''
+
+
+def _settings() -> MeasureSettings:
+    return MeasureSettings(device="cpu", seed=42, correctness_trials=3, timing_method="host_time", num_warmup=1,
+                           trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)
+
+
+def _run(tmp_path: Path, kernel: str, ref: str, n: int, *, sides: int = 1) -> list[VariantResult]:
+    """One case of ``kernel`` against ``ref`` (two identical sides: a compare's base and head)."""
+    (tmp_path / "ref.py").write_text(ref)
+    specs = []
+    for label in ("base", "head")[:sides] if sides == 2 else ("solution",):
+        folder = tmp_path / label
+        folder.mkdir()
+        (folder / "kernel.py").write_text(kernel)
+        specs.append(SideSpec(label=label, solution=str(folder / "kernel.py"), ref=str(tmp_path / "ref.py"),
+                              implementation="pytorch"))
+    job = CaseJob(case_id=f"k[N={n}]", dims={"N": n}, sides=tuple(specs), baselines=(), settings=_settings())
+    events: list[WorkerEvent] = []
+    run_case(job, events.append)
+    return [event.result for event in events if isinstance(event, VariantDone)]
+
+
+# -- 1. non-contiguous outputs keep their layout -------------------------------------------------
+
+STRIDED_SETUP = '''
+import torch
+
+def setup(N, **_):
+    # every other element of a buffer, one element in: stride (2,), storage offset 1
+    return {"inputs": {"x": torch.randn(N), "y": torch.empty(2 * N + 1)[1::2]}, "outputs": ["y"]}
+'''
+
+WRITES_THROUGH_STRIDES = STRIDED_SETUP + '''
+def run_kernel(x, y, **_):
+    torch.mul(x, 2, out=y)
+    y.add_(1)
+'''
+
+# What a kernel that ignores strides does (a Triton kernel indexing y_ptr + offsets): it writes
+# a contiguous block from the output's first element, never the strided elements.
+WRITES_CONTIGUOUS_BLOCK = STRIDED_SETUP + '''
+def run_kernel(x, y, **_):
+    torch.as_strided(y, y.shape, (1,)).copy_(2 * x + 1)
+'''
+
+
+def test_fresh_copies_keep_setups_sizes_strides_and_storage_offset() -> None:
+    base = torch.arange(21, dtype=torch.float32)
+    inputs = InputSet({"x": base[1::2], "m": torch.randn(4, 6).t(), "n": 3}, ("x",), 0)
+    copy = inputs.fresh_copy()
+    for name in ("x", "m"):
+        original, copied = inputs.kwargs[name], copy[name]
+        assert (copied.shape, copied.stride(), copied.storage_offset()) == (
+            original.shape, original.stride(), original.storage_offset())
+        assert torch.equal(copied, original)
+        assert copied.untyped_storage().data_ptr() != original.untyped_storage().data_ptr()  # a copy, not a view
+    copy["x"].fill_(-1)
+    assert torch.equal(base, torch.arange(21, dtype=torch.float32))
+    assert copy["n"] == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.float8_e4m3fn, torch.bool])
+def test_strided_integer_outputs_are_poisoned_through_their_strides(dtype: torch.dtype) -> None:
+    storage = torch.zeros(17, dtype=dtype)
+    output = storage[1::2]
+    poison_(output)
+    assert still_poisoned(output)
+    assert (storage.view(torch.uint8).reshape(17, -1)[0::2] == 0).all()  # the gaps are not the output's
+    output[3] = 1
+    assert not still_poisoned(output)
+
+
+def test_a_kernel_that_writes_a_contiguous_block_instead_of_the_strided_output_fails(tmp_path: Path) -> None:
+    (result,) = _run(tmp_path, WRITES_CONTIGUOUS_BLOCK, AFFINE_REF, 64)
+    assert result.status == "incorrect"
+    assert result.correctness is not None and not result.correctness.passed
+    assert result.message is not None and "output 'y'" in result.message
+    assert result.rounds_ms == ()  # never timed
+
+
+def test_an_honest_kernel_writing_through_strides_passes(tmp_path: Path) -> None:
+    (result,) = _run(tmp_path, WRITES_THROUGH_STRIDES, AFFINE_REF, 64)
+    assert result.status == "ok", result.message
+    assert result.post_timing_check is True and result.rounds_ms
