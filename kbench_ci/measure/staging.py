@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.measure.correctness import close_elements
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
 from kbench_ci.results.model import Tolerance
 
@@ -307,18 +308,10 @@ class OutputCheck:
 
 
 def mismatches(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> torch.Tensor:
-    """How many elements of ``actual`` are outside ``|a - e| <= atol + rtol * |e|`` (NaN never
-    passes), as a 0-d int64 tensor on the device: no synchronisation."""
-    if expected.is_floating_point():
-        a = actual.detach()
-        e = expected
-        if a.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            a, e = a.float(), e.float()
-        close = torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol)
-        return (~close).sum()
-    if expected.is_complex():
-        return (~torch.isclose(actual, expected, rtol=tolerance.rtol, atol=tolerance.atol)).sum()
-    return torch.ne(actual, expected).sum()
+    """How many elements of ``actual`` fail the comparison of the correctness trials
+    (:func:`~kbench_ci.measure.correctness.close_elements`), as a 0-d int64 tensor on the
+    device: no synchronisation."""
+    return (~close_elements(actual.detach(), expected, tolerance)).sum()
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
-"""Checks that let a wrong kernel pass (issue 36): copies keep setup()'s layout. Cases run in
-this process on the CPU, as a worker runs them."""
+"""Checks that let a wrong kernel pass (issue 36): copies keep setup()'s layout, and integer
+outputs compare exactly in every check. Cases run in this process on the CPU, as a worker runs
+them."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import pytest
 import torch
 
 from kbench_ci.measure.child import run_case
+from kbench_ci.measure.correctness import close_elements, compare_output
 from kbench_ci.measure.inputs import InputSet, poison_, still_poisoned
 from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
-from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.measure.staging import mismatches
+from kbench_ci.results.model import MeasureSettings, Tolerance, VariantResult
+
+EXACT = Tolerance(0.0, 0.0, "exact (integer)")
 
 AFFINE_REF = '''
 def reference(x, y, **_):
@@ -102,3 +107,66 @@ def test_an_honest_kernel_writing_through_strides_passes(tmp_path: Path) -> None
     (result,) = _run(tmp_path, WRITES_THROUGH_STRIDES, AFFINE_REF, 64)
     assert result.status == "ok", result.message
     assert result.post_timing_check is True and result.rounds_ms
+
+
+# -- 2. integer outputs compare exactly ----------------------------------------------------------
+
+NEAR_2_61 = 2**61
+
+
+def test_int64_values_near_2_61_off_by_one_are_all_reported_wrong() -> None:
+    expected = NEAR_2_61 + torch.arange(1024, dtype=torch.int64)
+    check = compare_output("y", expected + 1, expected, EXACT)
+    assert not check.passed
+    assert check.mismatched == 1024 and check.numel == 1024
+    assert check.max_abs_error == 1.0
+    assert check.first_mismatch == (0, NEAR_2_61 + 1, NEAR_2_61)
+    assert int(mismatches(expected + 1, expected, EXACT)) == 1024  # the timed calls' check agrees
+
+
+def test_an_integer_tolerance_is_applied_to_the_exact_difference() -> None:
+    expected = NEAR_2_61 + torch.arange(8, dtype=torch.int64)
+    loose = Tolerance(1.0, 0.0, "cli")
+    assert close_elements(expected + 1, expected, loose).all()
+    assert not close_elements(expected + 2, expected, loose).any()
+    # a difference that overflows int64 is beyond any tolerance, not wrapped into range
+    extremes = torch.tensor([-(2**63)], dtype=torch.int64)
+    assert not close_elements(extremes, torch.tensor([2**63 - 1]), Tolerance(1e30, 0.0, "cli")).any()
+    assert compare_output("y", extremes, torch.tensor([2**63 - 1]), loose).max_abs_error >= 2.0**63
+    # unsigned 64-bit: exact too
+    big = torch.tensor([2**64 - 2], dtype=torch.uint64)
+    assert close_elements(big, big, EXACT).all()
+    assert not close_elements(torch.tensor([2**64 - 1], dtype=torch.uint64), big, EXACT).any()
+    assert close_elements(torch.tensor([2**64 - 1], dtype=torch.uint64), big, loose).all()
+
+
+def test_bool_outputs_compare_exactly() -> None:
+    want = torch.tensor([True, False, True, False])
+    check = compare_output("m", torch.tensor([True, True, True, False]), want, EXACT)
+    assert (check.mismatched, check.first_mismatch) == (1, (1, 1, 0))
+
+
+INT_REF = '''
+def reference(x, y, **_):
+    return x + 1
+'''
+
+INT_OFF_BY_ONE = '''
+import torch
+
+def setup(N, seed, **_):
+    generator = torch.Generator().manual_seed(seed)
+    x = 2**61 + torch.randint(0, 2**40, (N,), generator=generator, dtype=torch.int64)
+    return {"inputs": {"x": x, "y": torch.empty(N, dtype=torch.int64)}, "outputs": ["y"]}
+
+def run_kernel(x, y, **_):
+    torch.add(x, 2, out=y)  # off by one
+'''
+
+
+def test_an_int64_kernel_off_by_one_near_2_61_fails_in_the_correctness_trials(tmp_path: Path) -> None:
+    (result,) = _run(tmp_path, INT_OFF_BY_ONE, INT_REF, 16)
+    assert result.status == "incorrect"
+    assert result.correctness is not None and not result.correctness.passed
+    assert result.message is not None and "16 of 16 elements" in result.message and "max abs error 1 " in result.message
+    assert result.rounds_ms == ()  # caught before timing, not by it
