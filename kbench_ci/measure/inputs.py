@@ -1,7 +1,8 @@
 """Seeded inputs, output poisoning and input snapshots.
 
 Outputs are poisoned (NaN for floating point, a sentinel bit pattern for integers) before every
-correctness call, so an element the kernel never writes can not pass by luck. Inputs are snapshot
+correctness call, so an element the kernel never writes can not pass by luck; an output the
+kernel also reads (``inplace`` in setup()) keeps its contents instead. Inputs are snapshot
 before the call, so a kernel that scribbles over its inputs is caught. Every copy keeps the
 layout setup() gave (sizes, strides, storage offset): a kernel that ignores strides must meet
 them.
@@ -35,6 +36,13 @@ class InputSet:
     kwargs: Mapping[str, Any]
     output_names: tuple[str, ...]
     seed: int
+    #: outputs the kernel also reads (updated in place): staged like inputs, never poisoned
+    inplace_names: tuple[str, ...] = ()
+
+    @property
+    def poisoned_names(self) -> tuple[str, ...]:
+        """The outputs poisoned before a call: those the kernel only writes."""
+        return tuple(name for name in self.output_names if name not in self.inplace_names)
 
     def fresh_copy(self) -> dict[str, Any]:
         """A deep copy of the kwargs: every tensor copied with its layout, scalars as they are."""
@@ -82,7 +90,9 @@ def same_inputs(first: InputSet, second: InputSet) -> bool:
     Then both sides of a comparison can be timed on the very same tensors: whatever the memory
     placement of a buffer does to a kernel's speed, it does to both sides alike.
     """
-    if first.output_names != second.output_names or list(first.kwargs) != list(second.kwargs):
+    if (first.output_names, first.inplace_names) != (second.output_names, second.inplace_names) or list(
+        first.kwargs
+    ) != list(second.kwargs):
         return False
     for name, value in first.kwargs.items():
         other = second.kwargs[name]
@@ -92,7 +102,9 @@ def same_inputs(first: InputSet, second: InputSet) -> bool:
             layout = (value.dtype, value.shape, value.device, value.stride(), value.storage_offset())
             if layout != (other.dtype, other.shape, other.device, other.stride(), other.storage_offset()):
                 return False
-            if name not in first.output_names and not torch.equal(value, other):
+            if name in first.poisoned_names:
+                continue  # every call overwrites it: its contents do not matter
+            if not torch.equal(value, other):
                 return False
         elif type(value) is not type(other) or value != other:
             return False
@@ -134,6 +146,7 @@ def _element_bytes(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def poison_outputs_(kwargs: Mapping[str, Any], output_names: tuple[str, ...]) -> None:
+    """Poison the named outputs: pass :attr:`InputSet.poisoned_names`, never an in-place one."""
     for name in output_names:
         value = kwargs.get(name)
         if isinstance(value, torch.Tensor):

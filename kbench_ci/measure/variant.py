@@ -69,9 +69,10 @@ def expected_outputs(variant: Variant, inputs: InputSet, device: torch.device) -
     """The eager reference's outputs on a private copy of the inputs.
 
     The outputs are poisoned first, as before a solution's call: an output the reference
-    neither returns nor writes is the reference's fault (exit 2), not the solution's."""
+    neither returns nor writes is the reference's fault (exit 2), not the solution's. An
+    in-place output keeps its contents: the reference computes from them."""
     kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.output_names)
+    poison_outputs_(kwargs, inputs.poisoned_names)
     result = variant.problem.reference(**accepted_kwargs(variant.problem.reference, kwargs))
     what = f"{variant.problem.path.name} reference()"
     outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
@@ -98,19 +99,20 @@ def snapshot(outputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def call_on_poisoned_outputs(
-    variant: Variant, kwargs: dict[str, Any], output_names: tuple[str, ...], device: torch.device
+    variant: Variant, kwargs: dict[str, Any], inputs: InputSet, device: torch.device
 ) -> dict[str, Any]:
-    """Poison the outputs, call once, and snapshot what the call produced on the current stream.
+    """Poison the outputs (all but the in-place ones, whose contents ``kwargs`` must hold as
+    ``inputs`` does), call once, and snapshot what the call produced on the current stream.
 
     Only the current stream is waited for before the snapshot: work a kernel left running on
     another stream is not finished yet and shows up as poisoned output.
     """
-    poison_outputs_(kwargs, output_names)
+    poison_outputs_(kwargs, inputs.poisoned_names)
     sync(device)
     returned = variant.kernel.call(kwargs)
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
-    outputs = variant.kernel.collect(returned, kwargs, output_names)
+    outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
     copies = snapshot(outputs)
     sync(device)  # the whole device: a side stream's late writes must not reach the next call
     return copies

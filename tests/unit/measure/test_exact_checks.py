@@ -1,6 +1,6 @@
-"""Checks that let a wrong kernel pass (issue 36): copies keep setup()'s layout, and integer
-outputs compare exactly in every check. Cases run in this process on the CPU, as a worker runs
-them."""
+"""Checks that let a wrong kernel pass (issue 36, items 1-3): copies keep setup()'s layout,
+integer outputs compare exactly in every check, and outputs updated in place are staged like
+inputs, not poisoned. Cases run in this process on the CPU, as a worker runs them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from kbench_ci.errors import UserFileError
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.correctness import close_elements, compare_output
-from kbench_ci.measure.inputs import InputSet, poison_, still_poisoned
+from kbench_ci.measure.impls.python_solution import inputs_from_setup
+from kbench_ci.measure.inputs import InputSet, poison_, same_inputs, still_poisoned
 from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
-from kbench_ci.measure.staging import mismatches
+from kbench_ci.measure.staging import TimedSet, mismatches
 from kbench_ci.results.model import MeasureSettings, Tolerance, VariantResult
 
+CPU = torch.device("cpu")
 EXACT = Tolerance(0.0, 0.0, "exact (integer)")
 
 AFFINE_REF = '''
@@ -170,3 +173,106 @@ def test_an_int64_kernel_off_by_one_near_2_61_fails_in_the_correctness_trials(tm
     assert result.correctness is not None and not result.correctness.passed
     assert result.message is not None and "16 of 16 elements" in result.message and "max abs error 1 " in result.message
     assert result.rounds_ms == ()  # caught before timing, not by it
+
+
+# -- 3. outputs updated in place -----------------------------------------------------------------
+
+INPLACE_REF = '''
+def reference(x, y, **_):
+    x.add_(y)  # accumulates into x
+'''
+
+INPLACE_SETUP = '''
+import torch
+
+def setup(N, **_):
+    return {"inputs": {"x": torch.randn(N), "y": torch.randn(N)}, "outputs": ["x"], "inplace": ["x"]}
+'''
+
+INPLACE_HONEST = INPLACE_SETUP + '''
+def run_kernel(x, y, **_):
+    x += y
+'''
+
+INPLACE_IGNORES_CONTENTS = INPLACE_SETUP + '''
+def run_kernel(x, y, **_):
+    x.copy_(y)  # as if x started at zero: never reads it
+'''
+
+
+def test_an_honest_in_place_kernel_passes(tmp_path: Path) -> None:
+    (result,) = _run(tmp_path, INPLACE_HONEST, INPLACE_REF, 64)
+    assert result.status == "ok", result.message
+    assert result.correctness is not None and result.correctness.passed
+    assert result.post_timing_check is True and result.rounds_ms
+    assert result.fresh_inputs is not None and "versions of the inputs" in result.fresh_inputs
+
+
+def test_an_in_place_kernel_that_ignores_the_outputs_contents_fails(tmp_path: Path) -> None:
+    (result,) = _run(tmp_path, INPLACE_IGNORES_CONTENTS, INPLACE_REF, 64)
+    assert result.status == "incorrect"
+    assert result.message is not None and "output 'x'" in result.message
+    check = result.correctness.trials[0].outputs[0] if result.correctness else None
+    assert check is not None and 0 < check.max_abs_error < float("inf")  # its own error, not poison's
+
+
+def test_in_place_sides_sharing_one_set_of_timed_tensors_both_pass_the_post_timing_check(tmp_path: Path) -> None:
+    """Base and head with the same setup are timed on one set of tensors: the head's re-check
+    must get the original contents, not those the base's re-check left in place."""
+    results = _run(tmp_path, INPLACE_HONEST, INPLACE_REF, 64, sides=2)
+    assert [(r.status, r.post_timing_check) for r in results] == [("ok", True), ("ok", True)], [r.message for r in results]
+
+
+def test_in_place_outputs_are_staged_like_inputs_and_never_poisoned() -> None:
+    def make(seed: int) -> InputSet:
+        generator = torch.Generator().manual_seed(seed)
+        return InputSet({"x": torch.randn(16, generator=generator), "y": torch.randn(16, generator=generator),
+                         "z": torch.empty(16)}, ("x", "z"), seed, inplace_names=("x",))
+
+    def reference(inputs: InputSet) -> dict[str, torch.Tensor]:
+        return {"x": inputs.kwargs["x"] + inputs.kwargs["y"], "z": inputs.kwargs["y"] * 2}
+
+    inputs = make(42)
+    assert inputs.poisoned_names == ("z",)
+    timed = TimedSet.prepare(inputs, inputs.fresh_copy(), make, reference, CPU)
+    assert timed.varied
+    for version in timed.versions:
+        timed.stage(version)
+        assert torch.equal(timed.kwargs["x"], version.contents["x"])  # the pre-call contents, staged
+        assert torch.equal(version.expected["x"], version.contents["x"] + version.contents["y"])
+        assert still_poisoned(timed.kwargs["z"])  # the output it only writes is poisoned
+
+
+@pytest.mark.parametrize(
+    ("inplace", "message"),
+    [
+        ("x", "'inplace' must be a list of output names, got 'x'"),
+        (["y"], "'inplace' names 'y', which is not in 'outputs' ['x']"),
+    ],
+)
+def test_a_bad_inplace_list_is_named(inplace: object, message: str) -> None:
+    def setup(N: int) -> dict[str, object]:
+        return {"inputs": {"x": torch.zeros(N), "y": torch.zeros(N)}, "outputs": ["x"], "inplace": inplace}
+
+    with pytest.raises(UserFileError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        inputs_from_setup(setup, {"N": 4}, seed=0, device=CPU, where="kernel.py setup()")
+
+
+def test_setup_declares_in_place_outputs() -> None:
+    def setup(N: int) -> dict[str, object]:
+        return {"inputs": {"x": torch.zeros(N)}, "outputs": ["x"], "inplace": ["x"]}
+
+    inputs = inputs_from_setup(setup, {"N": 4}, seed=0, device=CPU, where="kernel.py setup()")
+    assert (inputs.output_names, inputs.inplace_names, inputs.poisoned_names) == (("x",), ("x",), ())
+
+
+def test_sides_share_timed_tensors_only_when_in_place_contents_and_layouts_agree() -> None:
+    def made(fill: float, *, offset: int = 0, inplace: tuple[str, ...] = ("x",)) -> InputSet:
+        x = torch.full((9,), fill)[offset:offset + 8]
+        return InputSet({"x": x, "y": torch.ones(8)}, ("x",), 0, inplace_names=inplace)
+
+    assert same_inputs(made(1.0), made(1.0))
+    assert not same_inputs(made(1.0), made(2.0))  # an in-place output's contents are an input
+    assert same_inputs(made(1.0, inplace=()), made(2.0, inplace=()))  # a write-only output's are not
+    assert not same_inputs(made(1.0), made(1.0, inplace=()))
+    assert not same_inputs(made(1.0), made(1.0, offset=1))  # another storage offset: another layout
