@@ -279,7 +279,7 @@ def _version(maker: Maker, problem: Problem, device: torch.device) -> _Version:
 def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[str, Any]:
     """The trusted reference's outputs on a private copy: they never leave the judge."""
     kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.output_names)
+    poison_outputs_(kwargs, inputs.poisoned_names)
     what = f"{problem.path.name} reference()"
     try:
         result = problem.reference(**accepted_kwargs(problem.reference, kwargs))
@@ -298,9 +298,9 @@ def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[
 
 
 def _stage(arena: Arena, inputs: InputSet) -> None:
-    """The version's contents into the lent inputs; every lent output poisoned."""
+    """The version's contents into the lent inputs and in-place outputs; every other output poisoned."""
     for name, view in arena.views.items():
-        if name in inputs.output_names:
+        if name in inputs.poisoned_names:
             poison_(view)
         else:
             view.copy_(inputs.kwargs[name])

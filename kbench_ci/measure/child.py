@@ -330,7 +330,7 @@ def _check_once(
     """The trial's check, and the outputs it checked (None when the call raised)."""
     kwargs = inputs.fresh_copy()
     try:
-        snapshot = call_on_poisoned_outputs(variant, kwargs, inputs.output_names, device)
+        snapshot = call_on_poisoned_outputs(variant, kwargs, inputs, device)
     except Exception as exc:
         raise_if_context_lost(exc, device)
         return TrialCheck(seed=inputs.seed, outputs=(), error=f"raised {describe_error(exc)}"), None

@@ -2,6 +2,10 @@
 
 Rule: an element passes when ``|actual - expected| <= atol + rtol * |expected|`` or both are the
 same infinity. NaN never passes, on either side. Shape and dtype must match the reference's.
+:func:`close_elements` applies it, for every check (the correctness trials, the re-check after
+timing and each timed call's check), so no check can pass what another fails. Integers and bools
+are compared as integers, never through float64: float64 holds 53 bits, and two int64 values near
+2^61 that differ by one round to the same double.
 """
 
 from __future__ import annotations
@@ -104,22 +108,18 @@ def compare_output(
     if numel == 0:
         return OutputCheck(name, True, None, 0.0, 0.0, 0, 0, tolerance.atol, tolerance.rtol, tolerance.source)
 
-    a = _as_float64(actual)
-    e = _as_float64(expected).to(a.device)
-    same = a == e  # covers equal infinities, whose difference would be NaN
-    diff = (a - e).abs()
-    bound = tolerance.atol + tolerance.rtol * e.abs()
-    ok = same | (diff <= bound)  # NaN on either side fails both tests
+    actual = actual.detach()
+    expected = expected.detach().to(actual.device)
+    ok = close_elements(actual, expected, tolerance)
     mismatched = int((~ok).sum().item())
-    finite_diff = torch.where(same, torch.zeros_like(diff), diff)
-    finite_diff = torch.nan_to_num(finite_diff, nan=float("inf"))
-    max_abs = float(finite_diff.max().item())
-    rel = finite_diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    diff, magnitude = _abs_errors(actual, expected)
+    max_abs = float(diff.max().item())
+    rel = diff / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
     max_rel = float(rel.max().item())
     first = None
     if mismatched:
         index = int((~ok).reshape(-1).nonzero()[0].item())
-        first = (index, float(a.reshape(-1)[index].item()), float(e.reshape(-1)[index].item()))
+        first = (index, _value_at(actual, index), _value_at(expected, index))
     return OutputCheck(
         name, mismatched == 0, None, max_abs, max_rel, mismatched, numel,
         tolerance.atol, tolerance.rtol, tolerance.source, first,
@@ -137,8 +137,74 @@ def compare_outputs(
     return tuple(checks)
 
 
-def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.detach().to(torch.float64)
+def close_elements(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> torch.Tensor:
+    """Which elements of ``actual`` pass against ``expected`` (same shape and device), as a bool
+    tensor, without a synchronisation. The one rule of every check (module doc)."""
+    if _is_exact(expected.dtype):
+        if tolerance.atol == 0 and tolerance.rtol == 0:
+            return torch.eq(actual, expected)
+        difference, overflowed = _integer_difference(actual, expected)
+        # |difference| <= 2^63 - 1 here; beyond 2^53 its double rounds, but only for tolerances
+        # the user set that large on purpose (integers are exact by default).
+        bound = tolerance.atol + tolerance.rtol * _integer_magnitude(expected)
+        return ~overflowed & (_magnitude_of(difference) <= bound)
+    wide = torch.complex128 if expected.is_complex() else torch.float64
+    a, e = actual.to(wide), expected.to(wide)
+    same = a == e  # covers equal infinities, whose difference would be NaN
+    return same | ((a - e).abs() <= tolerance.atol + tolerance.rtol * e.abs())  # NaN fails both
+
+
+def _value_at(tensor: torch.Tensor, index: int) -> float | int:
+    """Element ``index`` (flat) for the report: integers exact, complex numbers by magnitude."""
+    value = tensor.reshape(-1)[index].item()
+    if isinstance(value, complex):
+        return abs(value)
+    return int(value) if isinstance(value, (bool, int)) else float(value)
+
+
+def _is_exact(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def _integer_difference(actual: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``actual - expected`` exactly, as int64, and where it does not fit int64 (then it is at
+    least 2^63 in size: beyond any tolerance)."""
+    if actual.dtype == torch.uint64:
+        # Flipping the top bit maps unsigned order onto signed order; differences are unchanged.
+        top = torch.tensor(-(2**63), dtype=torch.int64, device=actual.device)
+        a, e = actual.view(torch.int64) ^ top, expected.view(torch.int64) ^ top
+    else:
+        a, e = actual.to(torch.int64), expected.to(torch.int64)
+    difference = a - e  # wraps on overflow: exactly when the signs of a and e differ and the result's is not a's
+    overflowed = ((a < 0) != (e < 0)) & ((difference < 0) != (a < 0))
+    return difference, overflowed
+
+
+def _magnitude_of(difference: torch.Tensor) -> torch.Tensor:
+    """``|difference|`` as float64; the abs of int64's -2^63 wraps to itself, the double's does not."""
+    return difference.to(torch.float64).abs()
+
+
+def _integer_magnitude(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.dtype == torch.uint64:
+        # Exact to 53 bits, like any double: only a tolerance's bound is computed from it.
+        return tensor.view(torch.int64).to(torch.float64) % 2.0**64
+    return tensor.to(torch.int64).to(torch.float64).abs()
+
+
+def _abs_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per element ``|actual - expected|`` (0 where they are equal, equal infinities included;
+    inf where either is NaN) and ``|expected|``, as float64 for the report's figures. Integers'
+    differences are taken exactly before they become doubles."""
+    if _is_exact(expected.dtype):
+        difference, overflowed = _integer_difference(actual, expected)
+        errors = _magnitude_of(difference).masked_fill(overflowed, 2.0**63)
+        return errors, _integer_magnitude(expected)
+    wide = torch.complex128 if expected.is_complex() else torch.float64
+    a, e = actual.to(wide), expected.to(wide)
+    diff = (a - e).abs()
+    errors = torch.nan_to_num(torch.where(a == e, torch.zeros_like(diff), diff), nan=float("inf"))
+    return errors, e.abs()
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -371,8 +371,10 @@ def _post_timing_check(variant: Variant, tset: TimedSet, device: torch.device, e
     finally:
         variant.settle()
     try:
-        # Poisoned again, so outputs left over from earlier calls cannot pass for this one.
-        outputs = call_on_poisoned_outputs(variant, tset.kwargs, tset.inputs.output_names, device)
+        # The original contents again: a variant checked before on this shared set updated its
+        # in-place outputs. Poisoned again, so outputs left over from earlier calls cannot pass.
+        tset.restore()
+        outputs = call_on_poisoned_outputs(variant, tset.kwargs, tset.inputs, device)
     except Exception as exc:
         raise_if_context_lost(exc, device)
         return False

@@ -48,7 +48,8 @@ def inputs_from_setup(
             raise SetupFailed(where, exc, seed=seed, in_ref=in_ref) from exc
     if not isinstance(returned, Mapping) or "inputs" not in returned or "outputs" not in returned:
         raise UserFileError(
-            f"{where} must return {{'inputs': {{...}}, 'outputs': [names]}}, got {type(returned).__name__}"
+            f"{where} must return {{'inputs': {{...}}, 'outputs': [names]}} (and optionally 'inplace': [names]), "
+            f"got {type(returned).__name__}"
         )
     inputs = returned["inputs"]
     outputs = returned["outputs"]
@@ -62,6 +63,18 @@ def inputs_from_setup(
     for name in outputs:
         if not isinstance(inputs.get(name), torch.Tensor):
             raise UserFileError(f"{where}: output '{name}' is not a tensor in 'inputs'")
+    inplace = returned.get("inplace", ())
+    if isinstance(inplace, str) or not isinstance(inplace, (list, tuple)) or not all(
+        isinstance(name, str) for name in inplace
+    ):
+        raise UserFileError(f"{where}: 'inplace' must be a list of output names, got {inplace!r}",
+                            hint="name the outputs the kernel also reads, e.g. 'inplace': ['x']")
+    for name in inplace:
+        if name not in outputs:
+            raise UserFileError(
+                f"{where}: 'inplace' names '{name}', which is not in 'outputs' {list(outputs)}",
+                hint=f"an in-place tensor is an output the kernel also reads: add '{name}' to 'outputs' too",
+            )
     for name, value in inputs.items():
         if isinstance(value, torch.Tensor) and value.device.type != device.type:
             raise UserFileError(
@@ -70,4 +83,4 @@ def inputs_from_setup(
             )
     merged = {**{k: v for k, v in dims.items()}, **dict(inputs)}
     # Dimensions are passed along so run_kernel/reference can take them by name too.
-    return InputSet(kwargs=merged, output_names=outputs, seed=seed)
+    return InputSet(kwargs=merged, output_names=outputs, seed=seed, inplace_names=tuple(dict.fromkeys(inplace)))

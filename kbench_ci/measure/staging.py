@@ -26,11 +26,12 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from kbench_ci.measure.correctness import close_elements
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
 from kbench_ci.results.model import Tolerance
 
@@ -52,9 +53,11 @@ class NoVersions(Exception):
 
 
 def input_names(inputs: InputSet) -> tuple[str, ...]:
-    """The tensors a kernel reads: every tensor argument that is not an output."""
+    """The tensors a kernel reads: every tensor argument that is not an output, and the outputs
+    it updates in place (their contents are staged as an input's are)."""
     return tuple(
-        name for name, value in inputs.kwargs.items() if isinstance(value, torch.Tensor) and name not in inputs.output_names
+        name for name, value in inputs.kwargs.items()
+        if isinstance(value, torch.Tensor) and name not in inputs.poisoned_names
     )
 
 
@@ -147,7 +150,7 @@ class VersionMaker:
     def make(self) -> Version | None:
         """One new version, or None when the reference failed on it (``dropped`` says how)."""
         contents = self._contents()
-        as_inputs = InputSet({**self.inputs.kwargs, **contents}, self.inputs.output_names, self.inputs.seed)
+        as_inputs = replace(self.inputs, kwargs={**self.inputs.kwargs, **contents})
         try:
             expected = self._expected_for(as_inputs)
         except Exception as exc:  # noqa: BLE001  (the reference's own failure: named in the report)
@@ -250,13 +253,14 @@ class TimedSet:
         return next(index for index, kept in enumerate(self.versions) if kept is version)
 
     def stage(self, version: Version, *, poison: bool = True) -> None:
-        """Copy ``version`` into the kernel's inputs and poison its outputs (enqueued, no sync)."""
+        """Copy ``version`` into the kernel's inputs (in-place outputs included) and poison its
+        other outputs (enqueued, no sync)."""
         for name, content in version.contents.items():
             target = self.kwargs[name]
             if content is not target:
                 target.copy_(content)
         if poison:
-            poison_outputs_(self.kwargs, self.inputs.output_names)
+            poison_outputs_(self.kwargs, self.inputs.poisoned_names)
 
     def restore(self) -> None:
         """The original content back in the kernel's inputs (the later checks expect it)."""
@@ -307,18 +311,10 @@ class OutputCheck:
 
 
 def mismatches(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> torch.Tensor:
-    """How many elements of ``actual`` are outside ``|a - e| <= atol + rtol * |e|`` (NaN never
-    passes), as a 0-d int64 tensor on the device: no synchronisation."""
-    if expected.is_floating_point():
-        a = actual.detach()
-        e = expected
-        if a.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            a, e = a.float(), e.float()
-        close = torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol)
-        return (~close).sum()
-    if expected.is_complex():
-        return (~torch.isclose(actual, expected, rtol=tolerance.rtol, atol=tolerance.atol)).sum()
-    return torch.ne(actual, expected).sum()
+    """How many elements of ``actual`` fail the comparison of the correctness trials
+    (:func:`~kbench_ci.measure.correctness.close_elements`), as a 0-d int64 tensor on the
+    device: no synchronisation."""
+    return (~close_elements(actual.detach(), expected, tolerance)).sum()
 
 
 @dataclass(slots=True)

@@ -78,10 +78,11 @@ def expected_outputs(
     dtype than its output buffer (the kernel writes that buffer, so it could never match): each
     is a :class:`UserFileError` naming ref.py. With ``emit``, the call is announced
     (:class:`ReferenceCall`), so a reference that hangs or crashes the worker is blamed on
-    ref.py by the parent, not on the variant being checked."""
+    ref.py by the parent, not on the variant being checked. An in-place output keeps its contents:
+    the reference computes from them."""
     what = f"{variant.problem.path.name} reference()"
     kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.output_names)
+    poison_outputs_(kwargs, inputs.poisoned_names)
     if emit is not None:
         emit(ReferenceCall(variant.label, running=True))
     try:
@@ -150,19 +151,20 @@ def snapshot(outputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def call_on_poisoned_outputs(
-    variant: Variant, kwargs: dict[str, Any], output_names: tuple[str, ...], device: torch.device
+    variant: Variant, kwargs: dict[str, Any], inputs: InputSet, device: torch.device
 ) -> dict[str, Any]:
-    """Poison the outputs, call once, and snapshot what the call produced on the current stream.
+    """Poison the outputs (all but the in-place ones, whose contents ``kwargs`` must hold as
+    ``inputs`` does), call once, and snapshot what the call produced on the current stream.
 
     Only the current stream is waited for before the snapshot: work a kernel left running on
     another stream is not finished yet and shows up as poisoned output.
     """
-    poison_outputs_(kwargs, output_names)
+    poison_outputs_(kwargs, inputs.poisoned_names)
     sync(device)
     returned = variant.kernel.call(kwargs)
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
-    outputs = variant.kernel.collect(returned, kwargs, output_names)
+    outputs = variant.kernel.collect(returned, kwargs, inputs.output_names)
     copies = snapshot(outputs)
     sync(device)  # the whole device: a side stream's late writes must not reach the next call
     return copies

@@ -241,8 +241,9 @@ class OutputCheck:
     atol: float
     rtol: float
     tolerance_source: str
-    #: first mismatching flat index and its two values, to make a failure debuggable
-    first_mismatch: tuple[int, float, float] | None = None
+    #: first mismatching flat index and its two values, to make a failure debuggable (integer
+    #: outputs' values exact, as integers)
+    first_mismatch: tuple[int, float | int, float | int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
