@@ -142,6 +142,9 @@ def close_elements(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tole
     tensor, without a synchronisation. The one rule of every check (module doc)."""
     if _is_exact(expected.dtype):
         if tolerance.atol == 0 and tolerance.rtol == 0:
+            signed = _SAME_SIZE_SIGNED.get(expected.dtype)
+            if signed is not None:  # equal bits are equal values; torch has few uint16-64 kernels
+                return torch.eq(actual.view(signed), expected.view(signed))
             return torch.eq(actual, expected)
         difference, overflowed = _integer_difference(actual, expected)
         # |difference| <= 2^63 - 1 here; beyond 2^53 its double rounds, but only for tolerances
@@ -160,6 +163,13 @@ def _value_at(tensor: torch.Tensor, index: int) -> float | int:
     if isinstance(value, complex):
         return abs(value)
     return int(value) if isinstance(value, (bool, int)) else float(value)
+
+
+_SAME_SIZE_SIGNED = {
+    getattr(torch, unsigned): signed
+    for unsigned, signed in (("uint16", torch.int16), ("uint32", torch.int32), ("uint64", torch.int64))
+    if hasattr(torch, unsigned)
+}
 
 
 def _is_exact(dtype: torch.dtype) -> bool:
