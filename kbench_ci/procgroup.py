@@ -4,18 +4,18 @@ environment it is started with."""
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
-    "user_code_environment",
-]
+    "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -147,3 +147,74 @@ def on_parent_death(action: Callable[[], None], *, poll_s: float = PARENT_POLL_S
         yield
     finally:
         stop.set()
+
+
+#: prctl(2) option: orphaned descendants are re-parented to this process, not to init
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux): a process that a
+    kernel double-forks and ``setsid``\\ s away from its worker becomes this process's child,
+    where :func:`end_strays` finds it. False where Linux offers no such thing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def children_of(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (read from /proc; empty where there is none)."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # the command name (field 2) may hold spaces and parentheses: the fields after the last ")"
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def end_strays(keep: Collection[int] = ()) -> list[int]:
+    """SIGKILL every child of this process not in ``keep``, and each one's own descendants,
+    then reap them: the processes user code left behind (with :func:`become_subreaper`, the
+    daemons it double-forked too). The ids it ended."""
+    ended: list[int] = []
+    for _ in range(8):  # a stray may fork while it is being ended: look again a few times
+        strays = [pid for pid in children_of(os.getpid()) if pid not in keep]
+        if not strays:
+            break
+        for pid in strays:
+            for victim in [*descendants(pid), pid]:
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except OSError:
+                    pass
+            ended.append(pid)
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    return ended
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` by the parent links in /proc (children first)."""
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children_of(stack.pop()):
+            found.append(child)
+            stack.append(child)
+    return found

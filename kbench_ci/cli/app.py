@@ -15,6 +15,7 @@ from kbench_ci import __version__
 from kbench_ci.cli import bench, build, comment, compare, history, merge, run
 from kbench_ci.cli.console import configure_logging
 from kbench_ci.cli.help_format import Command, Group
+from kbench_ci.procgroup import become_subreaper, end_strays
 
 __all__ = ["app", "main"]
 
@@ -56,7 +57,13 @@ app.add_typer(history.app, name="history", help=history.HELP)
 def main() -> None:
     """The ``kbench-ci`` console script and ``python -m kbench_ci``."""
     configure_logging()
-    app()
+    # What a kernel double-forks away from its worker is re-parented here, not to init, and
+    # ended when the command ends: no process that pull-request code started outlives it.
+    become_subreaper()
+    try:
+        app()
+    finally:
+        end_strays()
 
 
 if __name__ == "__main__":

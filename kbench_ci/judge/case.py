@@ -21,8 +21,10 @@ the verdicts and the report read a judged case like any other.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -33,6 +35,7 @@ import torch
 
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.judge.arena import Arena, make_arena
+from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.contents import Maker, entropy_seed, trusted_maker
 from kbench_ci.judge.sides import SideFailed, SideWorker
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
@@ -51,6 +54,7 @@ from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, Loaded, LoadRequest
 from kbench_ci.measure.timing import CacheFlush
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
+from kbench_ci.procgroup import end_strays
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult
 from kbench_ci.stats import Verdict, classify, compare_rounds
 
@@ -58,7 +62,7 @@ Emit = Callable[[WorkerEvent], None]
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
-PLACEMENTS = 2
+PLACEMENTS = int(os.environ.get("KBENCH_CI_JUDGE_PLACEMENTS", "4"))
 #: versions of the timed contents (each with its expected outputs kept in the judge)
 VERSIONS = 8
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
@@ -128,16 +132,54 @@ class Judge:
         maker, maker_source = trusted_maker(job, problem, device)
         sides = self._load(job, problem, device, emit)
         try:
-            _judge(sides, job, problem, maker, maker_source, device, self.scratch, emit)
+            description = _judge(sides, job, problem, maker, maker_source, device, emit)
+            if _failed_beside_the_head(sides):
+                sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         finally:
-            for side in sides:
-                for arena in side.arenas:
-                    arena.release()
-                if side.worker.alive():
-                    try:
-                        side.worker.send(EndRequest())
-                    except SideFailed:
-                        side.worker.stop()
+            self._end(sides)
+        for side in sides:
+            emit(VariantDone(side.result))
+        emit(TimingDescription(description, job.event_overhead_ms))
+
+    def _end(self, sides: list[_Side]) -> None:
+        """The case's buffers dropped, every worker told the case is over, and whatever a side
+        left running outside its worker (a daemon it double-forked) ended."""
+        for side in sides:
+            for arena in side.arenas:
+                arena.release()
+            side.arenas = []
+            side.worker.resume()
+            if side.worker.alive():
+                try:
+                    side.worker.send(EndRequest())
+                except SideFailed:
+                    side.worker.stop()
+        end_strays(keep={worker.process.pid for worker in self.workers.values()})
+
+    def _base_alone(
+        self, sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
+        emit: Emit, description: str,
+    ) -> tuple[list[_Side], str]:
+        """The base failed while a head that passed was beside it: measured again with the head's
+        worker gone. A base that then passes failed because of the head (it took the device's
+        memory, say): an error of the head, never a ``fixed`` one. A base that fails alone too
+        is broken on its own."""
+        base, head = sides[0], sides[1]
+        self._end(sides)
+        self.workers.pop(head.label).stop()
+        job_alone = replace(job, sides=job.sides[:1], baselines=())
+        again = self._load(job_alone, problem, device, emit)
+        alone_description = description
+        if again:
+            alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit)
+        if not again or not again[0].ok:
+            return sides, description
+        head.fail("error", (
+            f"the base failed beside this head ({base.result.message}) and passed when measured again without it: "
+            "the head reached into the base's turn; not comparable"
+        ))
+        head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
+        return [again[0], head, *sides[2:]], alone_description
 
     def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[_Side]:
         sides: list[_Side] = []
@@ -154,6 +196,11 @@ class Judge:
             result = VariantResult(label=label, kind=kind, role=role, status="ok")  # type: ignore[arg-type]
             try:
                 worker = self.worker(label, job.settings.device)
+                # Loading runs the side's code (imports, a first call): the others are paused.
+                for other in self.workers.values():
+                    if other is not worker:
+                        other.pause()
+                worker.resume()
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:
                 emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
@@ -174,9 +221,10 @@ class Judge:
 
 
 def _judge(
-    sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
-    scratch: Path, emit: Emit,
-) -> None:
+    sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
+) -> str:
+    """Correctness and timing of ``sides`` (their results are set, not emitted); the timing
+    description of the case."""
     tolerance_for = _tolerance_function(job, problem)
     try:
         template = maker(entropy_seed())
@@ -185,48 +233,86 @@ def _judge(
     except Exception as exc:
         raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
     _check_goalposts(sides, template, job)
-    for side in sides:
-        if side.ok:
-            try:
-                side.arenas = [
-                    make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
-                    for slot in range(PLACEMENTS)
-                ]
-                for arena in side.arenas:
-                    side.worker.send(arena.request)
-            except SideFailed as exc:
-                side.fail("error", f"could not be lent its buffers: {exc}")
+    placements = _lend(sides, template, device)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     for side in sides:
         if side.ok:
+            _turn(sides, side)
             _check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
-    for side in sides:
-        if not side.ok:
-            emit(VariantDone(side.result))
     live = [side for side in sides if side.ok]
     if live:
         versions = [_version(maker, problem, device) for _ in range(VERSIONS)]
-        _time_in_rounds(live, versions, job, tolerance_for, device, flush, emit)
+        _time_in_rounds(live, sides, versions, job, tolerance_for, device, flush, emit)
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
                 discarded_ms=tuple(side.discarded),
                 fresh_inputs=(f"{VERSIONS} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
-                              f"made and kept by the judge; a new one staged before every timed call{checked}"),
+                              f"made and kept by the judge; a new one staged before every timed call{checked}; "
+                              f"{placements} placement(s) of its buffers, one picked at random per round"),
             )
-            emit(VariantDone(side.result))
+    for side in sides:
+        side.worker.resume()
     # the layers every side's worker reports; a layer one side lacks was not in force for the case
     in_all = set(_LAYERS)
     for side in sides:
         in_all &= set(side.layers)
     layers = sorted(in_all) if sides else []
-    emit(TimingDescription(
-        f"judged apart: each side in a process of its own, inputs staged, outputs checked and "
-        f"{'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no pull-request code; "
-        f"each side's own {job.settings.timing_method} timer; sandbox: {', '.join(layers) or 'none available'}",
-        job.event_overhead_ms,
-    ))
+    return (
+        f"judged apart: each side in a process of its own (paused while another has the turn), inputs staged, outputs "
+        f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
+        f"pull-request code; each side's own {job.settings.timing_method} timer; sandbox: {', '.join(layers) or 'none available'}"
+    )
+
+
+def _turn(sides: list[_Side], side: _Side) -> None:
+    """``side`` has the device: every other side's worker (and what runs under it) is paused."""
+    for other in sides:
+        if other is not side:
+            other.worker.pause()
+    side.worker.resume()
+
+
+def _failed_beside_the_head(sides: list[_Side]) -> bool:
+    solutions = [side for side in sides if side.role == "solution"]
+    return len(solutions) == 2 and solutions[0].label == "base" and not solutions[0].ok and solutions[1].ok
+
+
+def _lend(sides: list[_Side], template: InputSet, device: torch.device) -> int:
+    """Each side's arenas, allocated in a random order across the sides (neither side always
+    gets the memory allocated first); how many placements each side got."""
+    need = sum(
+        (value.storage_offset() + arena_extent(tuple(value.shape), tuple(value.stride()))) * value.element_size()
+        for value in template.kwargs.values() if isinstance(value, torch.Tensor)
+    )
+    placements = _placements(len(sides), int(need), device)
+    order = [(side, slot) for side in sides if side.ok for slot in range(placements)]
+    random.SystemRandom().shuffle(order)
+    for side, slot in order:
+        if not side.ok:
+            continue
+        try:
+            arena = make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
+            side.arenas.append(arena)
+            side.worker.send(arena.request)
+        except SideFailed as exc:
+            side.fail("error", f"could not be lent its buffers: {exc}")
+    for side in sides:
+        side.arenas.sort(key=lambda arena: arena.slot)
+    return placements
+
+
+def _placements(sides: int, need_bytes: int, device: torch.device) -> int:
+    """:data:`PLACEMENTS`, fewer where the arenas of every side would take more than a quarter of
+    the memory free (the device's, or the scratch folder's disk on the CPU); at least one."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        stats = os.statvfs(tempfile.gettempdir())
+        free = stats.f_bavail * stats.f_frsize
+    affordable = free // 4 // max(1, sides * max(need_bytes, 1))
+    return int(max(1, min(PLACEMENTS, affordable)))
 
 
 _LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", "landlock-write", "landlock-signal"})
@@ -346,8 +432,8 @@ def _check_correctness(
 
 
 def _time_in_rounds(
-    live: list[_Side], versions: list[_Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, flush: CacheFlush, emit: Emit,
+    live: list[_Side], sides: list[_Side], versions: list[_Version], job: CaseJob,
+    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, flush: CacheFlush, emit: Emit,
 ) -> None:
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     plan = RoundPlan(job.settings.rounds, job.stopping)
@@ -355,7 +441,12 @@ def _time_in_rounds(
     started = time.perf_counter()
     for side in reversed(live):  # the full warm-up, in the reverse of round 0's order
         emit(Begin(side.label, "timing"))
-        _staged_call(side, side.arenas[0], versions[0], job.settings.num_warmup, flush, device, count=0)
+        _turn(sides, side)
+        try:
+            _staged_call(side, side.arenas[0], versions[0], job.settings.num_warmup, flush, device, count=0)
+        except SideFailed as exc:
+            side.fail("error", f"failed while warming up: {exc}")
+    live = [side for side in live if side.ok]
     round_index = 0
     while batch := plan.next_batch(round_index, time.perf_counter() - started):
         for _ in range(batch):
@@ -365,9 +456,9 @@ def _time_in_rounds(
             for side in order:
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
+                _turn(sides, side)
                 if not _one_round(side, picks, versions, job, tolerance_for, device, flush, picker, round_index):
                     live = [s for s in live if s is not side]
-                    emit(VariantDone(side.result))
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
             break

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kbench_ci.measure.sideproto import BadReply, Called, Loaded, Reply, Request, decode_reply, encode_request
+from kbench_ci.procgroup import descendants
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
@@ -69,9 +70,23 @@ class SideWorker:
             theirs.close()
         self.channel = mine
         self._buffer = b""
+        self._paused: list[int] = []
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP the worker and every process under it while another side has the turn: a
+        thread still launching, or a child process of its own, must not reach the other side's
+        calls. (A process it double-forked away is re-parented to the judge, which ends it.)"""
+        self._paused = [self.process.pid, *descendants(self.process.pid)]
+        for pid in self._paused:
+            _signal(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in [*self._paused, *descendants(self.process.pid)]:
+            _signal(pid, signal.SIGCONT)
+        self._paused = []
 
     def send(self, request: Request) -> None:
         try:
@@ -121,6 +136,7 @@ class SideWorker:
         return f"{what}{how}" + (f": {tail}" if tail else "")
 
     def stop(self) -> None:
+        self.resume()
         try:
             self.channel.close()
         except OSError:
@@ -131,6 +147,13 @@ class SideWorker:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:  # gone already
+        pass
 
 
 def _last_line(path: Path) -> str:

@@ -13,6 +13,7 @@ import gc
 import pickle
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +130,9 @@ def _load_side(request: LoadRequest, device: torch.device) -> tuple[Kernel, dict
     assert side is not None
     if side.implementation in COMPILED_KINDS:
         job = CaseJob(case_id="side", dims=request.dims, sides=(side,), baselines=(), settings=_NO_SETTINGS)
-        side = private_libraries(job, Path.cwd() / "libraries").sides[0]
+        # A folder of this load's own: copying a new library over the path of one this process
+        # still maps would change the code under it (a side serves case after case).
+        side = private_libraries(job, Path(tempfile.mkdtemp(prefix="libraries-", dir=Path.cwd()))).sides[0]
         solution: Solution = load_cuda_solution(
             Path(side.solution), kind=side.implementation, label=side.label, problem=load_problem(Path(side.ref)),
             dims=request.dims, device=device, ptr_sizes=side.ptr_sizes, ptr_size=side.ptr_size,

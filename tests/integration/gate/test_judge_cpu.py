@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,10 @@ from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, suite_toml
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "judge"
-CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox")
+CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox",
+          "daemon_spawn", "turn_probe", "hold_lock")
+#: cases whose base is not the honest matmul: the base is a probe or sensitive on purpose
+BASES = {"turn_probe": "turn_probe", "hold_lock": "lock_sensitive"}
 #: heads that do no work of their own: only a harness that lets them reach the checks, the
 #: expected outputs or the results channel would pass them
 NO_WORK = ("rebind_checks", "gc_answers", "forge_results")
@@ -40,6 +44,7 @@ def _suite(repo_root: Path, heads: dict[str, str]) -> TempRepo:
     ) + "\n"
     base = {"kbench.toml": toml, "kernels/ref.py": (FIXTURES / "ref.py").read_text(), "kernels/honest.py": honest}
     base.update({f"kernels/{name}.py": honest for name in CHEATS})
+    base.update({f"kernels/{name}.py": (FIXTURES / f"{probe}.py").read_text() for name, probe in BASES.items()})
     repo.commit(base, "an honest matmul under eight names")
     repo.git("checkout", "-q", "-b", "cheats")
     repo.commit({f"kernels/{name}.py": text for name, text in heads.items()}, "heads that reach for the verdict")
@@ -57,7 +62,10 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     venv = root / "action-venv"
     venv.mkdir()
     (venv / "activate").write_text("# the action's venv\n")
-    environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv)}
+    marks = Path(tempfile.mkdtemp(prefix="kbench-judge-test-", dir="/dev/shm"))
+    environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv),
+                   "KBENCH_JUDGE_TEST_DAEMON": str(marks / "daemon"), "KBENCH_JUDGE_TEST_TURNS": str(marks / "turns"),
+                   "KBENCH_JUDGE_TEST_LOCK": str(marks / "lock")}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"
     completed = subprocess.run(
@@ -67,7 +75,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     )
     assert (out / "results.json").is_file(), completed.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
-    return {"completed": completed, "results": results, "step_file": step_file, "venv": venv, "report": out / "benchmark.md"}
+    return {"completed": completed, "results": results, "step_file": step_file, "venv": venv, "report": out / "benchmark.md",
+            "marks": marks}
 
 
 def _case(judged: dict[str, object], name: str) -> dict:
@@ -152,3 +161,37 @@ def test_the_honest_head_is_correct_and_timed(judged: dict[str, object]) -> None
         assert variant["status"] == "ok"
         assert len(variant["rounds_ms"]) >= 4
     assert case["verdict"] in ("unchanged", "inconclusive", "slower", "faster")
+
+
+def test_no_process_a_head_started_outlives_the_command(judged: dict[str, object]) -> None:
+    marks = judged["marks"]
+    assert isinstance(marks, Path)
+    daemons = [int(path.read_text()) for path in marks.glob("daemon.*")]
+    assert daemons, "the daemon fixture never ran"
+    for pid in daemons:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone
+        assert state == b"Z", f"daemon {pid} is still running (state {state!r})"
+
+
+def test_while_a_side_has_the_turn_every_other_side_is_stopped(judged: dict[str, object]) -> None:
+    marks = judged["marks"]
+    assert isinstance(marks, Path)
+    lines = [line for path in marks.glob("turns.*") for line in path.read_text().splitlines()]
+    assert len(lines) >= 8, lines  # both sides' calls were recorded
+    states = [entry.split(":")[1] for line in lines for entry in line.split()]
+    print(f"{len(lines)} calls recorded the other sides' states: {sorted(set(states))}")
+    assert states and set(states) == {"T"}, lines[:5]
+
+
+def test_a_base_that_fails_only_beside_the_head_is_an_error_never_fixed(judged: dict[str, object]) -> None:
+    case = _case(judged, "hold_lock")
+    head, base = _variant(case, "head"), _variant(case, "base")
+    print(case["verdict"], base["status"], head["status"], head.get("message"))
+    assert case["verdict"] not in ("fixed", "faster")
+    assert base["status"] == "ok", base
+    assert head["status"] == "error"
+    assert "failed beside this head" in head["message"]
