@@ -13,9 +13,8 @@ import typer
 from kbench_ci.cli.console import error_boundary
 from kbench_ci.cli.help_format import Command, Group
 from kbench_ci.errors import UsageError
-from kbench_ci.history.show import trends, write_site
+from kbench_ci.history.show import suite_thresholds, threshold_sentence, trends, write_site
 from kbench_ci.history.store import DEFAULT_BRANCH, entries, entries_from_report, record_all
-from kbench_ci.suite.settings import DEFAULT_THRESHOLD
 
 __all__ = ["HELP", "app"]
 
@@ -50,16 +49,22 @@ def record_command(
 def show_command(
     output_dir: Annotated[Path, typer.Option("--output-dir", help="where the site goes")],
     kernel: Annotated[str | None, typer.Option("--kernel", help="only this kernel's cases")] = None,
-    threshold: Annotated[float, typer.Option("--threshold", help="smallest lasting change reported as a step")] = DEFAULT_THRESHOLD,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", help="smallest lasting change reported as a step, for every case (default: the "
+                     "threshold each case was judged by, else its kernel's in kbench.toml, else 0.02)"),
+    ] = None,
     branch: Annotated[str, _BRANCH] = DEFAULT_BRANCH,
 ) -> None:
     with error_boundary():
-        if not threshold > 0:
+        if threshold is not None and not threshold > 0:
             raise UsageError(f"--threshold must be > 0, got {threshold:g}", hint="e.g. --threshold 0.02")
-        found = trends(entries(Path.cwd(), branch=branch), threshold=threshold, kernel=kernel)
-        write_site(found, output_dir, threshold=threshold)
+        found = trends(entries(Path.cwd(), branch=branch), threshold=threshold, kernel=kernel,
+                       suite_thresholds=lambda: suite_thresholds(Path.cwd()))
+        write_site(found, output_dir)
     steps = sum(len(t.steps) for t in found)
-    typer.echo(f"wrote {output_dir / 'history.md'}, index.html and {len(found)} charts; {steps} steps")
+    typer.echo(f"wrote {output_dir / 'history.md'}, index.html and {len(found)} charts; {steps} steps; "
+               f"{threshold_sentence(found)}")
     for trend in found:
         for step in trend.steps:
             typer.echo(f"step: {trend.case_id} on {trend.gpu}: {step.ratio - 1:+.1%} at {trend.step_range(step)}")

@@ -43,6 +43,9 @@ class CasePoint:
     registers: int | None = None
     #: the larger of achieved bandwidth / copy bandwidth and FLOP/s / matmul rate (0..1)
     peak_share: float | None = None
+    #: the threshold the case was judged by (a compare's; a run judges no speed): ``history
+    #: show`` finds steps larger than it
+    threshold: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"case_id": self.case_id, "median_ms": self.median_ms, "n_samples": self.n_samples}
@@ -50,13 +53,16 @@ class CasePoint:
             data["registers"] = self.registers
         if self.peak_share is not None:
             data["peak_share"] = self.peak_share
+        if self.threshold is not None:
+            data["threshold"] = self.threshold
         return data
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> CasePoint:
-        registers, share = data.get("registers"), data.get("peak_share")
+        registers, share, threshold = data.get("registers"), data.get("peak_share"), data.get("threshold")
         return CasePoint(str(data["case_id"]), float(data["median_ms"]), int(data["n_samples"]),
-                         int(registers) if registers is not None else None, float(share) if share is not None else None)
+                         int(registers) if registers is not None else None, float(share) if share is not None else None,
+                         float(threshold) if threshold is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +125,8 @@ def entries_from_results(
     commit = _checked_commit(payload, commit, force=force)
     if schema == "kbench-ci/compare":
         measured = [
-            (case, CasePoint(case["case_id"], *_median_of(case.get("head")), *_why_figures(case.get("head"))))
+            (case, CasePoint(case["case_id"], *_median_of(case.get("head")), *_why_figures(case.get("head")),
+                             threshold=_threshold_of(case)))
             for case in payload.get("cases", ()) if _median_of(case.get("head"))[1] > 0
         ]
     elif schema == "kbench-ci/run":
@@ -153,6 +160,14 @@ def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None,
         raise UsageError(f"these results hold {len(found)} GPU models ({', '.join(e.gpu for e in found)})",
                          hint="record them with entries_from_results: one entry per model")
     return found[0]
+
+
+def _threshold_of(case: Mapping[str, Any]) -> float | None:
+    """The threshold a compare judged the case by, where results.json holds a usable one."""
+    value = case.get("threshold")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        return None
+    return float(value)
 
 
 def _why_figures(variant: Mapping[str, Any] | None) -> tuple[int | None, float | None]:

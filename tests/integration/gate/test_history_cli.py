@@ -93,3 +93,27 @@ def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_pat
     }))
     dirty = kbench(tmp_path, "history", "record", "--report", str(report))
     assert dirty.returncode == 2 and "differed from aaaaaaaaaaaa" in dirty.stderr
+
+
+def test_show_states_the_threshold_of_a_five_percent_suite(tmp_path: Path) -> None:
+    """Issue 39.1: a 5% suite's history said "a step is a lasting change larger than 2%"."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "s"],
+                   cwd=tmp_path, check=True)
+    report = tmp_path / "report"
+    report.mkdir()
+    for n in range(8):
+        sha = f"{n:012x}".ljust(40, "c")
+        rounds = [[0.100 if n < 4 else 0.103] * 10]  # 3% slower from the fifth commit on: under 5%
+        (report / "results.json").write_text(json.dumps({
+            "schema": "kbench-ci/compare", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
+            "head": {"sha": sha, "description": f"main @ {sha[:12]}"},
+            "cases": [{"case_id": "vadd[N=1024]", "threshold": 0.05, "head": {"status": "ok", "rounds_ms": rounds}}],
+        }))
+        done = kbench(tmp_path, "history", "record", "--report", str(report))
+        assert done.returncode == 0, done.stderr
+    shown = kbench(tmp_path, "history", "show", "--output-dir", str(tmp_path / "site"))
+    assert shown.returncode == 0, shown.stderr
+    assert "0 steps" in shown.stdout and "step:" not in shown.stdout
+    text = (tmp_path / "site" / "history.md").read_text()
+    assert "a step is a lasting change larger than 5%" in text and "larger than 2%" not in text

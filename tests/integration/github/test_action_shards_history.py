@@ -123,6 +123,14 @@ def test_history_inputs_map_to_record_and_show(runner: dict) -> None:
                        "--threshold", "0.05"]
 
 
+def test_history_show_gets_a_threshold_only_from_a_set_input(runner: dict) -> None:
+    """Issue 39.1: without the input, `history show` reads each case at the threshold it was judged by."""
+    env = {**runner, "KBENCH_REPORT_DIR": "/t/report", "KBENCH_HEAD": "a" * 40, "KBENCH_PUBLISH_HISTORY": "true"}
+    for unset in ({}, {"KBENCH_THRESHOLD": ""}):
+        show = history_argvs({**env, **unset}, "kbench-ci")[1]
+        assert show[:3] == ["kbench-ci", "history", "show"] and "--threshold" not in show
+
+
 def test_history_step_skips_pull_requests_without_running_anything(tmp_path: Path, runner: dict) -> None:
     calls: list[list[str]] = []
     env = {**runner, **event(tmp_path, "pull_request", {"pull_request": {"number": 1}}), "KBENCH_RECORD_HISTORY": "true",
