@@ -818,8 +818,15 @@ def history_argvs(env: Mapping[str, str], cli: str) -> list[list[str]]:
         head = env.get("KBENCH_HEAD", "").strip()
         if not head:
             raise UsageError("KBENCH_HEAD is empty: the resolve step found no commit to record")
-        argvs.append([cli, "history", "record", "--report", str(_runner_file(env, "KBENCH_REPORT_DIR")),
-                      "--commit", head, "--branch", branch, "--push", HISTORY_REMOTE])
+        record_argv = [cli, "history", "record", "--report", str(_runner_file(env, "KBENCH_REPORT_DIR")),
+                       "--commit", head, "--branch", branch, "--push", HISTORY_REMOTE]
+        # The branch `history record` checks the commit is on: the payload's, as actions/checkout
+        # sets no origin/HEAD to find it by.
+        repository = load_event_payload(env).get("repository")
+        default = repository.get("default_branch") if isinstance(repository, dict) else None
+        if isinstance(default, str) and default:
+            record_argv += ["--main-branch", default]
+        argvs.append(record_argv)
     if publish:
         show = [cli, "history", "show", "--output-dir", str(_site_dir(env)), "--branch", branch]
         if (threshold := _threshold_fraction(env)) is not None:
