@@ -731,6 +731,28 @@ def deepen_to_merge_base(base: str, head: str, cwd: Path) -> str | None:
     return merge_base(base, head, cwd)
 
 
+def default_branch(cwd: Path) -> str | None:
+    """The repository's default branch by name (``main``): what ``origin/HEAD`` points at (a
+    clone sets it), else a local ``main`` or ``master``; None when neither tells."""
+    done = _run_git(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], cwd, check=False)
+    if done.returncode == 0 and done.stdout.strip().startswith("origin/"):
+        return done.stdout.strip().removeprefix("origin/")
+    for name in ("main", "master"):
+        if rev_parse(f"refs/heads/{name}", cwd) is not None:
+            return name
+    return None
+
+
+def on_branch(commit: str, branch: str, cwd: Path) -> bool | None:
+    """Whether ``commit`` is on ``branch`` (reachable from its local tip or ``origin/BRANCH``);
+    None when this clone does not hold the commit, or has no such branch, so cannot tell."""
+    branch = _check_ref(branch, "branch")
+    tips = [tip for tip in (rev_parse(f"refs/heads/{branch}", cwd), rev_parse(f"refs/remotes/origin/{branch}", cwd)) if tip]
+    if not tips or rev_parse(_check_ref(commit, "commit"), cwd) is None:
+        return None
+    return any(_run_git(["merge-base", "--is-ancestor", commit, tip], cwd, check=False).returncode == 0 for tip in tips)
+
+
 # --------------------------------------------------------------------------------------------
 # A data branch written without a work tree (kbench-ci history)
 # --------------------------------------------------------------------------------------------

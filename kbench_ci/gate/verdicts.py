@@ -59,9 +59,11 @@ def assess(
         detail = result.error if result is not None and result.error else "the head was not run"
         return Assessment(Verdict.FAILED, None, detail)
     if head.status == "incorrect":
-        return Assessment(Verdict.INCORRECT, None, f"head is incorrect: {head.message or 'outputs differ'}")
+        return Assessment(Verdict.INCORRECT, None,
+                          f"head is incorrect: {head.message or 'outputs differ'}{_base_not_timed(result)}")
     if head.status != "ok":
-        return Assessment(Verdict.FAILED, None, f"head failed: {head.message or result.error or head.status}")  # type: ignore[union-attr]
+        detail = head.message or result.error or head.status  # type: ignore[union-attr]
+        return Assessment(Verdict.FAILED, None, f"head failed: {detail}{_base_not_timed(result)}")
     if not head.timed:
         return Assessment(Verdict.FAILED, None, "head produced no timing samples")
     if not base_present:
@@ -84,6 +86,15 @@ def assess(
     except ValueError as exc:
         return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
     return Assessment(classify(estimate, threshold, alpha=alpha), estimate, None)
+
+
+def _base_not_timed(result: CaseResult | None) -> str:
+    """Where the worker did not time a correct base because the head failed (measure/child.py
+    ``_to_time``), the words that say so: the base's own result is not lost from the report."""
+    base = result.variant(BASE) if result is not None else None
+    if base is None or base.status != "ok" or base.not_timed is None:
+        return ""
+    return f"; the base is correct but was not timed ({base.not_timed})"
 
 
 def measure_case(

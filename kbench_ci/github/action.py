@@ -365,7 +365,10 @@ def compare_argv(env: Mapping[str, str], cli: str) -> list[str]:
     if head := env.get("KBENCH_HEAD", "").strip():
         argv += ["--head", head]
     argv += ["--output-dir", str(_runner_file(env, "KBENCH_REPORT_DIR"))]
-    argv += ["--threshold", env.get("KBENCH_THRESHOLD", "").strip() or "2%"]
+    # Only when the input is set: without it each kernel is judged by its own threshold in
+    # kbench.toml (a noisier kernel gets a looser one), as `kbench-ci compare` does.
+    if threshold := env.get("KBENCH_THRESHOLD", "").strip():
+        argv += ["--threshold", threshold]
     if config := env.get("KBENCH_CONFIG", "").strip():
         argv += ["--config", config]
     if shard := env.get("KBENCH_SHARD", "").strip():
@@ -775,9 +778,12 @@ def _site_dir(env: Mapping[str, str]) -> Path:
     return _runner_file(env, "KBENCH_REPORT_DIR").parent / "history-site"
 
 
-def _threshold_fraction(env: Mapping[str, str]) -> str:
-    """The threshold input ("2%", "0.02") as the fraction ``history show --threshold`` takes."""
-    text = env.get("KBENCH_THRESHOLD", "").strip() or "2%"
+def _threshold_fraction(env: Mapping[str, str]) -> str | None:
+    """The threshold input ("2%", "0.02") as the fraction ``history show --threshold`` takes;
+    None when it is not set (``history show`` then uses the thresholds the results recorded)."""
+    text = env.get("KBENCH_THRESHOLD", "").strip()
+    if not text:
+        return None
     try:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
@@ -812,11 +818,20 @@ def history_argvs(env: Mapping[str, str], cli: str) -> list[list[str]]:
         head = env.get("KBENCH_HEAD", "").strip()
         if not head:
             raise UsageError("KBENCH_HEAD is empty: the resolve step found no commit to record")
-        argvs.append([cli, "history", "record", "--report", str(_runner_file(env, "KBENCH_REPORT_DIR")),
-                      "--commit", head, "--branch", branch, "--push", HISTORY_REMOTE])
+        record_argv = [cli, "history", "record", "--report", str(_runner_file(env, "KBENCH_REPORT_DIR")),
+                       "--commit", head, "--branch", branch, "--push", HISTORY_REMOTE]
+        # The branch `history record` checks the commit is on: the payload's, as actions/checkout
+        # sets no origin/HEAD to find it by.
+        repository = load_event_payload(env).get("repository")
+        default = repository.get("default_branch") if isinstance(repository, dict) else None
+        if isinstance(default, str) and default:
+            record_argv += ["--main-branch", default]
+        argvs.append(record_argv)
     if publish:
-        argvs.append([cli, "history", "show", "--output-dir", str(_site_dir(env)), "--branch", branch,
-                      "--threshold", _threshold_fraction(env)])
+        show = [cli, "history", "show", "--output-dir", str(_site_dir(env)), "--branch", branch]
+        if (threshold := _threshold_fraction(env)) is not None:
+            show += ["--threshold", threshold]
+        argvs.append(show)
     return argvs
 
 

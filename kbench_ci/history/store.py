@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from kbench_ci.errors import UsageError
-from kbench_ci.git import RefMoved, branch_tip, commit_files_to_branch, fetch_branch, push_branch, read_branch_files
+from kbench_ci.git import (
+    RefMoved,
+    branch_tip,
+    commit_files_to_branch,
+    default_branch,
+    fetch_branch,
+    on_branch,
+    push_branch,
+    read_branch_files,
+)
 from kbench_ci.results.load import load_results
 from kbench_ci.results.schema import speed_of_light_from_json
 
@@ -43,6 +52,9 @@ class CasePoint:
     registers: int | None = None
     #: the larger of achieved bandwidth / copy bandwidth and FLOP/s / matmul rate (0..1)
     peak_share: float | None = None
+    #: the threshold the case was judged by (a compare's; a run judges no speed): ``history
+    #: show`` finds steps larger than it
+    threshold: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"case_id": self.case_id, "median_ms": self.median_ms, "n_samples": self.n_samples}
@@ -50,13 +62,16 @@ class CasePoint:
             data["registers"] = self.registers
         if self.peak_share is not None:
             data["peak_share"] = self.peak_share
+        if self.threshold is not None:
+            data["threshold"] = self.threshold
         return data
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> CasePoint:
-        registers, share = data.get("registers"), data.get("peak_share")
+        registers, share, threshold = data.get("registers"), data.get("peak_share"), data.get("threshold")
         return CasePoint(str(data["case_id"]), float(data["median_ms"]), int(data["n_samples"]),
-                         int(registers) if registers is not None else None, float(share) if share is not None else None)
+                         int(registers) if registers is not None else None, float(share) if share is not None else None,
+                         float(threshold) if threshold is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +134,8 @@ def entries_from_results(
     commit = _checked_commit(payload, commit, force=force)
     if schema == "kbench-ci/compare":
         measured = [
-            (case, CasePoint(case["case_id"], *_median_of(case.get("head")), *_why_figures(case.get("head"))))
+            (case, CasePoint(case["case_id"], *_median_of(case.get("head")), *_why_figures(case.get("head")),
+                             threshold=_threshold_of(case)))
             for case in payload.get("cases", ()) if _median_of(case.get("head"))[1] > 0
         ]
     elif schema == "kbench-ci/run":
@@ -153,6 +169,14 @@ def entry_from_results(payload: Mapping[str, Any], *, commit: str | None = None,
         raise UsageError(f"these results hold {len(found)} GPU models ({', '.join(e.gpu for e in found)})",
                          hint="record them with entries_from_results: one entry per model")
     return found[0]
+
+
+def _threshold_of(case: Mapping[str, Any]) -> float | None:
+    """The threshold a compare judged the case by, where results.json holds a usable one."""
+    value = case.get("threshold")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        return None
+    return float(value)
 
 
 def _why_figures(variant: Mapping[str, Any] | None) -> tuple[int | None, float | None]:
@@ -225,13 +249,53 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unknown"
 
 
-def entries_from_report(folder: Path, *, commit: str | None = None, force: bool = False) -> tuple[HistoryEntry, ...]:
-    """The entries (one per GPU model) of the results.json in a ``run`` or ``compare`` report folder."""
+def report_payload(folder: Path) -> Mapping[str, Any]:
+    """The results.json of a ``run`` or ``compare`` report folder, checked."""
     path = folder / "results.json"
     try:
         # The one reader: no link followed, no FIFO waited on, every field read here checked,
         # no case id twice (it would be recorded twice), no NaN or string samples.
-        payload = load_results(path, reader="kbench-ci history record").data
+        return load_results(path, reader="kbench-ci history record").data
     except FileNotFoundError:
         raise UsageError(f"{path} not found", hint="pass the --output-dir of a `kbench-ci run` or `compare`") from None
-    return entries_from_results(payload, commit=commit, force=force)
+
+
+def entries_from_report(folder: Path, *, commit: str | None = None, force: bool = False) -> tuple[HistoryEntry, ...]:
+    """The entries (one per GPU model) of the results.json in a ``run`` or ``compare`` report folder."""
+    return entries_from_results(report_payload(folder), commit=commit, force=force)
+
+
+def check_main_line(commit: str, repo: Path, *, main_branch: str | None = None) -> str:
+    """The branch the history follows (``main_branch``, else the repository's default branch),
+    when ``commit`` is on it; UsageError when it is not, or this clone cannot tell.
+
+    The history is the main line's trend (README, docs/action.md: recorded on pushes to the
+    default branch): a feature branch's results, slower or wrong ones included, would be read
+    as a step of main. A failed gate is no reason to refuse: a regression that reached the main
+    line is what the history is for (see :func:`gate_note`)."""
+    branch = main_branch or default_branch(repo)
+    if branch is None:
+        raise UsageError("cannot tell which branch the history follows: this clone has no origin/HEAD, main or master",
+                         hint="name it with --main-branch NAME, or pass --force to record anyway")
+    found = on_branch(commit, branch, repo)
+    if found is None:
+        raise UsageError(f"cannot tell whether {commit[:12]} is on {branch}: this clone lacks that commit or branch",
+                         hint=f"run it in the checkout that measured the commit, with {branch} fetched, or pass --force")
+    if not found:
+        raise UsageError(
+            f"{commit[:12]} is not on {branch}: the history is {branch}'s trend, and another branch's results would "
+            "read as its steps",
+            hint=f"record results of a commit on {branch}, name the history's branch with --main-branch, or pass --force",
+        )
+    return branch
+
+
+def gate_note(payload: Mapping[str, Any]) -> str | None:
+    """What to say when the recorded results' gate failed (they are recorded all the same)."""
+    gate = payload.get("gate")
+    if not isinstance(gate, Mapping) or gate.get("passed") is not False:
+        return None
+    summary = gate.get("summary")
+    said = f" ({summary})" if isinstance(summary, str) and summary else ""
+    return (f"their gate failed{said}: recorded all the same, the history keeps what reached the main line "
+            "(a wrong or failed case has no time to record)")

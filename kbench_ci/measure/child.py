@@ -166,11 +166,11 @@ def run_case(job: CaseJob, emit: Emit) -> None:
         if variant.result.status == "ok":
             _check_correctness(variant, job, device, emit)
     _check_head_against_base_reference(variants, job, device, emit)
-    # Variants that cannot be timed are final now: report them before timing starts.
+    timed = _to_time(variants, job)
+    # Variants that will not be timed are final now: report them before timing starts.
     for variant in variants:
-        if variant.result.status != "ok":
+        if not any(variant is chosen for chosen in timed):
             emit(VariantDone(variant.result))
-    timed = [v for v in variants if v.result.status == "ok"]
     if timed:
         time_in_rounds(timed, job, device, emit)
         for variant in timed:
@@ -398,6 +398,25 @@ def _check_head_against_base_reference(variants: list[Variant], job: CaseJob, de
     else:
         _add_note(head, (f"its ref.py changed and the base's reference() cannot check it ({checked.message}): "
                          "checked against its own reference only"))
+
+
+def _to_time(variants: list[Variant], job: CaseJob) -> list[Variant]:
+    """The variants to time: each that passed its checks, unless the job is a compare (sides
+    base, head) whose head failed them (incorrect, raised, or skipped after a crash). Then the
+    verdict is the head's failure whatever the times, and the base's time (and the baselines',
+    which are timed to say the head's speed-up) would be compared with nothing: a trial spent
+    37 of 235 s on it. Those stay ``ok``, with ``not_timed`` saying why."""
+    passed = [variant for variant in variants if variant.result.status == "ok"]
+    if len(job.sides) < 2:
+        return passed  # bench and run: one side, timed with its baselines
+    heads = {side.label for side in job.sides[1:]}
+    if any(variant.label in heads for variant in passed):
+        return passed
+    statuses = {variant.result.status for variant in variants if variant.label in heads}
+    reason = "the head is incorrect" if "incorrect" in statuses else "the head failed"
+    for variant in passed:
+        variant.result = replace(variant.result, not_timed=reason)
+    return []
 
 
 def _add_note(variant: Variant, note: str) -> None:

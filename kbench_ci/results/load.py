@@ -385,6 +385,7 @@ VARIANT = _object({
     "first_call_ms": _optional(NUMBER), "compile_ms": _optional(NUMBER), "post_timing_check": _optional(BOOL),
     "fresh_inputs": _optional(STR), "timing_shift_ms": _optional(NUMBER), "escape_audit": _optional(ESCAPE_AUDIT),
     "speed_of_light": _optional(SPEED_OF_LIGHT), "compiled": _list(COMPILED), "notes": _list(STR),
+    "not_timed": _optional(STR),
 }, need=("label", "kind", "role", "status"))
 BUILD = _object({
     "side": STR, "kernel": STR, "ok": BOOL, "seconds": NUMBER, "command": _optional(STR), "message": _optional(STR),

@@ -53,6 +53,9 @@ class VariantResult:
     #: what the compiler made of the solution's kernels (registers, spills, autotune pick)
     compiled: tuple[CompiledKernel, ...] = ()
     notes: tuple[str, ...] = ()
+    #: why a variant that passed its checks (status ``ok``) was not timed, e.g. a compare's base
+    #: when the head is incorrect: its time would be compared with nothing; None where timed
+    not_timed: str | None = None
 
     @property
     def samples_ms(self) -> tuple[float, ...]:

@@ -144,4 +144,5 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         speed_of_light=speed_of_light_from_json(data.get("speed_of_light")),
         compiled=tuple(CompiledKernel(**entry) for entry in data.get("compiled", ())),
         notes=tuple(data.get("notes", ())),
+        not_timed=data.get("not_timed"),
     )

@@ -200,7 +200,9 @@ def test_a_hanging_head_is_failed_after_the_case_timeout(tmp_path: Path) -> None
     assert completed.returncode == 1, completed.stderr
     (case,) = results(out)["cases"]
     assert case["verdict"] == "failed" and "timed out" in case["message"]
-    assert case["base"]["status"] == "ok"  # the base was still checked (and timed) in a fresh worker
+    assert case["base"]["status"] == "ok"  # the base was still checked in a fresh worker
+    # ... but not timed: the head failed, so its time would be compared with nothing (issue 39.7)
+    assert case["base"]["rounds_ms"] == [] and case["base"]["not_timed"] == "the head failed"
     assert repo.worktrees() == [str(repo.root)]
 
 

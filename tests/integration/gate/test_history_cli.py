@@ -17,13 +17,23 @@ def kbench(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+def _main_commits(root: Path, count: int) -> list[str]:
+    """A repository on main with ``count`` commits; their shas, oldest first (`history record`
+    records only commits on the main branch: issue 39.7)."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    shas = []
+    for n in range(count):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", f"c{n}"],
+                       cwd=root, check=True)
+        shas.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                                   text=True).stdout.strip())
+    return shas
+
+
 def test_record_eight_commits_then_show_the_step(tmp_path: Path) -> None:
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "s"],
-                   cwd=tmp_path, check=True)
     report = tmp_path / "report"
     report.mkdir()
-    shas = [f"{n:012x}".ljust(40, "b") for n in range(8)]
+    shas = _main_commits(tmp_path, 8)
     for n, sha in enumerate(shas):
         median = 0.100 if n < 4 else 0.115  # 15% slower from the fifth commit on
         (report / "results.json").write_text(json.dumps({
@@ -93,3 +103,75 @@ def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_pat
     }))
     dirty = kbench(tmp_path, "history", "record", "--report", str(report))
     assert dirty.returncode == 2 and "differed from aaaaaaaaaaaa" in dirty.stderr
+
+
+def test_show_states_the_threshold_of_a_five_percent_suite(tmp_path: Path) -> None:
+    """Issue 39.1: a 5% suite's history said "a step is a lasting change larger than 2%"."""
+    report = tmp_path / "report"
+    report.mkdir()
+    for n, sha in enumerate(_main_commits(tmp_path, 8)):
+        rounds = [[0.100 if n < 4 else 0.103] * 10]  # 3% slower from the fifth commit on: under 5%
+        (report / "results.json").write_text(json.dumps({
+            "schema": "kbench-ci/compare", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
+            "head": {"sha": sha, "description": f"main @ {sha[:12]}"},
+            "cases": [{"case_id": "vadd[N=1024]", "threshold": 0.05, "head": {"status": "ok", "rounds_ms": rounds}}],
+        }))
+        done = kbench(tmp_path, "history", "record", "--report", str(report))
+        assert done.returncode == 0, done.stderr
+    shown = kbench(tmp_path, "history", "show", "--output-dir", str(tmp_path / "site"))
+    assert shown.returncode == 0, shown.stderr
+    assert "0 steps" in shown.stdout and "step:" not in shown.stdout
+    text = (tmp_path / "site" / "history.md").read_text()
+    assert "a step is a lasting change larger than 5%" in text and "larger than 2%" not in text
+
+
+def _compare_results(report: Path, sha: str, *, passed: bool) -> None:
+    report.mkdir(exist_ok=True)
+    ok = {"status": "ok", "rounds_ms": [[0.1, 0.1, 0.1]]}
+    (report / "results.json").write_text(json.dumps({
+        "schema": "kbench-ci/compare", "schema_version": 1, "environment": {"gpu_name": "NVIDIA H200"},
+        "head": {"sha": sha, "description": f"HEAD @ {sha[:12]}"},
+        "gate": {"passed": passed, "complete": True, "summary": "1 slower — gate FAILED" if not passed else "gate passed",
+                 "counts": {}},
+        "cases": [{"case_id": "vadd[N=1024]", "threshold": 0.02, "head": ok}],
+    }))
+
+
+def test_a_feature_branchs_results_are_refused_in_one_line(tmp_path: Path) -> None:
+    """Issue 39.7: `history record` took a failing feature branch's results without a word."""
+    (main,) = _main_commits(tmp_path, 1)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "checkout", "-q", "-b", "feature"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "feature"], cwd=tmp_path, check=True)
+    feature = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+    report = tmp_path / "report"
+    _compare_results(report, feature, passed=False)
+    refused = kbench(tmp_path, "history", "record", "--report", str(report))
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert f"{feature[:12]} is not on main" in refused.stderr and "--force" in refused.stderr
+    assert subprocess.run(["git", "branch", "--list", "kbench-history"], cwd=tmp_path, capture_output=True,
+                          text=True).stdout == ""  # nothing recorded
+    # The history of another branch, named; or anyway, forced.
+    assert kbench(tmp_path, "history", "record", "--report", str(report), "--main-branch", "feature").returncode == 0
+    assert kbench(tmp_path, "history", "record", "--report", str(report), "--force", "--branch", "h2").returncode == 0
+    # A commit this clone does not hold cannot be shown to be on main.
+    _compare_results(report, "f" * 40, passed=True)
+    unknown = kbench(tmp_path, "history", "record", "--report", str(report))
+    assert unknown.returncode == 2 and "cannot tell whether ffffffffffff is on main" in unknown.stderr
+    del main
+
+
+def test_a_failed_gate_on_main_is_recorded_and_said(tmp_path: Path) -> None:
+    """The history keeps what reached main, a regression too (the action records after exit 1),
+    but the line says the gate failed."""
+    (main,) = _main_commits(tmp_path, 1)
+    report = tmp_path / "report"
+    _compare_results(report, main, passed=False)
+    done = kbench(tmp_path, "history", "record", "--report", str(report))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1
+    assert "their gate failed (1 slower — gate FAILED): recorded all the same" in done.stdout
+    _compare_results(report, main, passed=True)
+    again = kbench(tmp_path, "history", "record", "--report", str(report))
+    assert again.returncode == 0 and "gate failed" not in again.stdout

@@ -123,6 +123,23 @@ def test_history_inputs_map_to_record_and_show(runner: dict) -> None:
                        "--threshold", "0.05"]
 
 
+def test_history_record_is_told_the_default_branch_of_the_push(tmp_path: Path, runner: dict) -> None:
+    """Issue 39.7: `history record` refuses a commit not on the main branch; actions/checkout sets
+    no origin/HEAD, so the action names the branch from the push's payload."""
+    env = {**runner, **_push(tmp_path), "KBENCH_REPORT_DIR": "/t/report", "KBENCH_HEAD": "a" * 40,
+           "KBENCH_RECORD_HISTORY": "true"}
+    (record,) = history_argvs(env, "kbench-ci")
+    assert record[record.index("--main-branch") + 1] == "main"
+
+
+def test_history_show_gets_a_threshold_only_from_a_set_input(runner: dict) -> None:
+    """Issue 39.1: without the input, `history show` reads each case at the threshold it was judged by."""
+    env = {**runner, "KBENCH_REPORT_DIR": "/t/report", "KBENCH_HEAD": "a" * 40, "KBENCH_PUBLISH_HISTORY": "true"}
+    for unset in ({}, {"KBENCH_THRESHOLD": ""}):
+        show = history_argvs({**env, **unset}, "kbench-ci")[1]
+        assert show[:3] == ["kbench-ci", "history", "show"] and "--threshold" not in show
+
+
 def test_history_step_skips_pull_requests_without_running_anything(tmp_path: Path, runner: dict) -> None:
     calls: list[list[str]] = []
     env = {**runner, **event(tmp_path, "pull_request", {"pull_request": {"number": 1}}), "KBENCH_RECORD_HISTORY": "true",

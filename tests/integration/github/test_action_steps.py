@@ -287,9 +287,29 @@ def test_compare_records_exit_code_and_never_fails(tmp_path: Path, runner: dict,
     assert result.exit_code == 0
     assert outputs(env)["exit-code"] == str(code)
     assert report.is_dir()
-    assert (tmp_path / "argv").read_text().split()[:11] == [
-        "compare", "--base", "abc", "--output-dir", str(report), "--threshold", "2%",
+    # No threshold input: no --threshold (issue 39.1), each kernel is judged by its own.
+    assert (tmp_path / "argv").read_text().split()[:9] == [
+        "compare", "--base", "abc", "--output-dir", str(report),
         "--cache-dir", str(Path(runner["RUNNER_TEMP"]) / "kbench-ci-cache"), "--no-fail", "--job-note"]
+
+
+@pytest.mark.parametrize(("value", "passed"), [("", None), ("  ", None), ("5%", "5%"), ("0.03", "0.03")])
+def test_compare_argv_passes_threshold_only_when_the_input_is_set(runner: dict, value: str, passed: str | None) -> None:
+    """Issue 39.1: a "2%" default overrode every kernel's own threshold in kbench.toml."""
+    argv = compare_argv({**runner, "KBENCH_BASE": "abc", "KBENCH_REPORT_DIR": "/r", "KBENCH_THRESHOLD": value}, "kbench-ci")
+    if passed is None:
+        assert "--threshold" not in argv
+    else:
+        assert argv[argv.index("--threshold") + 1] == passed and argv.count("--threshold") == 1
+    assert "--threshold" not in compare_argv({**runner, "KBENCH_BASE": "abc", "KBENCH_REPORT_DIR": "/r"}, "kbench-ci")
+
+
+def test_the_threshold_input_defaults_to_empty_in_action_yml() -> None:
+    """The input's default is what reaches compare_argv on a runner: it must be empty."""
+    from ruamel.yaml import YAML  # noqa: PLC0415
+
+    spec = YAML(typ="base").load((Path(__file__).resolve().parents[3] / "action.yml").read_text())
+    assert spec["inputs"]["threshold"]["default"] == ""
 
 
 def test_compare_argv_cache_input(runner: dict) -> None:

@@ -146,3 +146,13 @@ def test_a_merge_of_shards_on_two_gpu_models_records_each_case_under_its_own_mod
     assert sorted(git(repo, "ls-tree", "-r", "--name-only", "kbench-history").splitlines()) == [
         f"entries/NVIDIA-A100-SXM4-80GB/{SHAS[0]}.json", f"entries/NVIDIA-H200/{SHAS[0]}.json"]
     assert {(e.gpu, len(e.points)) for e in entries(repo)} == {("NVIDIA A100-SXM4-80GB", 2), ("NVIDIA H200", 1)}
+
+
+def test_a_compare_records_the_threshold_each_case_was_judged_by() -> None:
+    """Issue 39.1: `history show` reads steps at the threshold the suite judged by."""
+    payload = _compare_payload(SHAS[0])
+    payload["cases"][0]["threshold"] = 0.05
+    (entry,) = entries_from_results(payload)
+    assert entry.points[0].threshold == 0.05
+    assert HistoryEntry.from_json(entry.as_json()) == entry
+    assert entries_from_results(_compare_payload(SHAS[0]))[0].points[0].threshold is None

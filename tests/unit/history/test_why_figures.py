@@ -44,7 +44,7 @@ def test_an_entry_recorded_before_the_figures_reads_with_none() -> None:
 def test_history_show_lists_registers_and_peak_first_to_last() -> None:
     history = [entries_from_results(payload(sha * 40, registers, ms), now=None)[0]
                for sha, registers, ms in (("a", 168, 0.0617), ("b", 168, 0.0620), ("c", 207, 0.0700))]
-    text = render_markdown(trends(history, threshold=0.02), threshold=0.02)
+    text = render_markdown(trends(history, threshold=0.02))
     row = next(line for line in text.splitlines() if "vadd" in line)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[-2] == "168 → 207"
