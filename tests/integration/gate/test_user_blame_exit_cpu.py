@@ -175,3 +175,18 @@ def test_compare_exits_2_when_the_heads_reference_does_not_load(tmp_path: Path) 
     (error,) = _errors(completed.stderr)
     assert error.startswith(f"kbench-ci: error: {FAULTS['no-reference'][1]}"), error
     assert [case["verdict"] for case in results(out)["cases"]] == ["failed"]
+
+
+def test_run_exits_2_when_the_reference_hangs(tmp_path: Path) -> None:
+    """The parent blames a reference that outlives the case timeout (no event of the worker's
+    says so): its error reaches run's exit code too."""
+    repo = make_suite_repo(tmp_path / "repo", KERNELS[:1])
+    repo.write({"kernels/scale_ref.py": "import time\n\n\ndef reference(x, **_):\n    time.sleep(3600)\n"})
+    out = tmp_path / "out"
+    completed = kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(out), "--case-timeout", "6")
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    (error,) = _errors(completed.stderr)
+    assert error.startswith(
+        "kbench-ci: error: scale[N=256]: scale_ref.py reference() (checking solution) timed out after"
+    ), error
+    assert [case["status"] for case in results(out)["cases"]] == ["failed"]
