@@ -109,6 +109,10 @@ def test_compare_exits_2_when_the_heads_reference_raises(repo: TempRepo, tmp_pat
     assert "scale_ref.py reference() raised" in case["head"]["message"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 2 and summary["passed"] is False
+    # The report says what really happens to the job (it said "--no-fail: ... exits 0").
+    report = (out / "benchmark.md").read_text()
+    assert "kbench-ci compare exits 2: the failing cases failed on their ref.py, setup() or settings" in report
+    assert "exits 0" not in report
 
 
 def test_compare_exits_1_for_a_wrong_head_kernel(repo: TempRepo, tmp_path: Path) -> None:
