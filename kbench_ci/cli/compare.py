@@ -127,8 +127,8 @@ def compare(
     no_fail: Annotated[
         bool,
         typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
-            help="report regressions but exit 0 (usage and environment errors still exit 2 / 3, and so does a case failed "
-            "because of its ref.py, setup() or settings)"),
+            help="report regressions but exit 0 (usage and environment errors still exit 2 / 3; cases that failed only on "
+            "their ref.py, setup() or settings still exit 2)"),
     ] = False,
     accept: Annotated[
         list[str] | None,
