@@ -127,7 +127,8 @@ def compare(
     no_fail: Annotated[
         bool,
         typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
-            help="report regressions but exit 0 (usage and environment errors still exit 2 / 3)"),
+            help="report regressions but exit 0 (usage and environment errors still exit 2 / 3; cases that failed only on "
+            "their ref.py, setup() or settings still exit 2)"),
     ] = False,
     accept: Annotated[
         list[str] | None,
@@ -211,7 +212,7 @@ def compare(
     failing = ", ".join(gate.failing[:10]) + (" …" if len(gate.failing) > 10 else "")
     finish(
         passed=gate.passed, no_fail=no_fail, failure=gate.summary + (f": {failing}" if failing else ""),
-        json_summary=json_summary,
+        json_summary=json_summary, user_failures=outcome.user_failures, kernel_failed=outcome.kernel_failed,
         summary_for=lambda code: {
             "schema": SUMMARY_SCHEMA, "command": "compare", **gate.as_json(), "exit_code": code,
             "base": outcome.base.as_json(), "head": outcome.head.as_json(),

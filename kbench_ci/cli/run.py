@@ -66,7 +66,8 @@ def run(
     case_timeout: CaseTimeoutOption = None,
     no_fail: Annotated[
         bool, typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
-            help="report, but exit 0 even when a case is incorrect or failed")
+            help="report, but exit 0 even when a case is incorrect or failed (a case failed because of its ref.py, "
+            "setup() or settings still exits 2)")
     ] = False,
     device: DeviceOption = "auto",
     gpu: GpuOption = None,
@@ -105,6 +106,7 @@ def run(
     )
     finish(
         passed=outcome.passed, no_fail=no_fail, failure=outcome.summary, json_summary=json_summary,
+        user_failures=outcome.user_failures, kernel_failed=outcome.kernel_failed,
         summary_for=lambda code: {
             "schema": SUMMARY_SCHEMA, "command": "run", "passed": outcome.passed, "summary": outcome.summary, "counts": outcome.counts,
             "exit_code": code, "results": str(outcome.results_path), "report": str(outcome.report_path),

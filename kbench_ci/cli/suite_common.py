@@ -1,13 +1,14 @@
 """What ``run`` and ``compare`` share: their common options, driving a suite under the progress
 line and the error boundary, the report's headline, and the gate's exit code and JSON summary.
 
-Exit codes: 0 gate passed (or ``--no-fail``), 1 gate failed, 2 bad usage or config,
-3 environment, 130 interrupted.
+Exit codes: 0 gate passed (or ``--no-fail``), 1 gate failed (a kernel), 2 bad usage or config, or
+every failing case failed because of the user's ref.py, setup() or settings, 3 environment,
+130 interrupted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -16,7 +17,7 @@ import typer
 from kbench_ci.cli.console import ProgressLine, err, error_boundary, suite_progress
 from kbench_ci.errors import ExitCode
 from kbench_ci.results.atomic import write_json_atomically
-from kbench_ci.results.outcome import CompareOutcome, RunOutcome
+from kbench_ci.results.outcome import CompareOutcome, RunOutcome, UserFailure
 from kbench_ci.results.outdir import check_output_file, output_folder
 from kbench_ci.suite.settings import CACHE_DIR_ENV, ISOLATION_ENV, ExecutionOptions, check_isolation
 
@@ -126,17 +127,45 @@ def drive(
 
 def finish(
     *, passed: bool, no_fail: bool, failure: str, json_summary: Path | None,
-    summary_for: Callable[[int], dict[str, Any]],
+    summary_for: Callable[[int], dict[str, Any]], user_failures: Sequence[UserFailure] = (), kernel_failed: bool = True,
 ) -> NoReturn:
-    """Exit 0 when the gate passed (or ``--no-fail``), else 1 with ``failure`` said; the
-    JSON summary (``summary_for(exit code)``) is written either way."""
-    code = ExitCode.OK if passed or no_fail else ExitCode.GATE_FAILED
+    """Exit with the gate's code; the JSON summary (``summary_for(exit code)``) is written either way.
+
+    * 0: the gate passed;
+    * 1 (0 with ``--no-fail``): a case failed for a reason of its kernel's (``kernel_failed``:
+      incorrect, crashed, hung, not built, slower), ``failure`` said; it wins when some other
+      case failed because of the user's files, which a second line names;
+    * 2 (``--no-fail`` or not: it waives the kernel's verdict, not a broken file): every failing
+      case failed because of the user's ref.py, setup() or settings (``user_failures``), said
+      in one line naming the first and the fix.
+    """
+    if passed:
+        code = ExitCode.OK
+    elif kernel_failed or not user_failures:
+        code = ExitCode.OK if no_fail else ExitCode.GATE_FAILED
+    else:
+        code = ExitCode.USAGE
     if json_summary is not None:
         with error_boundary():
             write_json_atomically(json_summary, summary_for(int(code)))
-    if not passed:
+    if code == ExitCode.USAGE:
+        err(f"kbench-ci: error: {_user_failures_line(user_failures)}")
+    elif not passed:
         err(f"kbench-ci: {failure}" + (" (--no-fail: exit 0)" if no_fail else ""))
+        if user_failures:
+            err(f"kbench-ci: note: also, not the kernel's: {_user_failures_line(user_failures)}")
     raise typer.Exit(int(code))
+
+
+def _user_failures_line(failures: Sequence[UserFailure]) -> str:
+    """The first case's cause (it names the file and the fix), and how many more cases share the blame."""
+    first = failures[0]
+    more = failures[1:]
+    shown = ", ".join(failure.case_id for failure in more[:5]) + (" …" if len(more) > 5 else "")
+    return f"{first.case_id}: {first.message}" + (
+        f"; {len(more)} more case{'s' if len(more) > 1 else ''} failed for their ref.py, setup() or settings: {shown}"
+        if more else ""
+    )
 
 
 def headline(report: str) -> str:

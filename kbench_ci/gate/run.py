@@ -184,6 +184,8 @@ class _MeasureRunCase:
             throttle_reasons=throttle_reasons(result),
             phases=PhaseTimes(build_s=build_s) + (run.phases if run is not None else PhaseTimes()),
             implementation=kind, gpu=slot.gpu,
+            # ref.py, setup() or a setting to blame, not the kernel: run exits 2 for it
+            user_error=run.user_error("solution") if run is not None and status == "failed" else None,
         )
         return Measured(
             measured, measured.status, measured.message, environment=run.environment if run is not None else None,

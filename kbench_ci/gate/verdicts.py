@@ -118,7 +118,7 @@ def measure_case(
         worker_run = run(n_rounds)
         return Measurement(
             result=worker_run.result, assessment=judge(worker_run.result), rounds=worker_run.rounds,
-            phases=worker_run.phases, environment=worker_run.environment,
+            phases=worker_run.phases, environment=worker_run.environment, user_error=worker_run.user_error(HEAD),
         )
 
     first = once(rounds)

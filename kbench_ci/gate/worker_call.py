@@ -31,6 +31,14 @@ class WorkerRun:
     #: the process id of each worker that served the call (one, unless a variant crashed or hung it)
     worker_pids: tuple[int, ...] = ()
 
+    def user_error(self, label: str) -> str | None:
+        """Why variant ``label`` failed, when the user's ref.py, setup() or settings are to blame
+        and not its kernel (a ``user`` LoadError of exit code 2): one line, hint included."""
+        for error in self.load_errors:
+            if error.variant == label and error.blame == "user" and error.exit_code == int(ExitCode.USAGE):
+                return error.one_line()
+        return None
+
     def environment_error(self) -> EnvironmentProblem | None:
         """A load error the machine is to blame for (exit code 3), to abort the run with."""
         for error in self.load_errors:
@@ -90,6 +98,9 @@ def run_worker(
     if job.settings.timing_method == "cuda_event" and job.event_overhead_ms is None and job.settings.device in _CALIBRATED_OVERHEAD_MS:
         job = replace(job, event_overhead_ms=_CALIBRATED_OVERHEAD_MS[job.settings.device])
     result, outcome = worker(job, timeout_s=timeout_s, on_event=listen)
+    if outcome.load_error is not None and outcome.load_error not in load_errors:
+        # the parent's own (a reference that hung or crashed the worker): no event carried it
+        load_errors.append(outcome.load_error)
     if result is not None and result.event_overhead_ms is not None:
         _CALIBRATED_OVERHEAD_MS.setdefault(job.settings.device, result.event_overhead_ms)
     # The last phase ends at the worker's last CaseFinished, when it came after the last Begin (a

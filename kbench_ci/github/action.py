@@ -596,6 +596,16 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
     incomplete = command == "merge" and code == int(ExitCode.SHARDS_INCOMPLETE)
     if code not in (0, 1) and not incomplete:
         meaning = _EXIT_MEANING.get(code, "it crashed or was killed")
+        failed = _failed_on_user_files(env) if command == "compare" and code == int(ExitCode.USAGE) else None
+        if failed is not None:
+            # Every case was measured and written; those that failed, failed on the user's
+            # ref.py, setup() or settings (compare's own line in the log names the file): the
+            # verdict is an error, as for any usage problem, and the report says which cases.
+            return Evaluation(
+                "error", failed, code,
+                f"kbench-ci {command} exited {code}: a case failed because of its ref.py, setup() or settings, "
+                f"not its kernel (the compare step's log names the file and the fix): {failed.summary}",
+            )
         return Evaluation("error", None, code, f"kbench-ci {command} exited {code}: {meaning}")
     results = _runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE
     try:
@@ -613,6 +623,17 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
         return Evaluation("error", gate, code, f"kbench-ci {command} exited 1 although results.json says the gate passed")
     verdict: Verdict = "passed" if gate.passed else "failed"
     return Evaluation(verdict, gate, code, gate.summary or f"gate {verdict}")
+
+
+def _failed_on_user_files(env: Mapping[str, str]) -> Gate | None:
+    """The failed gate of a compare that exited 2 because its failing cases failed on the user's
+    files (it writes results.json first); None when there is none (a usage error stopped compare
+    before it measured anything, or the file is not one to trust)."""
+    try:
+        gate = load_gate(_runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE, reader="the kbench-ci action")
+    except UsageError:
+        return None
+    return None if gate.passed else gate
 
 
 def summary(env: Mapping[str, str]) -> StepResult:

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import torch
 
-from kbench_ci.errors import EnvironmentProblem, KbenchError
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError
 from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.cupti import first_line
@@ -195,15 +195,20 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Varia
             continue
         if side.label not in job.skip:
             emit(Begin(side.label, "load"))
+        ref_loaded = False
         try:
             problem = load_problem(Path(side.ref))
+            ref_loaded = True
             solution = load_solution(side, problem, job, device)
         except KbenchError as exc:
             torch_globals.restore()
             # A side that cannot load is an error of that side only (a compare reports it).
             emit(VariantDone(job.failed_result(side.label, exc.one_line())))
-            if index == 0:
-                emit_load_error(side.label, exc, emit)
+            # A ref.py that cannot load is the user's (run and compare exit 2 for it, on either
+            # side); a solution that cannot load is its kernel's.
+            broken_ref = not ref_loaded and exc.exit_code == ExitCode.USAGE
+            if index == 0 or broken_ref:
+                emit_load_error(side.label, exc, emit, blame="user" if broken_ref else "kernel")
             if index == host:
                 host += 1  # the next side times the baselines
             continue

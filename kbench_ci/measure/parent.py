@@ -387,7 +387,7 @@ def _incident(
         if incident is not None:
             outcome.load_error = LoadError(
                 in_progress, "UserFileError", int(ExitCode.USAGE), incident,
-                "fix reference(): every variant is checked against it",
+                "fix reference(): every variant is checked against it", blame="user",
             )
         return blamed, incident
     return _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)

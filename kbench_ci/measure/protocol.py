@@ -173,15 +173,30 @@ class TimingDescription:
     cupti_residual_ms: float | None = None
 
 
+#: whose a :class:`LoadError` is: the kernel's own code (a solution file that cannot load), or
+#: the user's ref.py (its reference() or setup()), a setup() that breaks the contract, or a
+#: setting (sizes that overflow 64 bits)
+Blame = Literal["kernel", "user"]
+
+
 @dataclass(frozen=True, slots=True)
 class LoadError:
-    """A broken user-file contract or a missing package: the CLI's message and exit code."""
+    """A broken user-file contract or a missing package: the CLI's message and exit code.
+
+    ``blame``: ``bench`` exits with ``exit_code`` either way; ``run`` and ``compare`` exit 2 for a
+    case that failed with a ``user`` error (fix your files) and 1 for the kernel's (see
+    :func:`kbench_ci.cli.suite_common.finish`).
+    """
 
     variant: str
     error_type: str
     exit_code: int
     message: str
     hint: str | None
+    blame: Blame = "kernel"
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from kbench_ci.errors import KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import Kernel, Solution
 from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, poison_outputs_, still_poisoned
-from kbench_ci.measure.protocol import LoadError, ReferenceCall, SideSpec, WorkerEvent
+from kbench_ci.measure.protocol import Blame, LoadError, ReferenceCall, SideSpec, WorkerEvent
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs
 from kbench_ci.results.model import Tolerance, VariantResult
@@ -144,12 +144,13 @@ def usage_failure(variant: Variant, exc: KbenchError, emit: Emit) -> None:
     wrong kernel: the variant is an error, and for a solution the CLI gets the error's exit code."""
     fail(variant, "error", exc.one_line())
     if variant.role == "solution":
-        emit_load_error(variant.label, exc, emit)
+        emit_load_error(variant.label, exc, emit, blame="user")
 
 
-def emit_load_error(label: str, exc: KbenchError, emit: Emit) -> None:
-    """A user's error, for the CLI to turn into its message and exit code."""
-    emit(LoadError(label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
+def emit_load_error(label: str, exc: KbenchError, emit: Emit, *, blame: Blame = "kernel") -> None:
+    """A user's error, for the CLI to turn into its message and exit code; ``blame`` says whether
+    it is the kernel's own code or the user's ref.py, setup() or settings (see LoadError)."""
+    emit(LoadError(label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint, blame))
 
 
 def snapshot(outputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -252,7 +252,12 @@ def _reproduce_lines(outcome: CompareOutcome) -> list[str]:
 
 def job_effect(outcome: CompareOutcome) -> str:
     """What a failed gate does to the job, as the caller said (the action fails the job in its
-    own step, after the comment) or as this command's exit code does."""
+    own step, after the comment) or as this command's exit code does. A gate failed only by
+    cases that failed on their ref.py, setup() or settings exits 2 whatever the caller said:
+    the action's gate step passes that on, whatever fail-on-regression says."""
+    if outcome.user_failures and not outcome.kernel_failed:
+        return ("kbench-ci compare exits 2: the failing cases failed on their ref.py, setup() or settings, not on "
+                "their kernels; the job running it fails until those files are fixed")
     if outcome.request.job_note:
         return outcome.request.job_note
     if outcome.request.no_fail:

@@ -95,7 +95,8 @@ def render_run(
               *(["- The suite's `baselines` are timed in the same rounds; \"vs baselines\" is median(baseline) / "
                  "median(solution) (> 1: the solution is faster)."] if with_baselines else []),
               *([f"- {AUDIT_EXPLAINED}"] if settings.timing_method == "cuda_event" else []),
-              "- The run fails (exit 1) when any case is incorrect or failed.", ""]
+              "- The run fails (exit 1) when any case is incorrect or failed because of its kernel; with exit 2 when "
+              "every failing case failed on its ref.py, setup() or settings instead.", ""]
     return "\n".join(parts)
 
 

@@ -203,6 +203,9 @@ class RunCase:
     implementation: str
     #: the GPU that measured the case (``--gpus``), None with one GPU
     gpu: GpuSlot | None = None
+    #: a failed case's cause when it is the user's ref.py, setup() or settings, not the kernel
+    #: (one line, its fix included): such a case makes ``run`` exit 2, not 1
+    user_error: str | None = None
 
     @property
     def throttled(self) -> bool:
@@ -212,6 +215,11 @@ class RunCase:
     def baselines(self) -> tuple[BaselineSpeedup, ...]:
         """The suite's baselines, timed in the same rounds as the solution."""
         return baseline_speedups(self.result, "solution")
+
+    @property
+    def blames_user(self) -> bool:
+        """Failed because of the user's ref.py, setup() or settings (see ``user_error``)."""
+        return self.status != "ok" and self.user_error is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +264,17 @@ class RunOutcome:
         return self.complete and all(c.status == "ok" for c in self.cases)
 
     @property
+    def user_failures(self) -> tuple[UserFailure, ...]:
+        """The cases that failed because of the user's ref.py, setup() or settings."""
+        return tuple(UserFailure(c.case_id, c.user_error) for c in self.cases if c.blames_user and c.user_error)
+
+    @property
+    def kernel_failed(self) -> bool:
+        """Failed for a reason of a kernel's (a case incorrect, crashed, hung, not built), or
+        incomplete: anything but only the user's files (see ``user_failures``)."""
+        return not self.passed and (not self.complete or any(c.status != "ok" and not c.blames_user for c in self.cases))
+
+    @property
     def summary(self) -> str:
         counts = self.counts
         words = {"ok": "passed", "incorrect": "incorrect", "failed": "failed"}
@@ -264,6 +283,14 @@ class RunOutcome:
         if not self.complete:
             return f"{text} — incomplete ({len(self.cases)} of {self.total_cases} cases)"
         return f"{text} — {'all correct' if self.passed else 'FAILED'}"
+
+
+@dataclass(frozen=True, slots=True)
+class UserFailure:
+    """A case that failed because of the user's ref.py, setup() or settings, and why (one line)."""
+
+    case_id: str
+    message: str
 
 
 #: labels of the two sides in the worker job and in results.json
@@ -352,6 +379,9 @@ class Measurement:
     rounds: int
     phases: PhaseTimes
     environment: Mapping[str, Any] | None = None
+    #: the head failed because of the user's ref.py, setup() or settings, not its kernel: why
+    #: (one line, the worker's LoadError); None otherwise
+    user_error: str | None = None
 
     @property
     def verdict(self) -> Verdict:
@@ -424,6 +454,14 @@ class CaseComparison:
     @property
     def fails_gate(self) -> bool:
         return self.verdict.fails_gate and not self.accepted
+
+    @property
+    def user_error(self) -> str | None:
+        """Why the case failed when the user's ref.py, setup() or settings are to blame, not the
+        head's kernel (``compare`` then exits 2 for it, not 1); None otherwise."""
+        if self.verdict is not Verdict.FAILED or self.measurement is None:
+            return None
+        return self.measurement.user_error
 
     @property
     def verdict_text(self) -> str:
@@ -562,6 +600,24 @@ class CompareOutcome:
         for case in self.cases:
             total = total + case.phases
         return total
+
+    @property
+    def user_failures(self) -> tuple[UserFailure, ...]:
+        """The cases that fail the gate because of the user's ref.py, setup() or settings."""
+        return tuple(
+            UserFailure(case.case_id, case.user_error) for case in self.cases
+            if case.fails_gate and case.user_error is not None
+        )
+
+    @property
+    def kernel_failed(self) -> bool:
+        """The gate failed for a reason of a kernel's (a case incorrect, failed, slower; the
+        geometric mean), or is incomplete: anything but only the user's files."""
+        gate = self.gate
+        return not gate.passed and (
+            not gate.complete or gate.geomean_failed
+            or any(case.fails_gate and case.user_error is None for case in self.cases)
+        )
 
     def settings_json(self) -> dict[str, Any]:
         return {

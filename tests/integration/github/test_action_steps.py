@@ -463,6 +463,28 @@ def test_gate_passes_through_usage_and_environment_codes(
     assert run_step("gate", env, tmp_path).exit_code == code
 
 
+@pytest.mark.parametrize("fail_on_regression", ["true", "false"])
+def test_gate_and_summary_when_compare_exited_2_on_a_users_reference(
+    tmp_path: Path, runner: dict, fail_on_regression: str
+) -> None:
+    """compare exits 2 (after writing every case) when its failing cases failed because of their
+    ref.py, setup() or settings (issue 36, item 4): an error whatever fail-on-regression says, as
+    any usage problem, and the step says what the report says (it said only "bad usage")."""
+    report = fake_report(tmp_path / "report", failed=1)
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "2",
+           "KBENCH_COMPARE_OUTCOME": "success", "KBENCH_FAIL_ON_REGRESSION": fail_on_regression}
+    gate = run_step("gate", env, tmp_path)
+    assert gate.exit_code == 2
+    (line,) = gate.lines
+    assert line.startswith("::error::kbench-ci: kbench-ci compare exited 2: a case failed because of its ref.py")
+    assert line.endswith("— gate FAILED")
+    summary = run_step("summary", env, tmp_path)
+    out = outputs(env)
+    assert out["verdict"] == "error" and out["regressions"] == "1"
+    assert "a case failed because of its ref.py, setup() or settings" in out["summary"]
+    assert summary.lines[-1].startswith("::error::")
+
+
 def test_gate_without_results_is_an_error(tmp_path: Path, runner: dict) -> None:
     env = {**runner, "KBENCH_REPORT_DIR": str(tmp_path / "none"), "KBENCH_COMPARE_EXIT_CODE": "0",
            "KBENCH_COMPARE_OUTCOME": "success"}
