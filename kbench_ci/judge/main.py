@@ -24,10 +24,26 @@ from kbench_ci.measure.protocol import JobTicket
 __all__ = ["main"]
 
 _PR_SET_DUMPABLE = 4
+#: environment: a file to which the judge appends the path of every file it opens (a test of
+#: the trust boundary reads it: the judge never opens a file of the head's tree)
+OPEN_LOG_ENV = "KBENCH_CI_JUDGE_OPEN_LOG"
+
+
+def _log_opened_files(path: str | None) -> None:
+    if not path:
+        return
+    log = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115  (open for the process's life)
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            log.write(os.fsdecode(args[0]) + "\n")
+
+    sys.addaudithook(hook)
 
 
 def main(argv: Sequence[str]) -> int:
     lifeline, *warm = argv
+    _log_opened_files(os.environ.get(OPEN_LOG_ENV))
     if platform.system() == "Linux":
         # Not dumpable: a side's worker of the same user cannot read this process's memory or
         # its /proc/PID/fd (the events file) without CAP_SYS_PTRACE, which sides drop.

@@ -14,7 +14,8 @@ import pytest
 #: top to bottom; a module may import only from its own layer's package or the layers below
 LAYERS: list[set[str]] = [
     {"cli"},
-    {"gate", "github", "history"},
+    # judge and side are the two sides of the trust boundary: neither imports the other
+    {"gate", "github", "history", "judge", "side"},
     {"report"},
     {"measure"},
     {"cuda"},  # sizes pointers by suite/size_expr.py's grammar, which the loader checks kbench.toml with
@@ -101,3 +102,13 @@ def test_the_function_length_check_counts_what_it_should(tmp_path: Path) -> None
     source = tmp_path / "m.py"
     source.write_text("def f():\n    def g():\n        pass\n    return 1\n")
     assert sorted(_function_lengths(source)) == [(2, "m.py:2 g"), (4, "m.py:1 f")]
+
+
+def test_the_judge_never_imports_the_code_that_loads_or_calls_kernels(graph: grimp.ImportGraph) -> None:
+    """docs/isolation.md: no pull-request code runs in the judge, so nothing that loads a
+    kernel, calls one, or runs in a side's worker may be reachable from it."""
+    for forbidden in ("kbench_ci.measure.impls", "kbench_ci.measure.child", "kbench_ci.measure.rounds",
+                      "kbench_ci.measure.baselines", "kbench_ci.measure.isolation", "kbench_ci.side"):
+        chain = graph.find_shortest_chain(importer="kbench_ci.judge", imported=forbidden, as_packages=True)
+        assert chain is None, f"the judge reaches {forbidden}: {' -> '.join(chain or ())}"
+    assert graph.find_shortest_chain(importer="kbench_ci.side", imported="kbench_ci.judge", as_packages=True) is None

@@ -65,7 +65,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     marks = Path(tempfile.mkdtemp(prefix="kbench-judge-test-", dir="/dev/shm"))
     environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv),
                    "KBENCH_JUDGE_TEST_DAEMON": str(marks / "daemon"), "KBENCH_JUDGE_TEST_TURNS": str(marks / "turns"),
-                   "KBENCH_JUDGE_TEST_LOCK": str(marks / "lock")}
+                   "KBENCH_JUDGE_TEST_LOCK": str(marks / "lock"), "KBENCH_CI_JUDGE_OPEN_LOG": str(marks / "judge-opened")}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"
     completed = subprocess.run(
@@ -76,7 +76,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert (out / "results.json").is_file(), completed.stderr[-4000:]
     results = json.loads((out / "results.json").read_text())
     return {"completed": completed, "results": results, "step_file": step_file, "venv": venv, "report": out / "benchmark.md",
-            "marks": marks}
+            "marks": marks, "head_tree": repo.root}
 
 
 def _case(judged: dict[str, object], name: str) -> dict:
@@ -195,3 +195,15 @@ def test_a_base_that_fails_only_beside_the_head_is_an_error_never_fixed(judged: 
     assert base["status"] == "ok", base
     assert head["status"] == "error"
     assert "failed beside this head" in head["message"]
+
+
+def test_the_judge_never_opens_a_file_of_the_heads_tree(judged: dict[str, object]) -> None:
+    """The head is the working tree (branch ``cheats``); the base is a worktree kbench-ci made.
+    Every file the judge opened (its audit hook's log) is outside the head's tree, and the
+    base's ref.py is among them (the log is not empty by accident)."""
+    marks, head_tree = judged["marks"], judged["head_tree"]
+    assert isinstance(marks, Path) and isinstance(head_tree, Path)
+    opened = [Path(line).resolve() for line in (marks / "judge-opened").read_text().splitlines() if line]
+    assert any(path.name == "ref.py" for path in opened), opened[:20]
+    inside = [str(path) for path in opened if path.is_relative_to(head_tree.resolve())]
+    assert inside == [], inside[:10]
