@@ -58,6 +58,7 @@ from kbench_ci.git import (
     push_branch,
     rev_parse,
 )
+from kbench_ci.github import runner_guard
 from kbench_ci.github.comment import (
     COMMENT_LIMIT,
     PR_NUMBER_FILE,
@@ -455,13 +456,17 @@ def _kbench_cli(env: Mapping[str, str]) -> str:
 
 
 def compare(
-    env: Mapping[str, str], cwd: Path, *, runner: Callable[[list[str], Path], int] | None = None
+    env: Mapping[str, str], cwd: Path, *, runner: Callable[[list[str], Path], int] | None = None,
+    venv: Path | None = None,
 ) -> StepResult:
     """Run the comparison; record its exit code as the ``exit-code`` output and never fail,
-    unless the job is being cancelled (then the step ends with 128 + the signal's number)."""
+    unless the job is being cancelled (then the step ends with 128 + the signal's number) or
+    the pull request's code changed the action's venv (:mod:`.runner_guard`: the step fails,
+    with ``tampered=true`` for the later steps, which then refuse to run)."""
     lines: list[str] = []
     stopped_by: int | None = None
     command = "compare"
+    tampering: list[str] = []
     # The pull request's kernels run while this step waits: its environment (the runner's step
     # files, tokens) must not be readable through /proc by them (docs/action.md, threat model).
     make_non_dumpable()
@@ -470,15 +475,36 @@ def compare(
         cli = _kbench_cli(env)
         argv = merge_argv(env, cli, cwd) if command == "merge" else compare_argv(env, cli)
         _runner_file(env, "KBENCH_REPORT_DIR").mkdir(parents=True, exist_ok=True)
-        code = (runner or _run_inheriting)(argv, cwd)
+        snapshot = runner_guard.take(_file_commands(env), Path(sys.prefix) if venv is None else venv)
+        try:
+            code = (runner or _run_inheriting)(argv, cwd)
+        finally:
+            tampering = runner_guard.restore(snapshot)
     except KbenchError as exc:
         lines.append(_command("error", f"kbench-ci {command} did not start: {exc.one_line()}"))
         code = int(exc.exit_code)
     except _Stopped as stop:
         stopped_by, code = stop.signum, stop.child_code
         lines.append(_command("warning", f"kbench-ci {command} was stopped by {stop.describe()}"))
-    write_outputs(_runner_file(env, "GITHUB_OUTPUT"), {"exit-code": str(code)})
+    tampered = runner_guard.venv_changed(tampering)
+    for phrase in tampering:
+        lines.append(_command("error", f"while kbench-ci {command} ran pull-request code, {phrase}"))
+    if tampered:
+        lines.append(_command("error", (
+            "the later steps will not run this venv's Python: re-run the job on a fresh runner, and read the pull "
+            "request's code before trusting this runner again")))
+    write_outputs(_runner_file(env, "GITHUB_OUTPUT"), {"exit-code": str(code), "tampered": "true" if tampered else "false"})
+    if tampered:
+        return StepResult(1, tuple(lines))
     return StepResult(128 + stopped_by if stopped_by is not None else 0, tuple(lines))
+
+
+#: the step's file-command files that :mod:`.runner_guard` puts back after compare
+_FILE_COMMANDS = ("GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY")
+
+
+def _file_commands(env: Mapping[str, str]) -> list[Path]:
+    return [Path(env[name]) for name in _FILE_COMMANDS if env.get(name)]
 
 
 #: how long the compare process gets to clean up (kill its worker, remove its worktrees) after
@@ -517,7 +543,9 @@ def _run_inheriting(argv: list[str], cwd: Path, *, grace_s: float = COMPARE_GRAC
         # compare needs none of the runner's step files or tokens: it gets none, so neither do
         # the processes it starts, and its own /proc/PID/environ holds none.
         # Its own parent watch on (as in any step): should this step be SIGKILLed, compare stops.
-        environment = {**user_code_environment(), EXIT_WITH_PARENT_ENV: "1"}
+        # No bytecode of its own into the action's venv either: the step checks the venv is
+        # unchanged after compare (runner_guard), and a new .pyc would read as tampering.
+        environment = {**user_code_environment(), EXIT_WITH_PARENT_ENV: "1", "PYTHONDONTWRITEBYTECODE": "1"}
         process = subprocess.Popen(argv, cwd=cwd, env=environment)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
