@@ -182,7 +182,7 @@ def render_compare(
         if with_baselines and not on_gpu:
             parts += [f"_{CPU_BASELINES_CAVEAT}_", ""]
         if quiet:
-            parts += ["<details>", f"<summary>{len(quiet)} unchanged cases</summary>", "",
+            parts += ["<details>", f"<summary>{len(quiet)} unchanged case{'s' if len(quiet) > 1 else ''}</summary>", "",
                       table(headers, quiet_rows, align=align), "", *_notes_list(quiet, ordered), "</details>", ""]
     else:
         parts += ["No case has been measured yet.", ""]
