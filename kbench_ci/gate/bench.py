@@ -17,7 +17,7 @@ from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageErr
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
 from kbench_ci.measure.protocol import CaseJob, SideSpec, WorkerEvent
-from kbench_ci.report.bench import render_bench
+from kbench_ci.report.bench import cache_mode_text, render_bench
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.writers import BenchRecord, bench_results_payload
@@ -157,7 +157,7 @@ def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] 
             num_warmup=request.settings.num_warmup,
             num_trials=request.settings.trials_per_round,
             discard_first=request.settings.discard_first,
-            cache_mode=("cold (L2 flushed before every trial)" if request.settings.flush_l2 else "warm"),
+            cache_mode=cache_mode_text(request.settings.flush_l2, request.settings.device),
             notes=notes,
         ),
     )

@@ -596,8 +596,10 @@ def _resolve_pr(
 #: uploaded report hold them (per-case samples, correctness, audit, launches; the environment;
 #: how it was measured)
 REPORT_ONLY_SECTIONS = ("Cases", "Environment", "How it was measured")
-REPORT_ONLY_NOTE = ("_Each case's details (samples, correctness, CUPTI audit, launches, compiler figures), the "
-                    "environment and how it was measured: in this job's summary and its uploaded report._")
+#: the same words on a GPU and in CPU mode (where there is no audit, launch or compiler figure to
+#: point at)
+REPORT_ONLY_NOTE = ("_Each case's details (its samples, correctness and more), the environment and how it was "
+                    "measured: in this job's summary and its uploaded report._")
 
 
 def comment_summary(markdown: str) -> str:

@@ -22,6 +22,22 @@ from kbench_ci.report.markdown import (
 from kbench_ci.results.model import CaseResult
 from kbench_ci.stats import speedup
 
+#: under the speedups of a Triton kernel in CPU mode, where "2,637× slower than eager" would read
+#: as a verdict on the kernel
+INTERPRETER_CAVEAT = (
+    "CPU mode: the Triton kernel ran in Triton's interpreter (TRITON_INTERPRET=1, a Python loop over its "
+    "program instances), so these speedups say nothing about its speed on a GPU; they show that it ran."
+)
+
+
+def cache_mode_text(flush: bool, device: str) -> str:
+    """What the timed calls found in the caches, in the words of the device they ran on."""
+    if not flush:
+        return "warm"
+    if device.startswith("cpu"):
+        return "cold (the CPU's caches evicted before every trial)"
+    return "cold (L2 flushed before every trial)"
+
 
 def render_bench(
     case: CaseResult,
@@ -103,6 +119,9 @@ def render_bench(
         parts += ["No speedup is claimed: the solution did not pass its correctness check.", ""]
     else:
         parts += ["No baselines were timed.", ""]
+    on_cpu = case.timing_method == "host_time" and not (environment or {}).get("gpu_name")
+    if on_cpu and baselines and any(v.kind == "triton" for v in case.variants if v.role == "solution"):
+        parts += [f"_{INTERPRETER_CAVEAT}_", ""]
 
     parts += [
         "## Correctness",

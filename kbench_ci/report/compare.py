@@ -4,6 +4,7 @@ here and nowhere else."""
 from __future__ import annotations
 
 import html
+import json
 import math
 import shlex
 from collections.abc import Mapping, Sequence
@@ -17,14 +18,15 @@ from kbench_ci.report.markdown import (
     compiler_output,
     correctness_rows,
     environment_line,
+    fmt,
     median_ms,
     notes_lines,
     pct,
     result_facts,
-    side_correctness,
     summary_rows,
     table,
     throttle_notice,
+    time_unit,
     with_unit,
 )
 from kbench_ci.report.why import (
@@ -62,15 +64,23 @@ def _mermaid_label(text: str) -> str:
     return text.replace('"', "'").replace("[", " ").replace("]", "")
 
 
-#: the chart's series colours, in the order drawn: slower, faster and inconclusive bars, then the
-#: two threshold lines
-_CHART_COLOURS = ("#cf222e", "#1a7f37", "#8c959f", "#57606a", "#57606a")
+#: the charts' colours: slower bars, faster bars, the threshold line
+_SLOWER_COLOUR, _FASTER_COLOUR, _LINE_COLOUR = "#cf222e", "#1a7f37", "#57606a"
 
 
 # --------------------------------------------------------------------------------------------
 # compare
 # --------------------------------------------------------------------------------------------
 
+
+#: longest note shown under the comment's table (a case's details keep all of it)
+NOTE_LIMIT = 300
+
+#: under the table in CPU mode, where the baselines' column would read as a GPU speedup
+CPU_BASELINES_CAVEAT = (
+    "CPU mode: these are CPU times, Triton kernels run in Triton's interpreter (a Python loop over the "
+    "program instances), so the head-vs-baselines figures say nothing about a GPU."
+)
 
 #: cases above which the `unchanged` ones leave the main table for a folded one even when no
 #: case changed
@@ -131,6 +141,7 @@ def render_compare(
     parts += throttle_notice(outcome.cases)
 
     ordered = sort_worst_first(outcome.cases)
+    on_gpu = not settings.device.startswith("cpu")
     # A column for the suite's baselines only where a case has some: the head's speedup over each.
     with_baselines = any(case.baselines for case in ordered)
     with_gpu = gpu_column(gpu_of) or lanes is not None
@@ -143,57 +154,52 @@ def render_compare(
     quiet = unchanged if len(ordered) > MAX_TABLE_ROWS or len(unchanged) < len(ordered) else []
     loud = [case for case in ordered if case not in quiet]
     if ordered:
+        # Five columns (six with the baselines, seven with several GPU models) fit GitHub's
+        # comment width (900 px) without a horizontal scroll bar: each cell is short, and the
+        # notes, the only long text, are listed under the table, a note shared by shapes once.
         rows = []
         for case in [*loud, *quiet]:
             estimate = case.estimate
-            base_median, head_median = median_ms(case.base), median_ms(case.head)
-            verdict = f"{MARKERS[case.verdict]} **{case.verdict_text}**"
+            verdict = f"{MARKERS[case.verdict]}\u00a0**{case.verdict_text}**"
             if case.remeasured:
                 verdict += " (remeasured)"
             if case.throttled:
                 verdict += " ⚠️ throttled"
-            correctness = (
-                f"{side_correctness(case.base)} / {side_correctness(case.head)}"
-                if case.measurement is not None else "—"
-            )
             rows.append([
-                code(case.kernel),
-                ", ".join(f"{k}={v}" for k, v in case.dims.items()),
+                case_cell(case),
                 *([(gpu_of or {}).get(case.case_id, "—")] if with_gpu else []),
-                with_unit(base_median),
-                with_unit(head_median),
-                pct(estimate.ratio) if estimate else "—",
-                f"[{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
-                *([baselines_cell(case.baselines)] if with_baselines else []),
+                medians_cell(median_ms(case.base), median_ms(case.head)),
+                f"{pct(estimate.ratio)} [{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
+                *([baselines_cell(case.baselines, separator="<br>")] if with_baselines else []),
                 verdict,
-                correctness,
-                cell(case.message, 120),
             ])
-        headers = ["kernel", "shape", *(["GPU"] if with_gpu else []), "base median", "head median", "change", "95% CI",
-                   *(["head vs baselines"] if with_baselines else []), "verdict", "correct (base / head)", "note"]
-        align = ["left", "left", *(["left"] if with_gpu else []), "right", "right", "right", "right",
-                 *(["left"] if with_baselines else []), "left", "center", "left"]
+        headers = ["case", *(["GPU"] if with_gpu else []), "median, base → head", "change [95% CI]",
+                   *(["head vs baselines"] if with_baselines else []), "verdict"]
+        align = ["left", *(["left"] if with_gpu else []), "right", "right", *(["left"] if with_baselines else []), "left"]
         quiet_rows = rows[len(loud):]
         parts += [table(headers, rows[:len(loud)], align=align), ""] if loud else []
+        parts += _notes_list(loud, ordered)
+        if with_baselines and not on_gpu:
+            parts += [f"_{CPU_BASELINES_CAVEAT}_", ""]
         if quiet:
-            parts += ["<details>", f"<summary>{len(quiet)} unchanged cases</summary>", "",
-                      table(headers, quiet_rows, align=align), "", "</details>", ""]
+            parts += ["<details>", f"<summary>{len(quiet)} unchanged case{'s' if len(quiet) > 1 else ''}</summary>", "",
+                      table(headers, quiet_rows, align=align), "", *_notes_list(quiet, ordered), "</details>", ""]
     else:
         parts += ["No case has been measured yet.", ""]
     if not gate.complete:
         parts += [f"_{outcome.total_cases - len(outcome.cases)} case(s) not measured yet._", ""]
 
-    parts += _why_lines(ordered)
+    parts += _why_lines(ordered, on_gpu=on_gpu)
 
     repro = _reproduce_lines(outcome)
     if repro:
         parts += ["## Reproduce locally", "",
-                  "From a checkout of the head (the command compares the working tree with the base):", "",
-                  *repro, ""]
+                  "From a checkout of the head (each command compares the working tree with the base):", "",
+                  "```sh", *repro, "```", ""]
 
     chart = _compare_chart(ordered)
     if chart:
-        parts += ["## Change per case", "", chart, ""]
+        parts += ["## Slower and faster cases", "", chart, ""]
 
     if ordered:
         parts += ["## Cases", ""]
@@ -243,10 +249,16 @@ def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
 
 
 def _reproduce_lines(outcome: CompareOutcome) -> list[str]:
-    """One line per failing case: its id and the command that measures its kernel again."""
+    """One line per command that measures a failing kernel again (each command once, however
+    many of its shapes failed), followed by what failed: ``kbench-ci compare … --kernel vadd  # 4 incorrect``."""
+    failed: dict[str, dict[str, int]] = {}
+    for case in sort_worst_first(outcome.cases):
+        if case.fails_gate:
+            verdicts = failed.setdefault(case.kernel, {})
+            verdicts[case.verdict.value] = verdicts.get(case.verdict.value, 0) + 1
     return [
-        f"- {code(case.case_id)} ({case.verdict.value}): `{reproduce_command(outcome, case.kernel)}`"
-        for case in sort_worst_first(outcome.cases) if case.fails_gate
+        f"{reproduce_command(outcome, kernel)}  # " + ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+        for kernel, verdicts in failed.items()
     ]
 
 
@@ -265,44 +277,58 @@ def job_effect(outcome: CompareOutcome) -> str:
     return "kbench-ci compare exits 1: the job running it fails"
 
 
+#: bars drawn at most per chart; the largest changes are kept
+MAX_CHART_BARS = 20
+
+
 def _compare_chart(cases: Sequence[CaseComparison]) -> str | None:
-    """The changed cases' bars (slower, faster, inconclusive: an unchanged one is a flat line
-    that says nothing), clipped at four times the largest threshold so one +186% bar cannot
-    flatten the ±3% ones, with the threshold drawn as a line on either side."""
-    timed = [c for c in cases if c.estimate is not None and math.isfinite(c.estimate.ratio)
-             and c.verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE)]
-    if not timed:
+    """A chart of the slower cases and one of the faster ones: horizontal bars, each as long as
+    its change (no bar is clipped: the axis runs from 0 past the largest), each case's threshold
+    drawn as a line. None when no case is slower or faster.
+
+    Mermaid's xychart draws every bar from the edge of the plot, not from 0: a negative change
+    on an axis below 0 reads wrong (a +4% bar from -8%), and a series that is zero for some
+    cases draws a stub for each of them (a series of zeros drew a grey bar per case). So each
+    chart has one series, of one verdict, with no zeros in it: the size of the change, in the
+    verdict's colour; the bars lie along the chart so that long case names stay readable."""
+    lines: list[str] = []
+    for verdict, colour, name in ((Verdict.SLOWER, _SLOWER_COLOUR, "slower"), (Verdict.FASTER, _FASTER_COLOUR, "faster")):
+        these = [c for c in cases if c.verdict is verdict and c.estimate is not None and math.isfinite(c.estimate.ratio)]
+        if not these:
+            continue
+        largest = sorted(these, key=lambda c: -abs(c.estimate.ratio - 1.0))[:MAX_CHART_BARS]  # type: ignore[union-attr]
+        shown = [c for c in these if c in largest]  # in the table's order
+        sizes = [abs(c.estimate.ratio - 1.0) * 100 for c in shown]  # type: ignore[union-attr]
+        thresholds = [c.threshold * 100 for c in shown]
+        labels = ", ".join(f'"{_mermaid_label(c.case_id)} {pct(c.estimate.ratio)}"' for c in shown)  # type: ignore[union-attr]
+        config = {
+            "xyChart": {"width": 860, "height": 190 + 32 * len(shown)},
+            "themeVariables": {"xyChart": {"plotColorPalette": f"{colour}, {_LINE_COLOUR}"}},
+        }
+        title = (f"{len(shown)} {name} case{'s' if len(shown) > 1 else ''}"
+                 + (f" (the largest of {len(these)})" if len(shown) < len(these) else ""))
+        lines += [
+            "```mermaid",
+            f"%%{{init: {json.dumps(config)}}}%%",
+            "xychart-beta horizontal",
+            f'  title "{title}: change of the median time (%)"',
+            f"  x-axis [{labels}]",
+            f'  y-axis "{"slower" if verdict is Verdict.SLOWER else "faster"} by (%)" 0 --> {_round_up(max(*sizes, *thresholds) * 1.08):g}',
+            f"  bar [{', '.join(f'{size:.4g}' for size in sizes)}]",
+            # each case's own threshold: a bar that ends left of the line is within it
+            f"  line [{', '.join(f'{t:g}' for t in thresholds)}]",
+            "```",
+            "",
+        ]
+    if not lines:
         return None
-    threshold = 100 * max(c.threshold for c in timed)
-    clip = 4 * threshold
-    values = [round((c.estimate.ratio - 1.0) * 100, 3) for c in timed]  # type: ignore[union-attr]
-    clipped = any(abs(v) > clip for v in values)
-    shown = [max(-clip, min(clip, v)) for v in values]
-    low, high = min(-threshold, min(shown)), max(threshold, max(shown))
-    pad = max(0.5, (high - low) * 0.1)
-    labels = ", ".join(f'"{_mermaid_label(c.case_id)}"' for c in timed)
-    title = "Changed cases: head vs base, change of the median time (%, positive = slower)"
-    if clipped:
-        title += f"; bars clipped at ±{clip:g}%"
-    # One bar series per verdict (zero elsewhere), so each bar takes its verdict's colour.
-    bars = [
-        f"  bar [{', '.join(f'{v:g}' if c.verdict is verdict else '0' for c, v in zip(timed, shown, strict=True))}]"
-        for verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE)
-    ]
-    palette = ", ".join(_CHART_COLOURS)
-    return "\n".join([
-        "```mermaid",
-        f'%%{{init: {{"themeVariables": {{"xyChart": {{"plotColorPalette": "{palette}"}}}}}}}}%%',
-        "xychart-beta",
-        f'  title "{title}"',
-        f"  x-axis [{labels}]",
-        f'  y-axis "change (%)" {low - pad:.2f} --> {high + pad:.2f}',
-        *bars,
-        # the threshold on both sides: a bar inside the two lines is within it
-        f"  line [{', '.join(f'{threshold:g}' for _ in timed)}]",
-        f"  line [{', '.join(f'{-threshold:g}' for _ in timed)}]",
-        "```",
-    ])
+    return "\n".join(["Bars: the size of each change; line: the case's threshold.", "", *lines[:-1]])
+
+
+def _round_up(value: float) -> float:
+    """``value`` rounded up to a round axis end: 1, 2 or 5 times a power of ten, or a multiple of it."""
+    step = 10 ** math.floor(math.log10(value)) if value > 0 else 1.0
+    return math.ceil(value / step) * step
 
 
 def _selection_lines(outcome: CompareOutcome) -> list[str]:
@@ -322,8 +348,9 @@ def _selection_lines(outcome: CompareOutcome) -> list[str]:
     return [*lines, ""]
 
 
-def _why_lines(cases: Sequence[CaseComparison]) -> list[str]:
-    """One line per slower or faster case: what its launches did (report/why.py)."""
+def _why_lines(cases: Sequence[CaseComparison], *, on_gpu: bool = True) -> list[str]:
+    """One line per slower or faster case: what its launches did (report/why.py). In CPU mode
+    there are no launches to read: a case gets a line only where there is something to say."""
     lines = []
     for case in cases:
         if case.verdict not in (Verdict.SLOWER, Verdict.FASTER):
@@ -332,10 +359,47 @@ def _why_lines(cases: Sequence[CaseComparison]) -> list[str]:
                 lines.append(f"- {code(case.case_id)} {case.verdict.value}: ⚠️ {split}")
             continue
         why = why_line(case.base, case.head)
+        if why is None and not on_gpu:
+            continue
         estimate = f" {pct(case.estimate.ratio)}" if case.estimate is not None else ""
         lines.append(f"- {code(case.case_id)} {case.verdict.value}{estimate}: "
                      + (why or "no launch anatomy on both sides (the CUPTI audit did not run or could not be read)"))
     return ["## Why it changed", "", *lines, ""] if lines else []
+
+
+def case_cell(case: CaseComparison) -> str:
+    """The kernel and its shape: ```tmm` M=1024, N=4096, K=4096`` (the cell wraps at the commas)."""
+    shape = ", ".join(f"{k}={v}" for k, v in case.dims.items())
+    return f"{code(case.kernel)} {shape}" if shape else code(case.kernel)
+
+
+def medians_cell(base_ms: float | None, head_ms: float | None) -> str:
+    """``134.7 → 140.3 us``: both medians, the unit once where they share it."""
+    if base_ms is None or head_ms is None:
+        return f"{with_unit(base_ms)} → {with_unit(head_ms)}"
+    base_unit, base_scale = time_unit([base_ms])
+    head_unit, head_scale = time_unit([head_ms])
+    if base_unit == head_unit:
+        return f"{fmt(base_ms, base_scale)} → {fmt(head_ms, head_scale)}\u00a0{head_unit}"
+    return f"{with_unit(base_ms)} → {with_unit(head_ms)}"
+
+
+def _notes_list(shown: Sequence[CaseComparison], every: Sequence[CaseComparison]) -> list[str]:
+    """The notes of the table's cases, under it: one line per note, naming the cases that share
+    it (``vadd`, all 4 shapes: …`` when every shape of a kernel has it)."""
+    groups: dict[tuple[str, str], list[CaseComparison]] = {}
+    for case in shown:
+        if case.message:
+            groups.setdefault((case.kernel, cell(case.message, NOTE_LIMIT)), []).append(case)
+    lines = []
+    for (kernel, note), sharing in groups.items():
+        shapes = sum(c.kernel == kernel for c in every)
+        if len(sharing) > 1 and len(sharing) == shapes:
+            who = f"{code(kernel)}, all {shapes} shapes"
+        else:
+            who = ", ".join(code(c.case_id) for c in sharing)
+        lines.append(f"- {who}: {note}")
+    return [*lines, ""] if lines else []
 
 
 def _compiled_table(case: CaseComparison) -> list[str]:
@@ -462,7 +526,8 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         *([f"- {AUDIT_EXPLAINED}"] if s.timing_method == "cuda_event" else []),
         *(
             ["- The suite's `baselines` are timed in the same rounds, with the base's inputs and reference; "
-             "\"head vs baselines\" is median(baseline) / median(head) (> 1: the head is faster). "
+             "\"head vs baselines\" says how many times faster or slower the head is than each, "
+             "from median(baseline) / median(head). "
              "They never decide the gate."]
             if any(case.baselines for case in outcome.cases) else []
         ),

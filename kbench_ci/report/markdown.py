@@ -134,24 +134,31 @@ def speedup_text(ratio: float, digits: int = 2) -> str:
     return f"{ratio:.{digits}f}×"
 
 
-def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head") -> str:
-    """``1.84× vs `pytorch-eager` · torch-compile: unavailable``: the solution's (the head's)
-    speedup over each suite baseline, baseline median / solution median (> 1: faster)."""
+def relative_speed_text(ratio: float) -> str:
+    """How much faster or slower the solution is than a baseline (ratio: baseline time /
+    solution time), always in one form: ``1.84× faster``, ``2.86× slower``, ``2,637× slower``."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return "—"
+    factor, word = (ratio, "faster") if ratio >= 1 else (1.0 / ratio, "slower")
+    number = f"{factor:,.0f}" if factor >= 100 else f"{factor:.1f}" if factor >= 10 else f"{factor:.2f}"
+    return f"{number}× {word}"
+
+
+def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head", separator: str = " · ") -> str:
+    """``1.84× faster than `pytorch-eager` · `torch-compile`: unavailable``: the solution's (the
+    head's) speed against each suite baseline, baseline median / solution median, one form for
+    faster and slower (:func:`relative_speed_text`)."""
     if not speedups:
         return "—"
     parts = []
     for b in speedups:
         if b.speedup is not None:
-            parts.append(f"{speedup_text(b.speedup)} vs `{b.name}`")
+            parts.append(f"{relative_speed_text(b.speedup)} than `{b.name}`")
         elif b.status == "ok":
             parts.append(f"`{b.name}`: {solution} not timed")
         else:
             parts.append(f"`{b.name}`: {b.status}")
-    return " · ".join(parts)
-
-
-def side_correctness(variant: VariantResult | None) -> str:
-    return "—" if variant is None else RUN_MARKERS.get(variant.status, "💥")
+    return separator.join(parts)
 
 
 def throttle_notice(cases: Sequence[CaseComparison] | Sequence[RunCase]) -> list[str]:

@@ -92,8 +92,9 @@ def render_run(
               f"{settings.rounds} rounds of {settings.trials_per_round} trials (after {settings.discard_first} "
               f"discarded per round, {settings.num_warmup} warm-up launches), timer `{settings.timing_method}`.",
               "- The median's 95% CI is the distribution-free order-statistic interval.",
-              *(["- The suite's `baselines` are timed in the same rounds; \"vs baselines\" is median(baseline) / "
-                 "median(solution) (> 1: the solution is faster)."] if with_baselines else []),
+              *(["- The suite's `baselines` are timed in the same rounds; \"vs baselines\" says how many times "
+                 "faster or slower the solution is than each, from median(baseline) / median(solution)."]
+                if with_baselines else []),
               *([f"- {AUDIT_EXPLAINED}"] if settings.timing_method == "cuda_event" else []),
               "- The run fails (exit 1) when any case is incorrect or failed because of its kernel; with exit 2 when "
               "every failing case failed on its ref.py, setup() or settings instead.", ""]

@@ -95,7 +95,7 @@ def test_three_compare_shards_merge_into_the_unsharded_result(compares: dict[str
         assert {k: v for k, v in case.items() if k != "gpu"} == written[case["case_id"]], case["case_id"]
         assert case["gpu"] == "cpu"
     report = (out / "benchmark.md").read_text()
-    (header,) = [line for line in report.splitlines() if line.startswith("| kernel ")]  # one table
+    (header,) = [line for line in report.splitlines() if line.startswith("| case ")]  # one table
     assert "GPU" not in header  # one GPU model: no GPU column
     assert merged["gate"]["summary"] in report and "Merged from shard 1/3" in report
 
@@ -143,7 +143,7 @@ def test_a_gpu_column_when_shards_ran_on_different_models(compares: dict[str, Pa
     kbench(tmp_path, "merge", str(compares["1"]), str(shard_2), str(compares["3"]), "--output-dir", str(out))
     merged = results(out)
     report = (out / "benchmark.md").read_text()
-    (header,) = [line for line in report.splitlines() if line.startswith("| kernel ")]
+    (header,) = [line for line in report.splitlines() if line.startswith("| case ")]
     assert "| GPU " in header
     rows = [line for line in report.splitlines() if line.startswith("| `")]
     assert sum("NVIDIA A100-SXM4-80GB" in row for row in rows) == len(data["cases"])
@@ -189,7 +189,7 @@ def test_the_whole_suite_on_two_gpu_models_merges_into_one_report(compares: dict
     report = (out / "benchmark.md").read_text()
     assert report.startswith("# kbench-ci compare\n") and report.count("\n# ") == 0  # one document
     assert f"## {a100}" in report and "## cpu" in report
-    assert len([line for line in report.splitlines() if line.startswith("| kernel ")]) == 2  # a table per model
+    assert len([line for line in report.splitlines() if line.startswith("| case ")]) == 2  # a table per model
 
     # One model's shard missing: named with its model, and the merged gate cannot pass.
     done = kbench(tmp_path, "merge", *(str(compares[k]) for k in "123"), str(others[0]), str(others[2]),

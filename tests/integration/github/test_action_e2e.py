@@ -841,7 +841,7 @@ def test_a_failed_comment_says_the_job_fails_links_the_run_and_reproduces(slower
     assert f"[Workflow run]({RUN_URL})" in body and f"({ARTIFACT_URL})" in body
     # The local command for the failing case: the base the gate used, the failing kernel.
     assert "## Reproduce locally" in body
-    assert f"`kbench-ci compare --base {origin.base} --kernel scale`" in body
+    assert f"\nkbench-ci compare --base {origin.base} --kernel scale  # " in body
     assert job.outputs["run-url"] == RUN_URL and job.outputs["artifact-url"] == ARTIFACT_URL
 
 

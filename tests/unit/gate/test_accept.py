@@ -70,8 +70,9 @@ def test_a_failed_report_says_what_happens_to_the_job_and_how_to_reproduce(repo:
     report = (tmp_path / "out" / "benchmark.md").read_text()
     assert "_kbench-ci compare exits 1: the job running it fails_" in report
     base = outcome.base.sha
-    assert f"- `wrong[N=16]` (incorrect): `kbench-ci compare --base {base} --kernel wrong`" in report
-    assert f"- `slow[N=16]` (slower): `kbench-ci compare --base {base} --kernel slow`" in report
+    # each command once, with what failed (issue 39, item 2)
+    assert f"\nkbench-ci compare --base {base} --kernel wrong  # 1 incorrect\n" in report
+    assert f"\nkbench-ci compare --base {base} --kernel slow  # 1 slower\n" in report
     assert "--kernel same" not in report
     # --no-fail, and a caller (the action) that says what it does with the job.
     run_compare(_request(repo, tmp_path, kernels=("slow",), no_fail=True), worker=FakeWorker(), build_fn=fake_nvcc)

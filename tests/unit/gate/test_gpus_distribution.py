@@ -178,7 +178,7 @@ def test_compare_over_two_gpus_keeps_each_case_on_one_gpu_and_the_results_in_sui
     assert {c["gpu_index"] for c in data["cases"]} == {0, 1}
     assert [g["index"] for g in data["gpus"]] == [0, 1] and data["gpus_shared"] is False
     report = (tmp_path / "two" / "benchmark.md").read_text()
-    header = next(line for line in report.splitlines() if line.startswith("| kernel"))
+    header = next(line for line in report.splitlines() if line.startswith("| case"))
     assert " GPU " in header and "0 (Fake GPU)" in report and "1 (Fake GPU)" in report
     assert "not valid" not in report
     done = [p for p in progress if p.stage == "done"]
@@ -188,7 +188,7 @@ def test_compare_over_two_gpus_keeps_each_case_on_one_gpu_and_the_results_in_sui
     single = json.loads((tmp_path / "one" / "results.json").read_text())
     assert {c["gpu_index"] for c in single["cases"]} == {None} and single["gpus"] == []
     single_report = (tmp_path / "one" / "benchmark.md").read_text()
-    assert " GPU " not in next(line for line in single_report.splitlines() if line.startswith("| kernel"))
+    assert " GPU " not in next(line for line in single_report.splitlines() if line.startswith("| case"))
 
 
 def test_two_workers_on_one_gpu_say_plainly_that_the_timings_are_not_valid(

@@ -71,10 +71,10 @@ def test_compare_times_baselines_with_the_head_and_reports_the_speedup(tmp_path:
     assert abs(by_name["pytorch-eager"]["speedup"] - 2.0) < 0.01
     assert by_name["flashinfer"]["status"] == "unavailable" and by_name["flashinfer"]["speedup"] is None
     report = (tmp_path / "out" / "benchmark.md").read_text()
-    header = next(line for line in report.splitlines() if line.startswith("| kernel"))
+    header = next(line for line in report.splitlines() if line.startswith("| case"))
     assert "head vs baselines" in header
     row = next(line for line in report.splitlines() if line.startswith("| `add`"))
-    assert "2.00× vs `pytorch-eager`" in row and "`flashinfer`: unavailable" in row
+    assert "2.00× faster than `pytorch-eager`" in row and "`flashinfer`: unavailable" in row
 
 
 def test_run_times_baselines_and_keeps_their_samples(tmp_path: Path) -> None:
@@ -87,4 +87,4 @@ def test_run_times_baselines_and_keeps_their_samples(tmp_path: Path) -> None:
     eager = data["cases"][0]["baselines"][0]
     assert eager["name"] == "pytorch-eager" and len(eager["result"]["rounds_ms"]) == 4
     report = (tmp_path / "out" / "benchmark.md").read_text()
-    assert "2.00× vs `pytorch-eager`" in report
+    assert "2.00× faster than `pytorch-eager`" in report
