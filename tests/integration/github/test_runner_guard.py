@@ -9,7 +9,6 @@ do (in process isolation, where no Landlock sandbox holds it).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
