@@ -183,6 +183,11 @@ class Judge:
 
     def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[_Side]:
         sides: list[_Side] = []
+        # Every worker this case needs starts now, together: each imports torch and creates its
+        # CUDA context (seconds) while the others do; they load their code one at a time below.
+        for label in (*(spec.label for spec in job.sides), *job.baselines):
+            if label not in job.skip:
+                self.worker(label, job.settings.device)
         common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
                   "num_warmup": job.settings.num_warmup, "event_overhead_ms": job.event_overhead_ms}
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
@@ -250,7 +255,7 @@ def _judge(
                 discarded_ms=tuple(side.discarded),
                 fresh_inputs=(f"{VERSIONS} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
                               f"made and kept by the judge; a new one staged before every timed call{checked}; "
-                              f"{placements} placement(s) of its buffers, one picked at random per round"),
+                              f"{placements} placement(s) of its buffers, taken in turn from a random one each round"),
             )
     for side in sides:
         side.worker.resume()
@@ -472,10 +477,13 @@ def _one_round(
     side: _Side, picks: list[int], versions: list[_Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
     device: torch.device, flush: CacheFlush, picker: random.SystemRandom, round_index: int,
 ) -> bool:
-    arena = side.arenas[picker.randrange(len(side.arenas))]
+    # The round's calls go round the side's placements from a random start: each round's median
+    # then averages over them (one placement a round made the rounds' ratios swing with it).
+    start = picker.randrange(len(side.arenas))
     samples: list[float] = []
     for call, pick in enumerate(picks):
         version = versions[pick]
+        arena = side.arenas[(start + call) % len(side.arenas)]
         try:
             sample = _staged_call(side, arena, version, max(1, min(3, job.settings.num_warmup)) if call == 0 else 0, flush, device)
         except SideFailed as exc:

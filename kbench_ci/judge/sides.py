@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import BadReply, Called, Loaded, Reply, Request, decode_reply, encode_request
+from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, BadReply, Called, Loaded, Reply, Request, decode_reply, encode_request
 from kbench_ci.procgroup import descendants
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
@@ -53,6 +53,7 @@ class SideWorker:
                 env[name] = str(own)
                 writable.append(own)
         env["TMPDIR"] = str(self.folder)
+        env[SIDE_DEVICE_ENV] = device
         env["HOME"] = str(self.folder)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"

@@ -8,11 +8,13 @@ Nothing imports this module (``python -m`` warns about one imported before it ru
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV
 from kbench_ci.side.harden import harden
 
 __all__ = ["main"]
@@ -25,7 +27,9 @@ def main(argv: Sequence[str]) -> int:
     channel = socket.socket(fileno=int(fd))
     # Imported once hardened: torch starts threads, and Landlock binds only the calling thread
     # and what it starts afterwards.
-    from kbench_ci.side.serve import serve  # noqa: PLC0415
+    from kbench_ci.side.serve import serve, warm_up  # noqa: PLC0415
+
+    warm_up(os.environ.get(SIDE_DEVICE_ENV, ""))
 
     try:
         return serve(channel, layers)

@@ -62,6 +62,18 @@ class _Case:
     warmed: bool = False
 
 
+def warm_up(device: str) -> None:
+    """The CUDA context now, while the judge starts the case's other workers (never fails: the
+    load reports a broken device)."""
+    if not device.startswith("cuda"):
+        return
+    try:
+        torch.cuda.set_device(torch.device(device))
+        torch.empty(1, device=device)
+    except Exception:  # noqa: BLE001, S110  (see above)
+        pass
+
+
 def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
     reader = channel.makefile("rb")
     baseline = ProcessBaseline.capture()
