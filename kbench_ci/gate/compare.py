@@ -112,6 +112,7 @@ def run_compare(
             execution or suite_execution_settings(sides.head_suite.settings, options), device=request.device,
             gpus=request.gpus if len(request.gpus) > 1 else (), build_fn=build_fn, worker=worker,
             kinds=[*kernels.head_kinds.values(), *(k for k in kernels.base_kinds.values() if k is not None)],
+            sides=("base", "head"),
         ))
         _log.debug("set up in %.0f ms (git, suites); beginning builds, starting workers", 1e3 * report.setup_s)
         measure = MeasureComparison(

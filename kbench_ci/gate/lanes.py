@@ -16,7 +16,7 @@ from kbench_ci.gate.worker_call import WorkerFn
 from kbench_ci.measure.parent import WorkerPool
 from kbench_ci.results.outcome import GpuSlot
 from kbench_ci.scratch import make_scratch, remove_stale
-from kbench_ci.suite.settings import Execution
+from kbench_ci.suite.settings import JUDGE_SIDES_ENV, Execution
 
 _log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def lane_device(device: str, gpu: GpuSlot | None) -> str:
 @contextmanager
 def suite_execution(
     execution: Execution, *, device: str, gpus: Sequence[GpuSlot] = (), build_fn: BuildFn | None = None,
-    worker: WorkerFn | None = None, kinds: Iterable[str] = (),
+    worker: WorkerFn | None = None, kinds: Iterable[str] = (), sides: Sequence[str] = (),
 ) -> Iterator[SuiteExecution]:
     """The builder and worker pools of one suite run; on the way out (an error, Ctrl-C or SIGTERM
     included) the workers are stopped, compilers still running are killed and the staging
@@ -128,6 +128,9 @@ def suite_execution(
             lane_worker = worker
             if lane_worker is None:
                 pinned = dict(environment)
+                if execution.isolation == "judge" and sides:
+                    # the judge starts these side workers while the kernels build
+                    pinned[JUDGE_SIDES_ENV] = ",".join(sides)
                 if gpu is not None and device.startswith("cuda"):
                     pinned["CUDA_VISIBLE_DEVICES"] = visible_device(gpu.index)
                 pool = stack.enter_context(

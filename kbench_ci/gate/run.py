@@ -98,7 +98,7 @@ def run_suite(
     driver = SuiteDriver(cases, report, on_progress=on_progress)
     with suite_execution(
         execution or suite_execution_settings(suite.settings, options), device=request.device, gpus=gpus,
-        build_fn=build_fn, worker=worker, kinds=kinds.values(),
+        build_fn=build_fn, worker=worker, kinds=kinds.values(), sides=("solution",),
     ) as shared:
         measure = _MeasureRunCase(request, settings, kinds, suite.root, shared.builder)
         builds = [BuildRequest(k, "solution", kinds[k.name], suite.root) for k in kernels]

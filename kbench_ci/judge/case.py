@@ -26,7 +26,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -107,14 +107,23 @@ class Judge:
         self.scratch = scratch
         self.environment = dict(environment)
         self.workers: dict[str, SideWorker] = {}
+        #: modules each side's worker imports as it starts (``triton``)
+        self.preload: tuple[str, ...] = ()
 
     def worker(self, label: str, device: str) -> SideWorker:
         worker = self.workers.get(label)
         if worker is None or not worker.alive() or worker.device != device:
             if worker is not None:
                 worker.stop()
-            worker = self.workers[label] = SideWorker(label, device, self.scratch, self.environment)
+            worker = self.workers[label] = SideWorker(label, device, self.scratch, self.environment, self.preload)
         return worker
+
+    def prestart(self, labels: Sequence[str], device: str, preload: Sequence[str]) -> None:
+        """Start the workers of ``labels`` now (a warm judge, while the parent builds)."""
+        self.preload = tuple(preload)
+        for label in labels:
+            if label:
+                self.worker(label, device)
 
     def close(self) -> None:
         for worker in self.workers.values():

@@ -68,10 +68,15 @@ def main(argv: Sequence[str]) -> int:
     )
     from kbench_ci.results.schema import to_jsonable  # noqa: PLC0415
     from kbench_ci.scratch import make_scratch  # noqa: PLC0415
+    from kbench_ci.suite.settings import JUDGE_SIDES_ENV  # noqa: PLC0415
 
     sys.dont_write_bytecode = True
-    del warm  # the judge warms up nothing of the sides': their workers import their own
     judge = Judge(make_scratch("kbench-judge-"), os.environ)
+    if warm and os.environ.get(JUDGE_SIDES_ENV):
+        # The side workers this command's cases need, started while the parent still builds:
+        # each imports torch, creates its CUDA context and imports what its cases will.
+        warm_device, *preload = warm
+        judge.prestart(os.environ[JUDGE_SIDES_ENV].split(","), warm_device, preload)
     environment: dict[str, object] | None = None
     served = 0
     try:

@@ -18,10 +18,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, BadReply, Called, Loaded, Reply, Request, decode_reply, encode_request
+from kbench_ci.measure.sideproto import (
+    SIDE_DEVICE_ENV,
+    SIDE_PRELOAD_ENV,
+    BadReply,
+    Called,
+    Loaded,
+    Reply,
+    Request,
+    decode_reply,
+    encode_request,
+)
 from kbench_ci.procgroup import descendants
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
@@ -39,7 +49,9 @@ def side_folder_name(label: str) -> str:
 class SideWorker:
     """One side's worker process and the judge's end of its socket."""
 
-    def __init__(self, label: str, device: str, scratch: Path, environment: Mapping[str, str]) -> None:
+    def __init__(
+        self, label: str, device: str, scratch: Path, environment: Mapping[str, str], preload: Sequence[str] = (),
+    ) -> None:
         self.label = label
         self.device = device
         self.folder = scratch / f"side-{side_folder_name(label)}"
@@ -54,6 +66,7 @@ class SideWorker:
                 writable.append(own)
         env["TMPDIR"] = str(self.folder)
         env[SIDE_DEVICE_ENV] = device
+        env[SIDE_PRELOAD_ENV] = ",".join(preload)
         env["HOME"] = str(self.folder)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"

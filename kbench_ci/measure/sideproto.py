@@ -21,6 +21,8 @@ from kbench_ci.measure.protocol import SideSpec
 
 #: environment: the device a side's worker creates its context on as soon as it starts
 SIDE_DEVICE_ENV = "KBENCH_CI_SIDE_DEVICE"
+#: environment: modules it imports then too (comma-separated: ``triton``)
+SIDE_PRELOAD_ENV = "KBENCH_CI_SIDE_PRELOAD"
 #: the longest reply line the judge reads from a side; anything longer fails that side
 MAX_REPLY_BYTES = 1 << 20
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV
+from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV
 from kbench_ci.side.harden import harden
 
 __all__ = ["main"]
@@ -29,7 +29,7 @@ def main(argv: Sequence[str]) -> int:
     # and what it starts afterwards.
     from kbench_ci.side.serve import serve, warm_up  # noqa: PLC0415
 
-    warm_up(os.environ.get(SIDE_DEVICE_ENV, ""))
+    warm_up(os.environ.get(SIDE_DEVICE_ENV, ""), [name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
 
     try:
         return serve(channel, layers)

@@ -58,6 +58,9 @@ DEFAULT_ISOLATION = "process"
 ISOLATIONS = ("process", "judge")
 #: environment: the isolation, as --isolation
 ISOLATION_ENV = "KBENCH_CI_ISOLATION"
+#: environment of a judge: the side labels of the command's cases ("base,head" for compare),
+#: whose workers it starts while the parent still builds
+JUDGE_SIDES_ENV = "KBENCH_CI_JUDGE_SIDES"
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
