@@ -152,7 +152,8 @@ def entries_from_results(
         raise UsageError(f"no full commit sha to record these results under: {got}",
                          hint="pass --commit $(git rev-parse HEAD)")
     run_gpu = str((payload.get("environment") or {}).get("gpu_name") or "cpu")
-    when = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
+    # microseconds: records made within one second (a backfill) keep the order they were made in
+    when = (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="microseconds")
     by_gpu: dict[str, list[CasePoint]] = {}
     for case, point in measured:
         by_gpu.setdefault(str(case.get("gpu") or run_gpu), []).append(point)

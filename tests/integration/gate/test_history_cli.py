@@ -23,8 +23,10 @@ def _main_commits(root: Path, count: int) -> list[str]:
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
     shas = []
     for n in range(count):
+        # A day apart: commits made within one second would tie in the history's date order.
+        date = f"2024-01-{n + 1:02d}T00:00:00"
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", f"c{n}"],
-                       cwd=root, check=True)
+                       cwd=root, check=True, env={**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
         shas.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
                                    text=True).stdout.strip())
     return shas

@@ -113,7 +113,7 @@ def _compare_payload(sha: str) -> dict[str, Any]:
 def test_a_compare_is_recorded_under_its_head_commit_with_the_heads_medians() -> None:
     when = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
     entry = entry_from_results(_compare_payload(SHAS[2]), now=when)
-    assert entry == HistoryEntry(SHAS[2], "2026-12-02T00:00:00+00:00", "NVIDIA H200", (CasePoint("k[N=8]", 2.0, 3),))
+    assert entry == HistoryEntry(SHAS[2], "2026-12-02T00:00:00.000000+00:00", "NVIDIA H200", (CasePoint("k[N=8]", 2.0, 3),))
 
 
 def test_results_without_a_commit_or_of_another_kind_are_refused() -> None:
