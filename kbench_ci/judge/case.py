@@ -52,6 +52,7 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, Loaded, LoadRequest
+from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
 from kbench_ci.procgroup import end_strays
@@ -255,14 +256,20 @@ def _judge(
             _check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
     live = [side for side in sides if side.ok]
     if live:
-        versions = [_version(maker, problem, device) for _ in range(VERSIONS)]
+        versions = [_version(maker, problem, device)]
+        # As many more as the in-process worker's memory budget for versions allows, up to VERSIONS
+        # (each holds its inputs and its expected outputs in the judge).
+        each = max(1, sum(v.numel() * v.element_size() for v in (*versions[0].inputs.kwargs.values(),
+                                                                 *versions[0].expected.values()) if isinstance(v, torch.Tensor)))
+        while len(versions) < min(VERSIONS, max(2, version_budget(device) // each)):
+            versions.append(_version(maker, problem, device))
         _time_in_rounds(live, sides, versions, job, tolerance_for, device, flush, emit)
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
                 discarded_ms=tuple(side.discarded),
-                fresh_inputs=(f"{VERSIONS} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
+                fresh_inputs=(f"{len(versions)} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
                               f"made and kept by the judge; a new one staged before every timed call{checked}; "
                               f"{placements} placement(s) of its buffers, taken in turn from a random one each round"),
             )
