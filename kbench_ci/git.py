@@ -202,9 +202,10 @@ class GitRepo:
             return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         except _GitCommandFailed:
             close = self._closest_name(rev)
-            # A name one typo away from a branch or tag here is that typo (``mian``): say so,
-            # without asking the remote about a name nobody meant.
-            hint = f'did you mean "{close}"?' if close is not None else self._fetch_hint(rev)
+            # A name one typo away from a branch or tag here is most likely that typo (``mian``):
+            # say so first; what a fetch would take follows, for a name that is elsewhere.
+            fetch = self._fetch_hint(rev)
+            hint = f'did you mean "{close}"? Otherwise: {fetch.removeprefix("check the spelling; ")}' if close else fetch
             raise GitError(f'cannot resolve "{rev}" to a commit in {self.root}', hint=hint) from None
 
     def _closest_name(self, rev: str) -> str | None:

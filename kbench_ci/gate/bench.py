@@ -80,7 +80,7 @@ def check_request(request: BenchRequest) -> None:
     # or run_kernel(), or a dimension setup() needs and no flag gives, before a worker starts.
     raise_all(kernel_file_problems(
         solution=request.solution, ref=request.ref, python_solution=request.implementation not in COMPILED_KINDS,
-        shapes=[request.dims], fix="flags",
+        shapes=[request.dims], fix="flags", solution_syntax=True,
     ))
     try:
         values.timeout_seconds(request.timeout_s)

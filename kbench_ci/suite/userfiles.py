@@ -137,11 +137,16 @@ def kernel_file_problems(
     python_solution: bool,
     shapes: Sequence[Mapping[str, int]],
     fix: FixFor,
+    solution_syntax: bool = False,
 ) -> list[UserFileError]:
     """Every contract the files of one kernel break, each once (not once per shape):
     ``reference()`` in ref.py; ``setup()`` and ``run_kernel()`` in a Python solution; and each
     dimension that the ``setup()`` used (the solution's, or for a CUDA C++ solution ref.py's)
-    requires but a shape does not give."""
+    requires but a shape does not give.
+
+    A ref.py that does not parse is a problem here; a solution that does not parse only with
+    ``solution_syntax`` (bench's usage error): in ``run`` and ``compare`` a solution that does
+    not load is its kernel's failure (exit 1, docs/compare.md), found by the worker."""
     problems: list[UserFileError] = []
     ref_module: _Module | None = None
     try:
@@ -159,7 +164,8 @@ def kernel_file_problems(
         try:
             module = read_module(solution, role="solution")
         except UserFileError as exc:
-            problems.append(exc)
+            if solution_syntax:
+                problems.append(exc)
         else:
             for name, signature, does in (
                 ("setup", "setup(**dims)", "returning {'inputs': {...}, 'outputs': [names]}"),
@@ -191,14 +197,17 @@ def _missing_dimension(
         return None
     lacking = [index for index, shape in enumerate(shapes) if any(name not in shape for name in missing)]
     names = ", ".join(repr(name) for name in missing)
-    what = f"{path.name}:{setup.lineno} setup() needs {'dimension' if len(missing) == 1 else 'dimensions'} {names}"
+    what = f"{path.name}:{setup.lineno} setup() needs {names}, " + ("a dimension" if len(missing) == 1 else "dimensions")
     if fix == "flags":
         flags = " ".join(f"--{name}=VALUE" for name in missing)
-        return UserFileError(f"{what}, which no flag gives", hint=f"pass {flags}, or give the parameter a default")
-    which = "no shape" if len(lacking) == len(shapes) else "not shapes " + ", ".join(f"[{i}]" for i in lacking)
+        return UserFileError(f"{what} no flag gives", hint=f"pass {flags}, or give the parameter a default")
+    which = (
+        "no shape in kbench.toml gives" if len(lacking) == len(shapes)
+        else "shapes " + ", ".join(f"[{i}]" for i in lacking) + " in kbench.toml do not give"
+    )
     example = ", ".join(f"{name} = ..." for name in missing)
     return UserFileError(
-        f"{what}, which {which} in kbench.toml gives",
+        f"{what} {which}",
         hint=f"add {example} to {'each shape' if len(lacking) == len(shapes) else 'those shapes'}"
         ", or give the parameter a default",
     )

@@ -73,7 +73,7 @@ def test_run_names_a_dimension_setup_needs_in_kbench_toml_terms(tmp_path: Path) 
     out = tmp_path / "out"
     completed = kbench(repo.root, "run", "--device", "cpu", "--output-dir", str(out))
     _assert_named_before_measuring(
-        completed, out, "kernel \"scale\": scale.py:4 setup() needs dimension 'M', which no shape in kbench.toml gives"
+        completed, out, "kernel \"scale\": scale.py:4 setup() needs 'M', a dimension no shape in kbench.toml gives"
     )
     assert "add M = ... to each shape" in completed.stderr
     assert "--M" not in completed.stderr and "--NAME" not in completed.stderr
@@ -104,7 +104,7 @@ def test_bench_names_a_missing_dimension_as_a_flag_without_the_cpu_note(tmp_path
                        "--N=256", "--output-dir", str(out))
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert completed.stderr.splitlines() == [
-        "kbench-ci: error: scale.py:4 setup() needs dimension 'M', which no flag gives "
+        "kbench-ci: error: scale.py:4 setup() needs 'M', a dimension no flag gives "
         "(pass --M=VALUE, or give the parameter a default)"
     ], completed.stderr
 
@@ -113,7 +113,7 @@ def test_bench_usage_error_is_one_line_in_cpu_mode(tmp_path: Path) -> None:
     """The CPU-mode warning came before every usage error bench found in its checks."""
     repo = _repo(tmp_path, {})
     completed = kbench(repo.root, "bench", "kernels/scale.py", "--ref", "kernels/scale_ref.py", "--device", "cpu",
-                       "--N=256", "--timeout", "-1", "--output-dir", str(tmp_path / "out"))
+                       "--N=256", "--bytes", "Q*4", "--output-dir", str(tmp_path / "out"))
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert len(completed.stderr.splitlines()) == 1, completed.stderr
     assert "CPU mode" not in completed.stderr
