@@ -13,6 +13,7 @@ Every git command kbench-ci runs starts here, through one of two choke points:
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -200,9 +201,25 @@ class GitRepo:
         try:
             return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         except _GitCommandFailed:
-            raise GitError(
-                f'cannot resolve "{rev}" to a commit in {self.root}', hint=self._fetch_hint(rev)
-            ) from None
+            close = self._closest_name(rev)
+            # A name one typo away from a branch or tag here is most likely that typo (``mian``):
+            # say so first; what a fetch would take follows, for a name that is elsewhere.
+            fetch = self._fetch_hint(rev)
+            hint = f'did you mean "{close}"? Otherwise: {fetch.removeprefix("check the spelling; ")}' if close else fetch
+            raise GitError(f'cannot resolve "{rev}" to a commit in {self.root}', hint=hint) from None
+
+    def _closest_name(self, rev: str) -> str | None:
+        """The branch or tag (local, or a remote's) spelled most like ``rev``, its steps
+        (``~2``) kept; None when none is close."""
+        relative = _relative(rev)
+        name, steps = (relative[0], rev[len(relative[0]):]) if relative is not None else (rev, "")
+        try:
+            listed = self._git("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags", "refs/remotes")
+        except (_GitCommandFailed, KbenchError):
+            return None
+        names = [line for line in listed.splitlines() if line and not line.endswith("/HEAD")]
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        return close[0] + steps if close and close[0] != name else None
 
     def _fetch_hint(self, rev: str) -> str:
         try:

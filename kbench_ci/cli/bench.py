@@ -154,8 +154,8 @@ def bench(
             per_pointer, default_size = parse_ptr_size_options(ptr_size or [])
         problems.raise_any()
         chosen_device = resolve_device(device, gpu)
-        if chosen_device == "cpu" and timing_method == "cuda_event":
-            err("kbench-ci: warning: CPU mode times with host_time (CUDA events need a GPU)")
+        cpu_timing_note = chosen_device == "cpu" and timing_method == "cuda_event"
+        if cpu_timing_note:
             timing_method = "host_time"
         request = BenchRequest(
             solution=solution, ref=ref, implementation=kind, baselines=chosen_baselines, dims=dims,
@@ -173,7 +173,11 @@ def bench(
         # Checked and held before the worker starts: a bad folder fails in a second, not after
         # the run, and a second run into the same folder is refused.
         with output_folder(output_dir):
-            outcome = run_bench(request, on_event=progress)
+            # Said once the run starts, not before a usage error (which is then one line)
+            outcome = run_bench(request, on_event=progress, on_start=(
+                (lambda: err("kbench-ci: warning: CPU mode times with host_time (CUDA events need a GPU)"))
+                if cpu_timing_note else None
+            ))
     solution_result = outcome.case.variants[0]
     for note in solution_result.notes:
         err(f"kbench-ci: {note}")

@@ -40,7 +40,9 @@ def build(
     with error_boundary():
         for source in sources:
             try:
-                plan = plan_build(source, cutlass=cutlass, arch=arch, extra_flags=tuple(flag or ()))
+                plan = plan_build(
+                    source, cutlass=cutlass, arch=arch, extra_flags=tuple(flag or ()), arch_option="--arch"
+                )
                 typer.echo(format_command(plan))
                 result = run_build(plan, use_cache=not no_cache)
             except CompileError as exc:

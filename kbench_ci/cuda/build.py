@@ -130,10 +130,11 @@ class BuildResult:
 # --------------------------------------------------------------------------- arch
 
 
-def detect_arch(gpu_index: int | None = None) -> str:
+def detect_arch(gpu_index: int | None = None, *, arch_option: str | None = None) -> str:
     """The ``sm_XY`` of a GPU (default: the first this process sees), or of ``KBENCH_CUDA_ARCH``
     when set (CI without a GPU uses it). Asked of the driver, not torch: the parent builds
-    while the worker imports torch."""
+    while the worker imports torch. ``arch_option``: the command's own flag for the
+    architecture (``build --arch``), which the hint names first."""
     override = os.environ.get("KBENCH_CUDA_ARCH", "").strip()
     if override:
         return _normalise_arch(override, origin="KBENCH_CUDA_ARCH")
@@ -141,7 +142,11 @@ def detect_arch(gpu_index: int | None = None) -> str:
     if not devices:
         raise EnvironmentProblem(
             "cannot pick a CUDA architecture: no CUDA GPU is visible",
-            hint="run on a GPU machine or set KBENCH_CUDA_ARCH (e.g. KBENCH_CUDA_ARCH=sm_90)",
+            hint=(
+                f"pass {arch_option} sm_90, the architecture the library will run on, or set KBENCH_CUDA_ARCH=sm_90"
+                if arch_option is not None
+                else "run on a GPU machine or set KBENCH_CUDA_ARCH (e.g. KBENCH_CUDA_ARCH=sm_90)"
+            ),
         )
     index = 0 if gpu_index is None else gpu_index
     if not 0 <= index < len(devices):
@@ -263,12 +268,14 @@ def plan_build(
     extra_flags: Sequence[str] = (),
     nvcc: str | None = None,
     gpu_index: int | None = None,
+    arch_option: str | None = None,
 ) -> BuildPlan:
     """Decide the exact nvcc command for ``source``; runs nothing. Without ``arch``, for the
-    architecture of GPU ``gpu_index`` (default: the first), the one the library will run on."""
+    architecture of GPU ``gpu_index`` (default: the first), the one the library will run on;
+    ``arch_option`` names the command's flag that gives ``arch`` (see :func:`detect_arch`)."""
     source = Path(source).resolve()
     source_text = _read_source(source)
-    target = _normalise_arch(arch, origin="arch") if arch else detect_arch(gpu_index)
+    target = _normalise_arch(arch, origin="arch") if arch else detect_arch(gpu_index, arch_option=arch_option)
     effective_arch, arch_flags = _arch_flags(target, source_text)
     output = Path(output).resolve() if output is not None else shared_library_path(source)
 

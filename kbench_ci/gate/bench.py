@@ -24,6 +24,7 @@ from kbench_ci.results.writers import BenchRecord, bench_results_payload
 from kbench_ci.suite import values
 from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
 from kbench_ci.suite.size_expr import evaluate_size_expression
+from kbench_ci.suite.userfiles import kernel_file_problems, raise_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,12 @@ def check_request(request: BenchRequest) -> None:
     for role, path in (("solution", request.solution), ("ref", request.ref)):
         if not path.is_file():
             raise UserFileError(f"{role} file not found: {path}", hint="check the path")
+    # Read from their syntax (this process never imports them): a missing reference(), setup()
+    # or run_kernel(), or a dimension setup() needs and no flag gives, before a worker starts.
+    raise_all(kernel_file_problems(
+        solution=request.solution, ref=request.ref, python_solution=request.implementation not in COMPILED_KINDS,
+        shapes=[request.dims], fix="flags", solution_syntax=True,
+    ))
     try:
         values.timeout_seconds(request.timeout_s)
     except values.InvalidValue as exc:
@@ -113,9 +120,19 @@ def check_request(request: BenchRequest) -> None:
             )
 
 
-def run_bench(request: BenchRequest, *, on_event: Callable[[WorkerEvent], None] | None = None) -> BenchOutcome:
+def run_bench(
+    request: BenchRequest,
+    *,
+    on_event: Callable[[WorkerEvent], None] | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> BenchOutcome:
+    """Check the request, then measure it in one worker. ``on_start`` is called once the checks
+    passed, before the worker starts: a note about the run (CPU mode) belongs after a usage
+    error could have been the one line."""
     check_request(request)
     check_dimension_names(request)
+    if on_start is not None:
+        on_start()
     side = SideSpec(
         label="solution",
         solution=str(request.solution.resolve()),

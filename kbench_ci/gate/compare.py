@@ -43,7 +43,7 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest
 from kbench_ci.gate.changed import changed_selection, selection_record
 from kbench_ci.gate.compare_case import CasePlan, MeasureComparison, base_kind
 from kbench_ci.gate.driver import SuiteDriver
-from kbench_ci.gate.jobs import check_runnable, implementation_of, select_kernels
+from kbench_ci.gate.jobs import check_runnable, check_user_files, implementation_of, select_kernels
 from kbench_ci.gate.lanes import suite_execution
 from kbench_ci.gate.progress import ProgressFn
 from kbench_ci.gate.shard import plan_shard
@@ -95,6 +95,8 @@ def run_compare(
     with ExitStack() as stack:
         sides = _read_sides(repo, revisions, request, stack)
         kernels, selection = _changed_only(repo, revisions, sides, _select_kernels(sides, request), request)
+        # The head's files (the pull request's): read, never imported, before anything is built
+        check_user_files(kernels.head)
         settings = job_settings(
             sides.head_suite.settings, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
         )

@@ -12,6 +12,7 @@ from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.suite.model import Case, KernelSpec
+from kbench_ci.suite.userfiles import check_kernel_files
 
 
 def job_timeout_s(case_timeout_s: float, job: CaseJob) -> float:
@@ -83,3 +84,13 @@ def check_runnable(kernels: Sequence[KernelSpec], device: str) -> None:
             hint="run on a GPU machine, or pick Triton/PyTorch kernels with --kernel NAME",
         )
 
+
+
+def check_user_files(kernels: Sequence[KernelSpec]) -> None:
+    """Each selected kernel's ref.py and Python solution read from their syntax (never imported:
+    this is the parent), so that a missing ``reference()`` / ``setup()`` / ``run_kernel()`` or a
+    dimension ``setup()`` needs that a shape lacks is one line per kernel and exit 2 before
+    anything is built or measured, not a failure repeated for every shape."""
+    check_kernel_files([
+        (k.name, k.solution, k.ref, implementation_of(k) not in COMPILED_KINDS, k.shapes) for k in kernels
+    ])

@@ -19,6 +19,7 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest, SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured, SuiteDriver
 from kbench_ci.gate.jobs import (
     check_runnable,
+    check_user_files,
     implementation_of,
     job_timeout_s,
     make_job,
@@ -86,6 +87,7 @@ def run_suite(
     kernels = select_kernels(suite.kernels, request.kernels)
     kinds = {k.name: implementation_of(k) for k in kernels}
     check_runnable(kernels, request.device)
+    check_user_files(kernels)
     settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
     cases, shard = _plan_cases(kernels, request, suite.root)
     gpus = request.gpus if len(request.gpus) > 1 else ()

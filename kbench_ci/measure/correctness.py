@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from kbench_ci.measure.inputs import still_poisoned
 from kbench_ci.results.model import OutputCheck, Tolerance
 
 #: Default (atol, rtol) per output dtype, used when neither the CLI nor ref.py sets them.
@@ -117,6 +118,16 @@ def compare_output(
     rel = diff / magnitude.clamp_min(torch.finfo(torch.float64).tiny)
     max_rel = float(rel.max().item())
     first = None
+    if mismatched and still_poisoned(actual):
+        # Every element still holds what the harness filled the output with before the call: the
+        # kernel never wrote it. Most often it returned its result instead ("16384 of 16384
+        # elements outside atol, max abs error inf" said nothing of that).
+        filler = "NaN" if actual.is_floating_point() or actual.is_complex() else "0xA5 bytes"
+        return failed(
+            f"never written (still all {filler}, as filled before the call): the kernel must write into "
+            f"'{name}'; a value it returns is ignored",
+            numel,
+        )
     if mismatched:
         index = int((~ok).reshape(-1).nonzero()[0].item())
         first = (index, _value_at(actual, index), _value_at(expected, index))

@@ -163,7 +163,8 @@ def call_by_name(
     if missing:
         raise UserFileError(
             f"{what} needs {', '.join(repr(m) for m in missing)} but no input or dimension has that name",
-            hint="pass it as --NAME=VALUE or return it from setup()",
+            # The worker does not know the command: name both places a dimension comes from
+            hint="add it to the shape (a key in kbench.toml's shapes; bench: --NAME=VALUE) or return it from setup()",
         )
     return function(**kwargs)
 

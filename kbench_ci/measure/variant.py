@@ -4,6 +4,7 @@ outputs, call it on poisoned outputs, and tell a lost CUDA context from an ordin
 
 from __future__ import annotations
 
+import sysconfig
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -178,15 +179,54 @@ def call_on_poisoned_outputs(
     return copies
 
 def describe_error(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
+    """``Type: first line at file.py:LINE``, at the user's own code: the innermost frame of the
+    whole chain of causes that is in no installed package, no standard library and not
+    kbench-ci. A wrapper that only re-raises the user's error (Triton's interpreter raises
+    ``InterpreterError(repr(e)) from e``) is described by the error it wraps."""
+    shown = exc
+    while type(shown).__name__ in _WRAPPERS and shown.__cause__ is not None:
+        shown = shown.__cause__
+    text = str(shown).strip().splitlines()
     first = text[0] if text else ""
-    # Point at the user's frame, not ours: the innermost frame outside kbench_ci.
-    where = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if "kbench_ci" not in frame.filename:
-            where = f" at {Path(frame.filename).name}:{frame.lineno}"
-            break
-    return f"{type(exc).__name__}: {first}{where}"
+    frames = [frame for link in _chain(exc) for frame in traceback.extract_tb(link.__traceback__)]
+    mine = [frame for frame in frames if "kbench_ci" not in frame.filename]
+    users = [frame for frame in mine if not _installed(frame.filename)]
+    # The user's frame; without one (a wrapper's internals only), the innermost outside ours
+    frame = users[-1] if users else (mine[-1] if mine else None)
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
+    return f"{type(shown).__name__}: {first}{where}"
+
+
+#: exception types that wrap the user's own error (its ``__cause__``) and add nothing to it
+_WRAPPERS = frozenset({"InterpreterError"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``raise ... from``) and contexts, outermost first, each once."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
+
+
+def _installed_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(
+        {str(Path(paths[key]).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    )
+
+
+def _installed(filename: str) -> bool:
+    """Is ``filename`` part of Python or an installed package (not the user's file)?"""
+    if filename.startswith("<"):  # <string>, <frozen ...>: no file of the user's
+        return True
+    resolved = str(Path(filename).resolve())
+    return any(resolved.startswith(root + "/") for root in _INSTALLED_ROOTS) or "/site-packages/" in resolved
+
+
+_INSTALLED_ROOTS = _installed_roots()
 
 
 def raise_if_context_lost(exc: BaseException, device: torch.device) -> None:

@@ -142,12 +142,50 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        # The decoder's message carries "(at line L, column C)"; keep it verbatim.
-        raise ConfigError(f"{label}: invalid TOML: {exc}") from None
+        # The decoder's message carries "(at line L, column C)"; keep it verbatim. At the end
+        # of the file it says "(at end of document)" and no line: name the line where the
+        # construct left open begins.
+        message = str(exc)
+        if message.endswith(_AT_END):
+            line = _unclosed_from(path)
+            if line is not None:
+                raise ConfigError(
+                    f"{label}: invalid TOML: {message[: -len(_AT_END)]} (at line {line}: the file ends inside "
+                    "what begins there)",
+                    hint="close the array, inline table or string that line opens",
+                ) from None
+        raise ConfigError(f"{label}: invalid TOML: {message}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{label}: not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
+
+
+_AT_END = " (at end of document)"
+
+
+def _unclosed_from(path: Path) -> int | None:
+    """The line where a TOML file's last, never-closed construct begins: the line after the
+    longest prefix of whole lines that still parses (the decoder reports only "end of
+    document"). None when the file cannot be read again or is too long to bisect by lines."""
+    assert tomllib is not None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(lines) > 5000:
+        return None
+    for count in range(len(lines) - 1, -1, -1):
+        try:
+            tomllib.loads("".join(lines[:count]))
+        except tomllib.TOMLDecodeError:
+            continue
+        # the next line that is not blank or a comment opens what is never closed
+        for index in range(count, len(lines)):
+            if lines[index].strip() and not lines[index].lstrip().startswith("#"):
+                return index + 1
+        return count + 1
+    return None
 
 
 def _tool_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:

@@ -137,7 +137,10 @@ def test_hints_never_name_a_remote_or_a_fetch_that_cannot_help(history: History,
     repo = GitRepo(history.root)
     with pytest.raises(GitError) as info:
         repo.resolve("mian")
-    assert info.value.hint == "check the spelling; this repository has no remote to fetch it from, and git branch -a lists what is here"
+    # Issue 39, item 6: the closest branch name first
+    assert info.value.hint == (
+        'did you mean "main"? Otherwise: this repository has no remote to fetch it from, and git branch -a lists what is here'
+    )
     with pytest.raises(GitError) as info:
         repo.resolve("HEAD~40")
     assert info.value.hint is not None and info.value.hint.startswith("HEAD~40 goes back further than the history here: ")
