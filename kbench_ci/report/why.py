@@ -3,11 +3,14 @@
 Pure text from the launch anatomy each side's CUPTI audit recorded (results.model.KernelLaunch):
 kernels that appeared or went away, and for a kernel on both sides the launch shape and
 resources that differ ("registers 168 → 207, occupancy 50% → 38%") and its GPU time per call.
+A kernel whose full name changed only in its parameters or template arguments (a C++ kernel given
+``float4`` pointers to load 16 elements a thread) is the same kernel reshaped, not one gone and
+one new: the reader's question is what its grid, registers and time did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kbench_ci.report.markdown import share_text, table
@@ -101,8 +104,15 @@ def launch_changes(
     ``said``: phrases already given per kernel name (the compiler's), not repeated for a launch
     of that kernel (``matmul_kernel<128, 256>`` is the compiler's ``matmul_kernel``)."""
     base_kernels, head_kernels = _by_name(base), _by_name(head)
+    reshaped = _renamed_pairs(base_kernels.keys() - head_kernels.keys(), head_kernels.keys() - base_kernels.keys())
     weighed: list[tuple[float, str]] = []
-    for name in base_kernels.keys() | head_kernels.keys():
+    for base_name, head_name in reshaped.items():
+        old, new = base_kernels[base_name], head_kernels[head_name]
+        changes = [*_shape_changes(old, new), _time_change(old, new)]
+        weighed.append((max(old.share, new.share),
+                        f"`{_base_name(head_name)}` reshaped (the same kernel): " + ", ".join(changes)))
+    paired = set(reshaped) | set(reshaped.values())
+    for name in (base_kernels.keys() | head_kernels.keys()) - paired:
         shown = f"`{short_kernel_name(name)}`"
         was, now = base_kernels.get(name), head_kernels.get(name)
         if was is None and now is not None:
@@ -113,12 +123,34 @@ def launch_changes(
             changes = _shape_changes(was, now)
             repeated = (said or {}).get(_base_name(name), set())
             changes = [change for change in changes if change not in repeated]
-            moved = now.us_per_call / was.us_per_call - 1 if was.us_per_call > 0 else 0.0
-            if abs(moved) >= TIME_CHANGE:
-                changes.append(f"{was.us_per_call:.3g} → {now.us_per_call:.3g} us per call ({moved * 100:+.1f}%)")
+            if _moved(was, now) >= TIME_CHANGE:
+                changes.append(_time_change(was, now))
             if changes:
                 weighed.append((max(was.share, now.share), f"{shown}: " + ", ".join(changes)))
     return [text for _, text in sorted(weighed, key=lambda item: (-item[0], item[1]))]
+
+
+def _renamed_pairs(gone: Iterable[str], new: Iterable[str]) -> dict[str, str]:
+    """Base-only names paired with head-only names of the same kernel (equal without return type,
+    parameters and template arguments), where exactly one on each side has that name: two
+    instances of a template on one side cannot be told apart, and stay gone and new."""
+    def by_base_name(names: Iterable[str]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for name in names:
+            grouped.setdefault(_base_name(name), []).append(name)
+        return grouped
+
+    was, now = by_base_name(gone), by_base_name(new)
+    return {was[key][0]: now[key][0] for key in was.keys() & now.keys() if len(was[key]) == len(now[key]) == 1}
+
+
+def _moved(was: _Kernel, now: _Kernel) -> float:
+    return abs(now.us_per_call / was.us_per_call - 1) if was.us_per_call > 0 else 0.0
+
+
+def _time_change(was: _Kernel, now: _Kernel) -> str:
+    moved = now.us_per_call / was.us_per_call - 1 if was.us_per_call > 0 else 0.0
+    return f"{was.us_per_call:.3g} → {now.us_per_call:.3g} us per call ({moved * 100:+.1f}%)"
 
 
 _COMPILED_FIELDS = (
@@ -129,15 +161,31 @@ _COMPILED_FIELDS = (
 )
 
 
+def _compiled_pairs(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> list[tuple[CompiledKernel, CompiledKernel]]:
+    """Each base kernel with its head counterpart: by symbol, else (a C++ kernel whose parameters
+    changed has a new mangled symbol) the one kernel of that name left on each side."""
+    head_by_key = {kernel.key: kernel for kernel in head}
+    pairs = [(was, head_by_key[was.key]) for was in base if was.key in head_by_key]
+    base_left = {kernel.key: kernel for kernel in base if kernel.key not in head_by_key}
+    base_keys = {kernel.key for kernel in base}
+    head_left = {kernel.key: kernel for kernel in head if kernel.key not in base_keys}
+    renamed = _renamed_pairs(_names(base_left), _names(head_left))
+    by_name_base = {kernel.name: kernel for kernel in base_left.values()}
+    by_name_head = {kernel.name: kernel for kernel in head_left.values()}
+    return pairs + [(by_name_base[was], by_name_head[now]) for was, now in sorted(renamed.items())]
+
+
+def _names(kernels: Mapping[str, CompiledKernel]) -> list[str]:
+    """The names of kernels left unmatched, a name held by two of them given once per kernel (so
+    :func:`_renamed_pairs` sees it twice and pairs neither)."""
+    return [kernel.name for kernel in kernels.values()]
+
+
 def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> list[str]:
     """What the compiler did differently, per kernel on both sides: ptxas's or Triton's figures,
     and the autotuner's pick."""
-    head_by_key = {kernel.key: kernel for kernel in head}
     changes = []
-    for was in base:
-        now = head_by_key.get(was.key)
-        if now is None:
-            continue
+    for was, now in _compiled_pairs(base, head):
         parts = [
             f"{label} {getattr(was, field):,}{unit} → {getattr(now, field):,}{unit}"
             for field, label, unit in _COMPILED_FIELDS
@@ -152,11 +200,9 @@ def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKern
 
 def _compiled_phrases(base: Sequence[CompiledKernel], head: Sequence[CompiledKernel]) -> dict[str, set[str]]:
     """The register changes the compiler's line already names, by kernel name."""
-    head_by_key = {kernel.key: kernel for kernel in head}
     said: dict[str, set[str]] = {}
-    for was in base:
-        now = head_by_key.get(was.key)
-        if now is not None and None not in (was.registers, now.registers) and was.registers != now.registers:
+    for was, now in _compiled_pairs(base, head):
+        if None not in (was.registers, now.registers) and was.registers != now.registers:
             said.setdefault(_base_name(was.name), set()).add(f"registers {was.registers} → {now.registers}")
     return said
 
@@ -253,8 +299,10 @@ def cell_text(value: str | None) -> str:
 COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads", "stack B", "shared B", "warps",
                     "stages", "autotune pick", "compiled versions"]
 
+#: "grid ÷ SMs" is CUPTI's "blocks per SM": the grid's blocks over the SM count, not the blocks
+#: resident on an SM at once (the occupancy says that); headed "blocks/SM", 496 read as the latter
 LAUNCH_HEADERS = ["side", "kernel", "per call", "GPU time", "us each", "grid", "block", "registers",
-                  "shared B", "blocks/SM", "occupancy (est.)"]
+                  "shared B", "grid ÷ SMs", "occupancy (est.)"]
 
 
 def _weighted(profile: SideProfile, field: str) -> float | None:

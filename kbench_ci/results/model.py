@@ -159,7 +159,7 @@ class KernelLaunch:
     registers: int | None = None
     #: static + dynamic shared memory per block (bytes)
     shared_bytes: int | None = None
-    #: grid blocks per SM (grid size / SM count)
+    #: the grid's blocks over the SM count (not the blocks resident on an SM: see occupancy_pct)
     blocks_per_sm: float | None = None
     #: CUPTI's (kineto's) estimate of the achieved occupancy (%)
     occupancy_pct: int | None = None

@@ -169,3 +169,61 @@ def test_a_head_whose_autotuner_picks_another_config_shows_both_picks(tmp_path: 
     report = (tmp_path / "out" / "benchmark.md").read_text()
     print(report.split("## Why it changed")[1].split("## ")[0] if "## Why it changed" in report else report[:2000])
     assert f"`{base_pick}` on base" in report and f"`{head_pick}` on head" in report
+
+
+#: issue 39, item 5: the same kernel reshaped to load 16 floats a thread (four float4s); C++ linkage
+#: gives it a new mangled name, so its launches and ptxas entry read as another kernel's by name
+RESHAPED = """\
+__global__ void vadd_kernel(const float4* a, const float4* b, float4* c, long n4) {
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
+  float4 x[4], y[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) if (t + k * stride < n4) { x[k] = a[t + k * stride]; y[k] = b[t + k * stride]; }
+#pragma unroll
+  for (int k = 0; k < 4; k++) if (t + k * stride < n4)
+    c[t + k * stride] = make_float4(x[k].x + y[k].x, x[k].y + y[k].y, x[k].z + y[k].z, x[k].w + y[k].w);
+}
+
+extern "C" void solve(const float* a, const float* b, float* c, long N) {
+  long n4 = N / 4;  // N is a multiple of 4 in this test
+  vadd_kernel<<<(n4 + 1023) / 1024, 256>>>(reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b),
+                                           reinterpret_cast<float4*>(c), n4);
+}
+"""
+
+
+def test_a_head_that_reshapes_its_kernel_says_grid_registers_and_time_not_a_new_kernel(tmp_path: Path) -> None:
+    """The H200 read "`vadd_kernel` no longer launched (was 100% of the time); a new kernel
+    `vadd_kernel` (100% of the time)" for this head; the line must name the reshape."""
+    repo = tmp_path / "repo"
+    (repo / "kernels").mkdir(parents=True)
+    shutil.copy(TRUTH / "vadd.cu", repo / "kernels" / "vadd.cu")
+    shutil.copy(TRUTH / "vadd_ref.py", repo / "kernels" / "vadd_ref.py")
+    (repo / "kbench.toml").write_text(
+        '[[kernels]]\nname = "vadd"\nsolution = "kernels/vadd.cu"\nref = "kernels/vadd_ref.py"\n'
+        f'implementation = "cuda-cpp"\nptr_size = "N"\nbytes = "3*N*4"\nshapes = [{{ N = {N} }}]\n'
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "kernels" / "vadd.cu").write_text(RESHAPED)
+    git(repo, "commit", "-qam", "head: 16 floats per thread")
+    done = kbench("compare", "--base", "HEAD~1", f"--output-dir={tmp_path / 'out'}", cwd=repo)
+    assert done.returncode in (0, 1)
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (case,) = data["cases"]
+    base_l, head_l = case["base"]["escape_audit"]["launches"][0], case["head"]["escape_audit"]["launches"][0]
+    print(f"LAUNCHES base {base_l}\nhead {head_l}\nverdict {case['verdict']} {case['ratio']}")
+    assert base_l["grid"][0] == N // 256 and head_l["grid"][0] == N // 4096
+    report = (tmp_path / "out" / "benchmark.md").read_text()
+    (changed,) = [line for line in report.splitlines() if line.startswith("Changed: ")]
+    print(changed)
+    assert "no longer launched" not in changed and "a new kernel" not in changed
+    assert "`vadd_kernel` reshaped (the same kernel):" in changed
+    assert f"grid {N // 256} → {N // 4096}" in changed and "us per call" in changed
+    assert "grid ÷ SMs" in report and "blocks/SM" not in report
+    if case["verdict"] in ("slower", "faster"):
+        why = report.split("## Why it changed")[1].split("##")[0]
+        print(why)
+        assert "reshaped (the same kernel)" in why and f"grid {N // 256} → {N // 4096}" in why
+        assert "us per call" in why and "registers" in why
