@@ -36,7 +36,7 @@ import torch
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.judge.arena import Arena, make_arena
 from kbench_ci.judge.arena import extent as arena_extent
-from kbench_ci.judge.contents import Maker, entropy_seed, trusted_maker
+from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.sides import SideFailed, SideWorker
 from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
 from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_, poison_outputs_, still_poisoned
@@ -51,7 +51,7 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
 )
 from kbench_ci.measure.schedule import RoundPlan
-from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, Loaded, LoadRequest
+from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, LentTensor, Loaded, LoadRequest, Made, MakeRequest
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
@@ -86,6 +86,13 @@ class _Side:
     template: dict[str, str] = field(default_factory=dict)
     #: the sandbox layers its worker put itself in (side.harden's names, as it says)
     layers: tuple[str, ...] = ()
+    #: its own setup()'s tensors, other arguments, outputs and in-place outputs (Loaded's)
+    layout: tuple[LentTensor, ...] = ()
+    scalars: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    inplace: tuple[str, ...] = ()
+    #: buffers lent for other purposes than timing (the inbox of its own setup())
+    arenas_extra: list[Arena] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -139,12 +146,26 @@ class Judge:
         else:
             torch.set_num_threads(1)
         problem = load_problem(Path(job.sides[0].ref))
-        maker, maker_source = trusted_maker(job, problem, device)
-        sides = self._load(job, problem, device, emit)
         try:
+            maker: Maker | None
+            maker, maker_source = trusted_maker(job, problem, device)
+        except NoTrustedSetup:
+            maker, maker_source = None, ""
+        sides = self._load(job, problem, device, emit)
+        description = "judged apart: nothing was timed (the case's inputs could not be made)"
+        try:
+            if maker is None:
+                maker, maker_source = _side_maker(sides, job, device)
             description = _judge(sides, job, problem, maker, maker_source, device, emit)
             if _failed_beside_the_head(sides):
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
+        except (SideFailed, _NoInputs) as exc:
+            # Only a solution's own setup() run in its worker fails this way (a trusted one's
+            # failure is ref.py's, exit 2): that solution's error, and nothing else is judged.
+            for side in sides:
+                if side.ok:
+                    side.fail("error", f"its own setup() could not make the inputs: {exc}" if side.label == job.sides[0].label
+                              else f"not judged: the inputs could not be made ({exc})")
         finally:
             self._end(sides)
         for side in sides:
@@ -155,9 +176,9 @@ class Judge:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
         left running outside its worker (a daemon it double-forked) ended."""
         for side in sides:
-            for arena in side.arenas:
+            for arena in (*side.arenas, *side.arenas_extra):
                 arena.release()
-            side.arenas = []
+            side.arenas, side.arenas_extra = [], []
             side.worker.resume()
             if side.worker.alive():
                 try:
@@ -231,7 +252,9 @@ class Judge:
             notes = tuple(note for note in loaded.notes if note not in _LAYERS)
             result = replace(result, notes=notes, first_call_ms=loaded.first_call_ms, compile_ms=loaded.compile_ms)
             layers = tuple(note for note in loaded.notes if note in _LAYERS)
-            sides.append(_Side(label, role, worker, result, template=dict(loaded.template), layers=layers))
+            sides.append(_Side(label, role, worker, result, template=dict(loaded.template), layers=layers,
+                               layout=loaded.layout, scalars=dict(loaded.scalars), outputs=loaded.outputs,
+                               inplace=loaded.inplace))
         return sides
 
 
@@ -243,7 +266,7 @@ def _judge(
     tolerance_for = _tolerance_function(job, problem)
     try:
         template = maker(entropy_seed())
-    except KbenchError:
+    except (KbenchError, SideFailed):
         raise
     except Exception as exc:
         raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
@@ -285,6 +308,54 @@ def _judge(
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
         f"pull-request code; each side's own {job.settings.timing_method} timer; sandbox: {', '.join(layers) or 'none available'}"
     )
+
+
+#: the placement number of the buffers a side's own setup() fills (_side_maker)
+INBOX_SLOT = 1_000
+
+
+def _side_maker(sides: list[_Side], job: CaseJob, device: torch.device) -> tuple[Maker, str]:
+    """No trusted setup() exists (``bench`` or ``run`` of a Python solution whose ref.py has
+    none, a kernel new in the pull request): the inputs come from the solution's own setup(),
+    run in its worker at seeds the judge draws, copied out through buffers of their own. The
+    solution then chooses its inputs, and the report says so."""
+    owner = next((side for side in sides if side.label == job.sides[0].label and side.ok and side.layout), None)
+    if owner is None:
+        raise _NoInputs("the solution did not load, and no trusted setup() says what its inputs are")
+    template: dict[str, Any] = {**job.dims, **owner.scalars}
+    for lent in owner.layout:
+        extent = lent.storage_offset + arena_extent(lent.size, lent.stride)
+        storage = torch.empty(max(extent, 1), dtype=getattr(torch, lent.dtype), device=device)
+        template[lent.name] = storage.as_strided(lent.size, lent.stride, lent.storage_offset)
+    owner.result = replace(owner.result, notes=(*owner.result.notes, (
+        "the solution chose its inputs: no trusted setup() exists (none in ref.py), so its own setup() made them, "
+        "at seeds the judge drew")))
+    inbox = make_arena(template, owner.outputs, device, slot=INBOX_SLOT, folder=owner.worker.folder / "arenas")
+    owner.arenas_extra.append(inbox)
+    owner.worker.send(inbox.request)
+    names = tuple(lent.name for lent in owner.layout)
+
+    def make(seed: int) -> InputSet:
+        paused = owner.worker.paused
+        owner.worker.resume()
+        try:
+            made = owner.worker.ask(MakeRequest(seed=seed, slot=INBOX_SLOT), Made, timeout_s=CALL_TIMEOUT_S)
+        finally:
+            if paused:
+                owner.worker.pause()
+        assert isinstance(made, Made)
+        if made.error is not None:
+            raise SideFailed(f"its setup() failed at seed {seed}: {made.error}")
+        _sync(device)
+        copied = InputSet(kwargs={**template, **{name: inbox.views[name] for name in names}}, output_names=owner.outputs,
+                          seed=seed, inplace_names=owner.inplace).fresh_copy()
+        return InputSet(kwargs=copied, output_names=owner.outputs, seed=seed, inplace_names=owner.inplace)
+
+    return make, f"{owner.label}'s own setup(), run in its worker at seeds the judge drew (the solution chose its inputs)"
+
+
+class _NoInputs(Exception):
+    """Nothing can make the case's inputs: the case fails (the solution's load said why)."""
 
 
 def _turn(sides: list[_Side], side: _Side) -> None:

@@ -30,6 +30,10 @@ _COMPILED = frozenset({"cuda-cpp", "cutlass"})
 Maker = Callable[[int], InputSet]
 
 
+class NoTrustedSetup(UsageError):
+    """No trusted code says what this case's inputs are: only the solution's own setup()."""
+
+
 def entropy_seed() -> int:
     """A seed from the OS's entropy (63 bits: torch's and numpy's seeding take it as it is)."""
     return secrets.randbits(63)
@@ -55,7 +59,7 @@ def trusted_maker(job: CaseJob, problem: Problem, device: torch.device) -> tuple
         setup = require_function(load_module(path, role="solution"), "setup", role="solution", path=path)
         where = f"the base's {path.name} setup()"
     else:
-        raise UsageError(
+        raise NoTrustedSetup(
             f"--isolation judge needs the inputs of case {job.case_id} from trusted code, and there is none: "
             "the solution's own setup() is the code under test",
             hint=f"define setup(**dims) in {problem.path.name}, or run this case with --isolation process",

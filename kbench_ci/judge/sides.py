@@ -97,6 +97,10 @@ class SideWorker:
         for pid in self._paused:
             _signal(pid, signal.SIGSTOP)
 
+    @property
+    def paused(self) -> bool:
+        return bool(self._paused)
+
     def resume(self) -> None:
         for pid in [*self._paused, *descendants(self.process.pid)]:
             _signal(pid, signal.SIGCONT)

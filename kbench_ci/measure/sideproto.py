@@ -88,12 +88,24 @@ class CallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class MakeRequest:
+    """Make the inputs with the side's own setup() at ``seed`` and copy them into the buffers of
+    placement ``slot`` (lent for the purpose): only where no trusted setup() exists, and the
+    report then says that the solution chose its inputs."""
+
+    seed: int
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
 class EndRequest:
     """The case is over: drop the lent buffers and clean up."""
 
 
-Request = LoadRequest | LendRequest | CallRequest | EndRequest
-_REQUEST_TAGS: dict[type[Any], str] = {LoadRequest: "load", LendRequest: "lend", CallRequest: "call", EndRequest: "end"}
+Request = LoadRequest | LendRequest | CallRequest | MakeRequest | EndRequest
+_REQUEST_TAGS: dict[type[Any], str] = {
+    LoadRequest: "load", LendRequest: "lend", CallRequest: "call", MakeRequest: "make", EndRequest: "end",
+}
 _REQUEST_TYPES = {tag: cls for cls, tag in _REQUEST_TAGS.items()}
 
 
@@ -134,6 +146,19 @@ class Loaded:
     template: dict[str, str] = field(default_factory=dict)
     first_call_ms: float | None = None
     compile_ms: float | None = None
+    #: its setup()'s tensors as views to lend (byte_offset 0), its other arguments, its outputs
+    #: and in-place outputs: the judge's template where no trusted setup() exists
+    layout: tuple[LentTensor, ...] = ()
+    scalars: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    inplace: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """The side's setup() made the inputs and they are in the lent buffers, or ``error``."""
+
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +169,16 @@ class Called:
     error: str | None = None
 
 
-Reply = Loaded | Called
+Reply = Loaded | Called | Made
+_REPLY_TAGS: dict[type[Any], str] = {Loaded: "loaded", Called: "called", Made: "made"}
+
+#: what a side's layout may claim (its setup()'s tensors): the judge allocates them
+MAX_LAYOUT_TENSORS = 64
+MAX_LAYOUT_BYTES = 1 << 40
 
 
 def encode_reply(reply: Reply) -> bytes:
-    tag = "loaded" if isinstance(reply, Loaded) else "called"
+    tag = _REPLY_TAGS[type(reply)]
     return (json.dumps({"reply": tag, **dataclasses.asdict(reply)}, allow_nan=False) + "\n").encode()
 
 
@@ -174,7 +204,13 @@ def decode_reply(line: bytes, expected: type[Reply]) -> Reply:
             template={_text(k): _text(v) for k, v in _dict(data.get("template", {})).items()},
             first_call_ms=_optional_number(data.get("first_call_ms")),
             compile_ms=_optional_number(data.get("compile_ms")),
+            layout=_layout(data.get("layout", [])),
+            scalars={_text(k): _scalar(v) for k, v in _dict(data.get("scalars", {})).items()},
+            outputs=tuple(_text(name) for name in _list(data.get("outputs", []))),
+            inplace=tuple(_text(name) for name in _list(data.get("inplace", []))),
         )
+    if expected is Made and tag == "made":
+        return Made(error=_optional_text(data.get("error")))
     raise BadReply(f"a {tag!r} reply where a {expected.__name__} was due")
 
 
@@ -225,3 +261,50 @@ def _samples(value: Any) -> tuple[float, ...]:
     if any(sample is None for sample in samples):
         raise BadReply("a sample that is null")
     return tuple(float(s) for s in samples if s is not None)
+
+
+_DTYPES = frozenset({
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "complex64", "complex128",
+    "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool",
+})
+_ITEMSIZE = {"float64": 8, "complex64": 8, "complex128": 16, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4,
+             "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2}
+
+
+def _layout(value: Any) -> tuple[LentTensor, ...]:
+    entries = _list(value)
+    if len(entries) > MAX_LAYOUT_TENSORS:
+        raise BadReply("a layout of too many tensors")
+    layout = []
+    total = 0
+    for entry in entries:
+        item = _dict(entry)
+        dtype = _text(item.get("dtype"))
+        if dtype not in _DTYPES:
+            raise BadReply(f"a tensor of dtype {dtype[:20]!r}")
+        size, stride = _ints(item.get("size")), _ints(item.get("stride"))
+        offset = _ints([item.get("storage_offset")])[0]
+        if len(size) != len(stride) or len(size) > 8:
+            raise BadReply("a tensor whose sizes and strides do not match")
+        count = offset + (1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True)) if all(size) else 0)
+        total += count * _ITEMSIZE.get(dtype, 1)
+        layout.append(LentTensor(name=_text(item.get("name")), dtype=dtype, size=size, stride=stride, byte_offset=0,
+                                 storage_offset=offset))
+    if total > MAX_LAYOUT_BYTES:
+        raise BadReply("a layout larger than 1 TiB")
+    return tuple(layout)
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    numbers = _list(value)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < (1 << 40) for n in numbers):
+        raise BadReply("sizes, strides or offsets that are not small non-negative integers")
+    return tuple(numbers)
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, bool) or (isinstance(value, int) and abs(value) < (1 << 63)) or isinstance(value, str) and len(value) < 200:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise BadReply("an argument that is not a number, a bool or a short string")

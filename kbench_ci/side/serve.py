@@ -16,8 +16,8 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from kbench_ci.measure import baselines as baseline_registry
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
+from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
 from kbench_ci.measure.lending import lent_view
 from kbench_ci.measure.protocol import CaseJob
@@ -37,8 +38,11 @@ from kbench_ci.measure.sideproto import (
     CallRequest,
     EndRequest,
     LendRequest,
+    LentTensor,
     Loaded,
     LoadRequest,
+    Made,
+    MakeRequest,
     Reply,
     decode_request,
     encode_reply,
@@ -62,6 +66,8 @@ class _Case:
     output_names: tuple[str, ...] = ()
     arenas: list[torch.Tensor] = field(default_factory=list)
     warmed: bool = False
+    #: its own setup() (a solution's; None for a baseline), for a MakeRequest
+    make_inputs: Callable[[int], InputSet] | None = None
 
 
 def warm_up(device: str, preload: Sequence[str] = ()) -> None:
@@ -107,6 +113,8 @@ def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
         elif isinstance(request, CallRequest):
             assert case is not None
             reply = _call(case, request)
+        elif isinstance(request, MakeRequest):
+            reply = _make(case, request) if case is not None else Made(error="no case is loaded")
         else:
             assert isinstance(request, EndRequest)
             case = None
@@ -131,23 +139,61 @@ def _load(request: LoadRequest, layers: tuple[str, ...]) -> tuple[_Case | None, 
             request.timing_method, device, flush_l2=False, event_overhead_ms=request.event_overhead_ms,  # type: ignore[arg-type]
         )
         if request.side is not None:
-            kernel, template, first, notes = _load_side(request, device)
+            solution, inputs, first = _load_side(request, device)
+            kernel, make_inputs = solution.kernel, solution.make_inputs
+            loaded = _describe_inputs(inputs, request.dims)
+            notes = solution.notes
         else:
             assert request.baseline is not None and request.ref is not None
             kernel = baseline_registry.load_baseline(request.baseline, load_problem(Path(request.ref)), device)
-            template, first, notes = {}, (None, None), ()
+            make_inputs, loaded, first, notes = None, Loaded(), (None, None), ()
     except KbenchError as exc:
         return None, Loaded(error=exc.one_line(), exit_code=int(exc.exit_code), hint=exc.hint, notes=layers)
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return None, Loaded(error=f"loading failed: {describe_error(exc)}", notes=layers)
-    case = _Case(kernel, device, timer, request.num_warmup)
-    return case, Loaded(notes=(*layers, *notes), template=template, compile_ms=first[0], first_call_ms=first[1])
+    case = _Case(kernel, device, timer, request.num_warmup, make_inputs=make_inputs)
+    return case, replace(loaded, notes=(*layers, *notes), compile_ms=first[0], first_call_ms=first[1])
+
+
+def _describe_inputs(inputs: InputSet, dims: Mapping[str, Any]) -> Loaded:
+    """Its own setup()'s arguments: for the goalpost check, and as the judge's template where no
+    trusted setup() exists."""
+    tensors = {name: value for name, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)}
+    template = {name: describe_argument(value) for name, value in tensors.items()}
+    template["outputs"] = ",".join(inputs.output_names)
+    layout = tuple(
+        LentTensor(name=name, dtype=str(value.dtype).removeprefix("torch."), size=tuple(value.shape),
+                   stride=tuple(value.stride()), byte_offset=0, storage_offset=int(value.storage_offset()))
+        for name, value in tensors.items()
+    )
+    scalars = {name: value for name, value in inputs.kwargs.items()
+               if name not in tensors and name not in dims and isinstance(value, (bool, int, float, str))}
+    return Loaded(template=template, layout=layout, scalars=scalars, outputs=inputs.output_names, inplace=inputs.inplace_names)
+
+
+def _make(case: _Case, request: MakeRequest) -> Made:
+    """Its own setup() at the judge's seed, copied into the lent buffers of ``request.slot``."""
+    if case.make_inputs is None or request.slot not in case.slots:
+        return Made(error="nothing to make the inputs with")
+    try:
+        inputs = case.make_inputs(request.seed)
+        target = case.slots[request.slot]
+        for name, view in target.items():
+            value = inputs.kwargs.get(name)
+            if isinstance(view, torch.Tensor):
+                if not isinstance(value, torch.Tensor) or value.shape != view.shape or value.dtype != view.dtype:
+                    return Made(error=f"its setup() gave '{name}' another shape or dtype at seed {request.seed}")
+                view.copy_(value)
+        _sync(case.device)
+    except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
+        return Made(error=describe_error(exc))
+    return Made()
 
 
 _Timings = tuple[float | None, float | None]
 
 
-def _load_side(request: LoadRequest, device: torch.device) -> tuple[Kernel, dict[str, str], _Timings, tuple[str, ...]]:
+def _load_side(request: LoadRequest, device: torch.device) -> tuple[Solution, InputSet, _Timings]:
     side = request.side
     assert side is not None
     if side.implementation in COMPILED_KINDS:
@@ -176,9 +222,7 @@ def _load_side(request: LoadRequest, device: torch.device) -> tuple[Kernel, dict
     solution.kernel.call(kwargs)
     _sync(device)
     first_ms = (time.perf_counter() - started) * 1e3
-    template = {name: describe_argument(value) for name, value in inputs.kwargs.items() if isinstance(value, torch.Tensor)}
-    template["outputs"] = ",".join(inputs.output_names)
-    return solution.kernel, template, (compile_ms, first_ms), solution.notes
+    return solution, inputs, (compile_ms, first_ms)
 
 
 def describe_argument(value: torch.Tensor) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.side.harden import landlock_abi
-from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, suite_toml
+from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, make_suite_repo, suite_toml
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "judge"
@@ -207,3 +207,32 @@ def test_the_judge_never_opens_a_file_of_the_heads_tree(judged: dict[str, object
     assert any(path.name == "ref.py" for path in opened), opened[:20]
     inside = [str(path) for path in opened if path.is_relative_to(head_tree.resolve())]
     assert inside == [], inside[:10]
+
+
+@pytest.mark.parametrize("variant", ["ok", "wrong"])
+def test_without_a_trusted_setup_the_solution_makes_its_inputs_in_its_worker_and_the_report_says_so(
+    tmp_path: Path, variant: str,
+) -> None:
+    """`run` of a Python solution whose ref.py has no setup(): its own setup() runs in its worker
+    at seeds the judge draws; the judge still computes the expected outputs and checks."""
+    repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}], "variant": variant}])
+    out = tmp_path / "out"
+    environment = {**os.environ}
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "run", "--device", "cpu", "--isolation", "judge", "--output-dir", str(out)],
+        cwd=repo.root, env=environment, capture_output=True, text=True, timeout=600,
+    )
+    results = json.loads((out / "results.json").read_text())
+    (case,) = results["cases"]
+    solution = case["result"]
+    print(completed.returncode, solution["status"], solution.get("message"), solution.get("notes"))
+    assert any("the solution chose its inputs" in note for note in solution["notes"])
+    assert "own setup(), run in its worker" in (solution.get("fresh_inputs") or "") or variant == "wrong"
+    if variant == "ok":
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert solution["status"] == "ok"
+        assert all(len(seed_check["outputs"]) == 1 for seed_check in solution["correctness"]["trials"])
+    else:
+        assert completed.returncode == 1, completed.stderr[-3000:]
+        assert solution["status"] == "incorrect"
