@@ -116,6 +116,11 @@ def bench(
         bool, typer.Option("--no-flush-l2", metavar="", rich_help_panel=_MEASURE,
                            help="time with a warm L2 (default: flushed before every trial)")
     ] = False,
+    isolation: Annotated[
+        str, typer.Option("--isolation", rich_help_panel=_MEASURE, metavar="process|judge",
+                          help="judge: the solution in a process of its own, checked by one that runs none of its code "
+                          "(docs/isolation.md)")
+    ] = "process",
 ) -> None:
     # torch-free start-up: these modules pull in torch, so they are imported only when bench runs.
     from kbench_ci.gate.bench import BenchRequest, parse_dimension_args, run_bench  # noqa: PLC0415
@@ -169,6 +174,7 @@ def bench(
             ptr_size=default_size, bytes_expr=work_bytes, flops_expr=work_flops, timeout_s=timeout,
             command_line=tuple(sys.argv),
             known_options=tuple(known_options),
+            isolation=settings.check_isolation(isolation, where="--isolation"),
         )
         # Checked and held before the worker starts: a bad folder fails in a second, not after
         # the run, and a second run into the same folder is refused.

@@ -49,6 +49,8 @@ class BenchRequest:
     command_line: tuple[str, ...] = ()
     #: the command's own flags, to tell a mistyped flag from a dimension
     known_options: tuple[str, ...] = ()
+    #: "process" (one worker) or "judge" (docs/isolation.md)
+    isolation: str = "process"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,10 @@ def run_bench(
         baselines=request.baselines,
         settings=request.settings,
     )
-    case, outcome = run_case_in_worker(job, timeout_s=request.timeout_s, on_event=on_event)
+    case, outcome = run_case_in_worker(
+        job, timeout_s=request.timeout_s, on_event=on_event,
+        module="kbench_ci.judge.main" if request.isolation == "judge" else "kbench_ci.measure.worker",
+    )
     results_path = request.output_dir / "results.json"
     report_path = request.output_dir / "benchmark.md"
     # Written before anything else can fail: a measured result is never lost.

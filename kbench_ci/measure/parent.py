@@ -352,9 +352,11 @@ def run_case_in_worker(
     timeout_s: float,
     on_event: ProgressCallback | None = None,
     python: str | None = None,
+    module: str = "kbench_ci.measure.worker",
 ) -> tuple[CaseResult, WorkerOutcome]:
-    """Run one ``job`` in a worker of its own (``bench``: one case, nothing to keep warm)."""
-    with WorkerPool(warm=False, python=python) as pool:
+    """Run one ``job`` in a worker of its own (``bench``: one case, nothing to keep warm);
+    ``module``: the in-process worker, or the judge (``--isolation judge``)."""
+    with WorkerPool(warm=False, python=python, module=module) as pool:
         return pool.run_case(job, timeout_s=timeout_s, on_event=on_event)
 
 

@@ -236,3 +236,24 @@ def test_without_a_trusted_setup_the_solution_makes_its_inputs_in_its_worker_and
     else:
         assert completed.returncode == 1, completed.stderr[-3000:]
         assert solution["status"] == "incorrect"
+
+
+@pytest.mark.parametrize(("solution", "status", "code"), [("rebind_checks", "incorrect", 1), ("honest", "ok", 0)])
+def test_bench_under_the_judge(tmp_path: Path, solution: str, status: str, code: int) -> None:
+    """`bench --isolation judge` with a baseline: the head that rebinds the checks (PASS and
+    ~40x faster than eager in one process on this CPU) fails; the honest matmul passes."""
+    environment = {**os.environ}
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(FIXTURES / f"{solution}.py"), "--implementation=pytorch",
+         f"--ref={FIXTURES / 'ref.py'}", "--M=128", "--N=128", "--K=128", "--device=cpu", "--baselines=pytorch-eager",
+         "--isolation", "judge", "--num-trials=10", f"--output-dir={tmp_path / 'out'}"],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600,
+    )
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    variants = {variant["label"]: variant for variant in results["case"]["variants"]}
+    print(solution, completed.returncode, variants["solution"]["status"], variants["solution"].get("message"))
+    assert completed.returncode == code, completed.stderr[-3000:]
+    assert variants["solution"]["status"] == status
+    assert variants["pytorch-eager"]["status"] == "ok"
+    assert "judged apart" in results["case"]["timing_description"]
