@@ -25,87 +25,41 @@ import os
 import random
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kbench_ci.errors import KbenchError, UserFileError
-from kbench_ci.judge.arena import Arena, make_arena
 from kbench_ci.judge.arena import extent as arena_extent
+from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.sides import SideFailed, SideWorker
-from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
-from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_, poison_outputs_, still_poisoned
+from kbench_ci.judge.state import Emit, Side, sync
+from kbench_ci.judge.trials import CALL_TIMEOUT_S, VERSIONS, check_correctness, make_version, time_in_rounds, turn
+from kbench_ci.measure.correctness import resolve_tolerance
+from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.protocol import (
     Begin,
     CaseJob,
     LoadError,
-    Progress,
-    StoppingRule,
     TimingDescription,
     VariantDone,
-    WorkerEvent,
 )
-from kbench_ci.measure.schedule import RoundPlan
-from kbench_ci.measure.sideproto import Called, CallRequest, EndRequest, LentTensor, Loaded, LoadRequest, Made, MakeRequest
+from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, MakeRequest
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush
-from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs, load_problem
+from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.procgroup import end_strays
-from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult
-from kbench_ci.stats import Verdict, classify, compare_rounds
-
-Emit = Callable[[WorkerEvent], None]
+from kbench_ci.results.model import Tolerance, VariantResult
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
 PLACEMENTS = int(os.environ.get("KBENCH_CI_JUDGE_PLACEMENTS", "4"))
-#: versions of the timed contents (each with its expected outputs kept in the judge)
-VERSIONS = 8
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
-CALL_TIMEOUT_S = 120.0
-
-
-@dataclass(slots=True)
-class _Side:
-    label: str
-    role: str  # "solution" or "baseline"
-    worker: SideWorker
-    result: VariantResult
-    arenas: list[Arena] = field(default_factory=list)
-    rounds: list[tuple[float, ...]] = field(default_factory=list)
-    round_versions: list[tuple[int, ...]] = field(default_factory=list)
-    discarded: list[float] = field(default_factory=list)
-    checked: int = 0
-    #: the arguments its own setup() gives (side.serve.describe_argument's form), if it has one
-    template: dict[str, str] = field(default_factory=dict)
-    #: the sandbox layers its worker put itself in (side.harden's names, as it says)
-    layers: tuple[str, ...] = ()
-    #: its own setup()'s tensors, other arguments, outputs and in-place outputs (Loaded's)
-    layout: tuple[LentTensor, ...] = ()
-    scalars: dict[str, Any] = field(default_factory=dict)
-    outputs: tuple[str, ...] = ()
-    inplace: tuple[str, ...] = ()
-    #: buffers lent for other purposes than timing (the inbox of its own setup())
-    arenas_extra: list[Arena] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.result.status == "ok"
-
-    def fail(self, status: str, message: str) -> None:
-        self.result = replace(self.result, status=status, message=message)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True, slots=True)
-class _Version:
-    inputs: InputSet
-    expected: dict[str, Any]
 
 
 class Judge:
@@ -172,7 +126,7 @@ class Judge:
             emit(VariantDone(side.result))
         emit(TimingDescription(description, job.event_overhead_ms))
 
-    def _end(self, sides: list[_Side]) -> None:
+    def _end(self, sides: list[Side]) -> None:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
         left running outside its worker (a daemon it double-forked) ended."""
         for side in sides:
@@ -188,9 +142,9 @@ class Judge:
         end_strays(keep={worker.process.pid for worker in self.workers.values()})
 
     def _base_alone(
-        self, sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
+        self, sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
         emit: Emit, description: str,
-    ) -> tuple[list[_Side], str]:
+    ) -> tuple[list[Side], str]:
         """The base failed while a head that passed was beside it: measured again with the head's
         worker gone. A base that then passes failed because of the head (it took the device's
         memory, say): an error of the head, never a ``fixed`` one. A base that fails alone too
@@ -212,8 +166,8 @@ class Judge:
         head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
         return [again[0], head, *sides[2:]], alone_description
 
-    def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[_Side]:
-        sides: list[_Side] = []
+    def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[Side]:
+        sides: list[Side] = []
         # Every worker this case needs starts now, together: each imports torch and creates its
         # CUDA context (seconds) while the others do; they load their code one at a time below.
         for label in (*(spec.label for spec in job.sides), *job.baselines):
@@ -252,14 +206,14 @@ class Judge:
             notes = tuple(note for note in loaded.notes if note not in _LAYERS)
             result = replace(result, notes=notes, first_call_ms=loaded.first_call_ms, compile_ms=loaded.compile_ms)
             layers = tuple(note for note in loaded.notes if note in _LAYERS)
-            sides.append(_Side(label, role, worker, result, template=dict(loaded.template), layers=layers,
+            sides.append(Side(label, role, worker, result, template=dict(loaded.template), layers=layers,
                                layout=loaded.layout, scalars=dict(loaded.scalars), outputs=loaded.outputs,
                                inplace=loaded.inplace))
         return sides
 
 
 def _judge(
-    sides: list[_Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
+    sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
 ) -> str:
     """Correctness and timing of ``sides`` (their results are set, not emitted); the timing
     description of the case."""
@@ -275,18 +229,18 @@ def _judge(
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     for side in sides:
         if side.ok:
-            _turn(sides, side)
-            _check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
+            turn(sides, side)
+            check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
     live = [side for side in sides if side.ok]
     if live:
-        versions = [_version(maker, problem, device)]
+        versions = [make_version(maker, problem, device)]
         # As many more as the in-process worker's memory budget for versions allows, up to VERSIONS
         # (each holds its inputs and its expected outputs in the judge).
         each = max(1, sum(v.numel() * v.element_size() for v in (*versions[0].inputs.kwargs.values(),
                                                                  *versions[0].expected.values()) if isinstance(v, torch.Tensor)))
         while len(versions) < min(VERSIONS, max(2, version_budget(device) // each)):
-            versions.append(_version(maker, problem, device))
-        _time_in_rounds(live, sides, versions, job, tolerance_for, device, flush, emit)
+            versions.append(make_version(maker, problem, device))
+        time_in_rounds(live, sides, versions, job, tolerance_for, device, flush, emit)
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             side.result = replace(
@@ -314,7 +268,7 @@ def _judge(
 INBOX_SLOT = 1_000
 
 
-def _side_maker(sides: list[_Side], job: CaseJob, device: torch.device) -> tuple[Maker, str]:
+def _side_maker(sides: list[Side], job: CaseJob, device: torch.device) -> tuple[Maker, str]:
     """No trusted setup() exists (``bench`` or ``run`` of a Python solution whose ref.py has
     none, a kernel new in the pull request): the inputs come from the solution's own setup(),
     run in its worker at seeds the judge draws, copied out through buffers of their own. The
@@ -346,7 +300,7 @@ def _side_maker(sides: list[_Side], job: CaseJob, device: torch.device) -> tuple
         assert isinstance(made, Made)
         if made.error is not None:
             raise SideFailed(f"its setup() failed at seed {seed}: {made.error}")
-        _sync(device)
+        sync(device)
         copied = InputSet(kwargs={**template, **{name: inbox.views[name] for name in names}}, output_names=owner.outputs,
                           seed=seed, inplace_names=owner.inplace).fresh_copy()
         return InputSet(kwargs=copied, output_names=owner.outputs, seed=seed, inplace_names=owner.inplace)
@@ -358,20 +312,12 @@ class _NoInputs(Exception):
     """Nothing can make the case's inputs: the case fails (the solution's load said why)."""
 
 
-def _turn(sides: list[_Side], side: _Side) -> None:
-    """``side`` has the device: every other side's worker (and what runs under it) is paused."""
-    for other in sides:
-        if other is not side:
-            other.worker.pause()
-    side.worker.resume()
-
-
-def _failed_beside_the_head(sides: list[_Side]) -> bool:
+def _failed_beside_the_head(sides: list[Side]) -> bool:
     solutions = [side for side in sides if side.role == "solution"]
     return len(solutions) == 2 and solutions[0].label == "base" and not solutions[0].ok and solutions[1].ok
 
 
-def _lend(sides: list[_Side], template: InputSet, device: torch.device) -> int:
+def _lend(sides: list[Side], template: InputSet, device: torch.device) -> int:
     """Each side's arenas, allocated in a random order across the sides (neither side always
     gets the memory allocated first); how many placements each side got."""
     need = sum(
@@ -422,7 +368,7 @@ def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype
     return tolerance_for
 
 
-def _check_goalposts(sides: list[_Side], template: InputSet, job: CaseJob) -> None:
+def _check_goalposts(sides: list[Side], template: InputSet, job: CaseJob) -> None:
     """A side whose own setup() asks for other arguments than the trusted one cannot be timed
     on the trusted inputs: it moved the goalposts (the in-process worker's rule for a changed
     ref.py: ``incorrect`` unless the case is accepted)."""
@@ -448,175 +394,3 @@ def _describe(value: torch.Tensor) -> str:
     return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)} {tuple(value.stride())}"
 
 
-def _version(maker: Maker, problem: Problem, device: torch.device) -> _Version:
-    seed = entropy_seed()
-    inputs = maker(seed)
-    return _Version(inputs, _expected(problem, inputs, device))
-
-
-def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[str, Any]:
-    """The trusted reference's outputs on a private copy: they never leave the judge."""
-    kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.poisoned_names)
-    what = f"{problem.path.name} reference()"
-    try:
-        result = problem.reference(**accepted_kwargs(problem.reference, kwargs))
-        outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
-    except KbenchError:
-        raise
-    except Exception as exc:
-        raise UserFileError(
-            f"{what} raised {type(exc).__name__}: {exc}", hint="fix reference(): every variant is checked against it",
-        ) from exc
-    _sync(device)
-    for name, value in outputs.items():
-        if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
-            raise UserFileError(f"{what} produced no output for '{name}'", hint=f"return {name} or write it in place")
-    return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
-
-
-def _stage(arena: Arena, inputs: InputSet) -> None:
-    """The version's contents into the lent inputs and in-place outputs; every other output poisoned."""
-    for name, view in arena.views.items():
-        if name in inputs.poisoned_names:
-            poison_(view)
-        else:
-            view.copy_(inputs.kwargs[name])
-
-
-def _call(side: _Side, request: CallRequest) -> Called:
-    reply = side.worker.ask(request, Called, timeout_s=CALL_TIMEOUT_S)
-    assert isinstance(reply, Called)
-    if reply.error is not None:
-        raise SideFailed(reply.error)
-    if len(reply.samples_ms) != request.count:
-        raise SideFailed(f"its worker returned {len(reply.samples_ms)} times for {request.count} calls")
-    return reply
-
-
-def _check_correctness(
-    side: _Side, job: CaseJob, problem: Problem, maker: Maker, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, flush: CacheFlush, emit: Emit,
-) -> None:
-    trials: list[TrialCheck] = []
-    arena = side.arenas[0]
-    for trial in range(job.settings.correctness_trials):
-        emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
-        emit(Begin(side.label, "correctness"))
-        version = _version(maker, problem, device)
-        _stage(arena, version.inputs)
-        _sync(device)
-        try:
-            _call(side, CallRequest(slot=arena.slot, count=1))
-        except SideFailed as exc:
-            trials.append(TrialCheck(seed=version.inputs.seed, outputs=(), error=f"raised {exc}"))
-            if not side.worker.alive():
-                side.fail("error", f"its worker ended during the correctness trials: {exc}")
-                return
-            continue
-        outputs = {name: arena.views[name] for name in version.inputs.output_names}
-        checks = compare_outputs(outputs, version.expected, tolerance_for)
-        modified = changed_inputs(version.inputs.kwargs, arena.views, version.inputs.output_names)
-        trials.append(TrialCheck(seed=version.inputs.seed, outputs=checks, modified_inputs=modified))
-    result = CorrectnessResult(trials=tuple(trials))
-    side.result = replace(side.result, status="ok" if result.passed else "incorrect", correctness=result,
-                          message=result.first_failure())
-
-
-def _time_in_rounds(
-    live: list[_Side], sides: list[_Side], versions: list[_Version], job: CaseJob,
-    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, flush: CacheFlush, emit: Emit,
-) -> None:
-    calls_per_round = job.settings.trials_per_round + job.settings.discard_first
-    plan = RoundPlan(job.settings.rounds, job.stopping)
-    picker = random.SystemRandom()
-    started = time.perf_counter()
-    for side in reversed(live):  # the full warm-up, in the reverse of round 0's order
-        emit(Begin(side.label, "timing"))
-        _turn(sides, side)
-        try:
-            _staged_call(side, side.arenas[0], versions[0], job.settings.num_warmup, flush, device, count=0)
-        except SideFailed as exc:
-            side.fail("error", f"failed while warming up: {exc}")
-    live = [side for side in live if side.ok]
-    round_index = 0
-    while batch := plan.next_batch(round_index, time.perf_counter() - started):
-        for _ in range(batch):
-            order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
-            picks = [picker.randrange(len(versions)) for _ in range(calls_per_round)]
-            total = max(job.settings.rounds, round_index + 1)
-            for side in order:
-                emit(Begin(side.label, "timing"))
-                emit(Progress(side.label, "timing", round_index, total))
-                _turn(sides, side)
-                if not _one_round(side, picks, versions, job, tolerance_for, device, flush, picker, round_index):
-                    live = [s for s in live if s is not side]
-            round_index += 1
-        if not plan.may_continue(round_index, time.perf_counter() - started):
-            break
-        assert job.stopping is not None
-        if _decided(live, job.stopping):
-            break
-        plan.checked(round_index, 0.0)
-
-
-def _one_round(
-    side: _Side, picks: list[int], versions: list[_Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, flush: CacheFlush, picker: random.SystemRandom, round_index: int,
-) -> bool:
-    # The round's calls go round the side's placements from a random start: each round's median
-    # then averages over them (one placement a round made the rounds' ratios swing with it).
-    start = picker.randrange(len(side.arenas))
-    samples: list[float] = []
-    for call, pick in enumerate(picks):
-        version = versions[pick]
-        arena = side.arenas[(start + call) % len(side.arenas)]
-        try:
-            sample = _staged_call(side, arena, version, max(1, min(3, job.settings.num_warmup)) if call == 0 else 0, flush, device)
-        except SideFailed as exc:
-            side.fail("error", f"failed while timing: {exc}")
-            return False
-        side.checked += 1
-        if side.role == "solution":
-            outputs = {name: arena.views[name] for name in version.inputs.output_names}
-            failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
-            if failed:
-                side.fail("incorrect", (
-                    f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
-                    f"judge and its output '{failed[0].name}' does not match the reference for them "
-                    f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
-                ))
-                return False
-        samples.append(sample)
-    side.rounds.append(tuple(samples[job.settings.discard_first:]))
-    side.round_versions.append(tuple(picks[job.settings.discard_first:]))
-    side.discarded.extend(samples[: job.settings.discard_first])
-    return True
-
-
-def _staged_call(
-    side: _Side, arena: Arena, version: _Version, warm_up: int, flush: CacheFlush, device: torch.device, *, count: int = 1
-) -> float:
-    """Stage ``version`` into ``arena``, flush, wait for the device, then one call timed by the side."""
-    _stage(arena, version.inputs)
-    flush()
-    _sync(device)
-    reply = _call(side, CallRequest(slot=arena.slot, count=count, warm_up=warm_up))
-    return reply.samples_ms[0] if count else 0.0
-
-
-def _decided(live: list[_Side], rule: StoppingRule) -> bool:
-    solutions = [side for side in live if side.role == "solution"]
-    if len(solutions) != 2:
-        return True
-    base, head = (side.rounds for side in solutions)
-    quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
-    if classify(quick, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE:
-        return False
-    final = compare_rounds(base, head, confidence=rule.confidence)
-    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -1,0 +1,61 @@
+"""What the judge keeps of a case's sides: each side's worker, result and samples, and the
+versions of the contents (inputs and the expected outputs, which never leave the judge)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from kbench_ci.judge.arena import Arena
+from kbench_ci.judge.sides import SideWorker
+from kbench_ci.measure.inputs import InputSet
+from kbench_ci.measure.protocol import WorkerEvent
+from kbench_ci.measure.sideproto import LentTensor
+from kbench_ci.results.model import VariantResult
+
+Emit = Callable[[WorkerEvent], None]
+
+
+@dataclass(slots=True)
+class Side:
+    label: str
+    role: str  # "solution" or "baseline"
+    worker: SideWorker
+    result: VariantResult
+    arenas: list[Arena] = field(default_factory=list)
+    rounds: list[tuple[float, ...]] = field(default_factory=list)
+    round_versions: list[tuple[int, ...]] = field(default_factory=list)
+    discarded: list[float] = field(default_factory=list)
+    checked: int = 0
+    #: the arguments its own setup() gives (side.serve.describe_argument's form), if it has one
+    template: dict[str, str] = field(default_factory=dict)
+    #: the sandbox layers its worker put itself in (side.harden's names, as it says)
+    layers: tuple[str, ...] = ()
+    #: its own setup()'s tensors, other arguments, outputs and in-place outputs (Loaded's)
+    layout: tuple[LentTensor, ...] = ()
+    scalars: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    inplace: tuple[str, ...] = ()
+    #: buffers lent for other purposes than timing (the inbox of its own setup())
+    arenas_extra: list[Arena] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.status == "ok"
+
+    def fail(self, status: str, message: str) -> None:
+        self.result = replace(self.result, status=status, message=message)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    inputs: InputSet
+    expected: dict[str, Any]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
