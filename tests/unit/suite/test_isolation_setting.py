@@ -1,0 +1,44 @@
+"""Where `--isolation` comes from: the command line, else KBENCH_CI_ISOLATION, else kbench.toml's
+[defaults] isolation, else "process"; a value that is neither is one line naming where it came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.errors import UsageError
+from kbench_ci.suite.loader import load_suite
+from kbench_ci.suite.settings import ExecutionOptions, SuiteSettings, execution
+from tests.unit.suite.test_config import MINIMAL, load_error, write_suite
+
+
+def test_the_default_is_the_in_process_worker() -> None:
+    chosen = execution(SuiteSettings(), ExecutionOptions(), environ={})
+    assert chosen.isolation == "process"
+    assert chosen.worker_module == "kbench_ci.measure.worker"
+
+
+def test_kbench_toml_then_the_environment_then_the_flag() -> None:
+    suite = SuiteSettings(isolation="judge")
+    assert execution(suite, ExecutionOptions(), environ={}).worker_module == "kbench_ci.judge.main"
+    assert execution(suite, ExecutionOptions(), environ={"KBENCH_CI_ISOLATION": "process"}).isolation == "process"
+    assert execution(SuiteSettings(), ExecutionOptions(isolation="judge"), environ={"KBENCH_CI_ISOLATION": "process"}).isolation == "judge"
+
+
+@pytest.mark.parametrize(("options", "environ", "where"), [
+    (ExecutionOptions(isolation="jail"), {}, "--isolation"),
+    (ExecutionOptions(), {"KBENCH_CI_ISOLATION": "sandbox"}, "KBENCH_CI_ISOLATION"),
+])
+def test_an_unknown_isolation_names_where_it_came_from(options: ExecutionOptions, environ: dict[str, str], where: str) -> None:
+    with pytest.raises(UsageError) as info:
+        execution(SuiteSettings(), options, environ=environ)
+    assert info.value.one_line().startswith(where)
+    assert "process, judge" in info.value.one_line()
+
+
+def test_kbench_toml_takes_judge_and_refuses_anything_else(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, "[defaults]\nisolation = \"judge\"\n\n" + MINIMAL))
+    assert suite.settings.isolation == "judge"
+    message = load_error(tmp_path, "[defaults]\nisolation = \"jail\"\n\n" + MINIMAL)
+    assert "isolation" in message and "'judge'" in message
