@@ -30,7 +30,7 @@ def test_a_cute_dsl_solution_without_a_gpu_is_an_environment_problem(tmp_path: P
     completed = subprocess.run(
         [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "examples/cute_dsl/add.py"),
          "--implementation=cute-dsl", f"--ref={ROOT / 'examples/cute_dsl/ref.py'}",
-         f"--output-dir={tmp_path}", "--device=cpu", "--N=256"],
+         f"--output-dir={tmp_path}", "--device=cpu", "--M=256", "--N=256"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=environment,
     )
     assert completed.returncode == 3, completed.stderr

@@ -70,9 +70,9 @@ class SlowerHead:
 def repo(tmp_path: Path) -> TempRepo:
     repo = TempRepo(tmp_path / "repo")
     repo.commit({"kbench.toml": SUITE, "k/ref.py": "def reference(**_): pass\n",
-                 "k/loose.py": "# v1\n", "k/tight.py": "# v1\n"}, "base")
+                 "k/loose.py": "# v1\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n", "k/tight.py": "# v1\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n"}, "base")
     repo.git("checkout", "-q", "-b", "feature")
-    repo.commit({"k/loose.py": "# v2\n", "k/tight.py": "# v2\n"}, "head")
+    repo.commit({"k/loose.py": "# v2\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n", "k/tight.py": "# v2\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n"}, "head")
     return repo
 
 

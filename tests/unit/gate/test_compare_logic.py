@@ -342,7 +342,7 @@ def test_side_builder_stages_the_library_and_builds_once_per_side(tmp_path: Path
 # --------------------------------------------------------------------------------------------
 
 CU = 'extern "C" void solve(const float* x, float* y, int N) {{ /* {tag} */ }}\n'
-PY = "# {tag}\n"
+PY = "# {tag}\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n"
 
 
 def _toml(kernels: list[tuple[str, str]], extra: str = "") -> str:
@@ -524,7 +524,7 @@ def test_usage_errors(repo: TempRepo, tmp_path: Path) -> None:
 def test_base_without_a_suite_has_no_baselines(tmp_path: Path) -> None:
     repo = TempRepo(tmp_path / "repo")
     repo.commit({"README": "no suite yet\n"}, "base")
-    repo.commit({"kbench.toml": _toml([("same", "same.py")]), "k/ref.py": "", "k/same.py": PY.format(tag="v1")}, "add")
+    repo.commit({"kbench.toml": _toml([("same", "same.py")]), "k/ref.py": "def reference(**_): pass\n", "k/same.py": PY.format(tag="v1")}, "add")
     outcome = run_compare(CompareRequest(start=repo.root, base="HEAD~1", device="cuda:0", output_dir=tmp_path / "o"),
                           worker=FakeWorker())
     assert [c.verdict for c in outcome.cases] == [Verdict.ADDED]

@@ -244,7 +244,7 @@ shapes = [{N = 16}, {N = 32}, {N = 64}, {N = 128}]
 
 def test_run_over_two_gpus_records_each_cases_gpu(tmp_path: Path) -> None:
     repo = TempRepo(tmp_path / "repo")
-    repo.commit({"kbench.toml": RUN_TOML, "k/ref.py": "def reference(**_): pass\n", "k/add.py": "# v1\n"}, "base")
+    repo.commit({"kbench.toml": RUN_TOML, "k/ref.py": "def reference(**_): pass\n", "k/add.py": "# v1\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n"}, "base")
     recorder = LaneRecorder(FakeWorker())
     outcome = run_suite(RunRequest(start=repo.root, device="cuda:2", output_dir=tmp_path / "out", gpus=TWO),
                         worker=recorder)

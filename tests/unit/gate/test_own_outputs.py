@@ -28,7 +28,7 @@ def test_a_second_compare_into_the_default_folder_is_still_clean(repo: TempRepo,
         worker=FakeWorker(), build_fn=fake_nvcc,
     )
     assert outcome.head.description.startswith("working tree (clean) at ")
-    (repo.root / "k" / "same.py").write_text("# edited\n")
+    (repo.root / "k" / "same.py").write_text("# edited\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n")
     outcome = run_compare(
         CompareRequest(start=repo.root, base="main", device="cuda:0", output_dir=repo.root / "other", kernels=("same",)),
         worker=FakeWorker(), build_fn=fake_nvcc,

@@ -49,7 +49,7 @@ class BaselineWorker:
 
 def _repo(tmp_path: Path) -> TempRepo:
     repo = TempRepo(tmp_path / "repo")
-    repo.commit({"kbench.toml": TOML, "k/ref.py": "def reference(**_): pass\n", "k/add.py": "# v1\n"}, "base")
+    repo.commit({"kbench.toml": TOML, "k/ref.py": "def reference(**_): pass\n", "k/add.py": "# v1\ndef setup(**_):\n    pass\n\n\ndef run_kernel(**_):\n    pass\n"}, "base")
     return repo
 
 
