@@ -475,6 +475,9 @@ def compare(
         cli = _kbench_cli(env)
         argv = merge_argv(env, cli, cwd) if command == "merge" else compare_argv(env, cli)
         _runner_file(env, "KBENCH_REPORT_DIR").mkdir(parents=True, exist_ok=True)
+        # No bytecode of this step's own into the venv from here on either: a module it imported
+        # late would leave a .pyc that reads as tampering.
+        sys.dont_write_bytecode = True
         snapshot = runner_guard.take(_file_commands(env), Path(sys.prefix) if venv is None else venv)
         try:
             code = (runner or _run_inheriting)(argv, cwd)
