@@ -8,10 +8,7 @@ Nothing imports this module (``python -m`` warns about one imported before it ru
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
-import platform
 import queue
 import sys
 from collections.abc import Sequence
@@ -20,10 +17,10 @@ from typing import TextIO
 
 from kbench_ci.measure.lifeline import watch_lifeline
 from kbench_ci.measure.protocol import JobTicket
+from kbench_ci.procgroup import make_non_dumpable
 
 __all__ = ["main"]
 
-_PR_SET_DUMPABLE = 4
 #: environment: a file to which the judge appends the path of every file it opens (a test of
 #: the trust boundary reads it: the judge never opens a file of the head's tree)
 OPEN_LOG_ENV = "KBENCH_CI_JUDGE_OPEN_LOG"
@@ -44,10 +41,9 @@ def _log_opened_files(path: str | None) -> None:
 def main(argv: Sequence[str]) -> int:
     lifeline, *warm = argv
     _log_opened_files(os.environ.get(OPEN_LOG_ENV))
-    if platform.system() == "Linux":
-        # Not dumpable: a side's worker of the same user cannot read this process's memory or
-        # its /proc/PID/fd (the events file) without CAP_SYS_PTRACE, which sides drop.
-        ctypes.CDLL(ctypes.util.find_library("c") or None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # Not dumpable: a side's worker of the same user cannot read this process's memory or its
+    # /proc/PID/fd (the events file) without CAP_SYS_PTRACE, which sides drop.
+    make_non_dumpable()
     tickets: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     watch_lifeline(int(lifeline), tickets.put)
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)

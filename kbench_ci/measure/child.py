@@ -89,7 +89,13 @@ def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:
         _environment(device)  # starts NVML too (the driver version)
     except Exception:  # noqa: BLE001, S110  (see above: the case reports it)
         pass
-    for name in preload:
+    import_quietly(preload)
+
+
+def import_quietly(names: Sequence[str]) -> None:
+    """Import each of ``names`` now; one that fails (or exits) is taken out of ``sys.modules``
+    again, so the case that needs it imports it afresh and reports its own error."""
+    for name in names:
         before = frozenset(sys.modules)
         try:
             importlib.import_module(name)

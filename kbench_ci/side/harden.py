@@ -28,7 +28,8 @@ import platform
 from collections.abc import Sequence
 from pathlib import Path
 
-_PR_SET_DUMPABLE = 4
+from kbench_ci.procgroup import make_non_dumpable
+
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _CAP_SYS_PTRACE = 19
@@ -100,7 +101,7 @@ def harden(writable: Sequence[Path]) -> tuple[str, ...]:
         return ()
     libc = _libc()
     layers: list[str] = []
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+    if make_non_dumpable():
         layers.append("not-dumpable")
     if _drop_ptrace_capability(libc):
         layers.append("no-ptrace-capability")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import gc
-import importlib
 import pickle
 import socket
 import sys
@@ -26,6 +25,7 @@ import torch.multiprocessing  # noqa: F401  (registers the reductions that rebui
 
 from kbench_ci.errors import KbenchError
 from kbench_ci.measure import baselines as baseline_registry
+from kbench_ci.measure.child import import_quietly
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
@@ -49,7 +49,7 @@ from kbench_ci.measure.sideproto import (
 )
 from kbench_ci.measure.timing import Timer, make_timer
 from kbench_ci.measure.usercode import load_problem
-from kbench_ci.measure.variant import describe_error
+from kbench_ci.measure.variant import describe_error, sync
 from kbench_ci.results.model import MeasureSettings
 
 #: intra-op threads on the CPU (as the in-process worker: a busy core made times swing 2x)
@@ -80,14 +80,7 @@ def warm_up(device: str, preload: Sequence[str] = ()) -> None:
             torch.empty(1, device=device)
         except Exception:  # noqa: BLE001, S110  (see above)
             pass
-    for name in preload:
-        before = frozenset(sys.modules)
-        try:
-            importlib.import_module(name)
-        except (Exception, SystemExit):  # noqa: BLE001
-            for module in set(sys.modules) - before:
-                if module == name or module.startswith(f"{name}."):
-                    del sys.modules[module]
+    import_quietly(preload)
 
 
 def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
@@ -184,7 +177,7 @@ def _make(case: _Case, request: MakeRequest) -> Made:
                 if not isinstance(value, torch.Tensor) or value.shape != view.shape or value.dtype != view.dtype:
                     return Made(error=f"its setup() gave '{name}' another shape or dtype at seed {request.seed}")
                 view.copy_(value)
-        _sync(case.device)
+        sync(case.device)
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return Made(error=describe_error(exc))
     return Made()
@@ -216,11 +209,11 @@ def _load_side(request: LoadRequest, device: torch.device) -> tuple[Solution, In
     if solution.kernel.compile is not None:
         started = time.perf_counter()
         solution.kernel.compile(kwargs)
-        _sync(device)
+        sync(device)
         compile_ms = (time.perf_counter() - started) * 1e3
     started = time.perf_counter()
     solution.kernel.call(kwargs)
-    _sync(device)
+    sync(device)
     first_ms = (time.perf_counter() - started) * 1e3
     return solution, inputs, (compile_ms, first_ms)
 
@@ -258,7 +251,7 @@ def _call(case: _Case, request: CallRequest) -> Called:
         samples = case.timer.measure(call, request.count) if request.count else []
         if request.count:
             _write_back(case, kwargs, returned[0])
-        _sync(case.device)
+        sync(case.device)
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return Called(error=describe_error(exc))
     return Called(samples_ms=tuple(samples))
@@ -272,11 +265,6 @@ def _write_back(case: _Case, kwargs: dict[str, Any], returned: object) -> None:
         target = kwargs.get(name)
         if isinstance(value, torch.Tensor) and isinstance(target, torch.Tensor) and value is not target:
             target.copy_(value)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 #: the settings a one-side job needs to be a CaseJob (private_libraries reads only its sides)
