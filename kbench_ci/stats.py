@@ -940,3 +940,58 @@ def memo_evidence(new: Sequence[float], seen: Sequence[float], noise: float, see
         pairs=len(ratios),
         bound=bound,
     )
+
+
+# --- The judge's outside clock (judge/clock.py) ------------------------------------------------
+
+#: the smallest difference between two sides' handoff gaps read as a lie on a GPU (us): honest
+#: kernels of different shapes differ by up to ~1.5 us in the gap on an H200 (docs/statistics.md)
+CLOCK_FLOOR_GPU_US = 3.0
+#: on a CPU (the judge's monotonic clock around a socket round trip): at least this many us, and
+#: at least this share of the side's own median time
+CLOCK_FLOOR_CPU_US = 1000.0
+CLOCK_FLOOR_CPU_SHARE = 0.2
+#: a difference must also exceed this many standard errors of the two medians' difference
+CLOCK_SE_FACTOR = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClockCheck:
+    """One of a side's figures under the judge's clock against the trusted sides' (us)."""
+
+    side_us: float
+    reference_us: float
+    #: the smallest excess of ``side_us`` over ``reference_us`` that is read as real
+    resolution_us: float
+
+    @property
+    def excess_us(self) -> float:
+        return self.side_us - self.reference_us
+
+    @property
+    def exceeded(self) -> bool:
+        return self.excess_us > self.resolution_us
+
+
+def median_standard_error(values: Sequence[float]) -> float:
+    """The standard error of a sample's median, from its scaled MAD (robust to odd calls)."""
+    x = _as_samples(values, "values")
+    mad = 1.4826 * float(np.median(np.abs(x - np.median(x))))
+    return 1.2533 * mad / math.sqrt(len(x))
+
+
+def clock_check(side: Sequence[float], reference: Sequence[float], *, floor_us: float) -> ClockCheck:
+    """``side``'s median against ``reference``'s (per-call figures, us): an excess counts only
+    beyond ``floor_us`` and :data:`CLOCK_SE_FACTOR` standard errors of the difference."""
+    noise = math.hypot(median_standard_error(side), median_standard_error(reference))
+    return ClockCheck(
+        side_us=float(np.median(_as_samples(side, "side"))), reference_us=float(np.median(_as_samples(reference, "reference"))),
+        resolution_us=max(floor_us, CLOCK_SE_FACTOR * noise),
+    )
+
+
+def clock_floor_us(on_gpu: bool, side_median_us: float) -> float:
+    """:data:`CLOCK_FLOOR_GPU_US` on a GPU; on a CPU the larger of the absolute and relative floors."""
+    if on_gpu:
+        return CLOCK_FLOOR_GPU_US
+    return max(CLOCK_FLOOR_CPU_US, CLOCK_FLOOR_CPU_SHARE * side_median_us)

@@ -36,7 +36,8 @@ part_command() {
     bench) echo "python3 -m pytest tests/gpu/test_gpu_bench.py -q -rA -p no:cacheprovider" ;;
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
-    judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep" ;;
+    judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
+    judge-aa2) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa2 --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa2" ;;
     judge-regression) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     process-aa2) echo "python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/process_aa --keep" ;;
     aa10) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts aa --workdir /tmp/kb_out/aa10 --keep" ;;
@@ -52,6 +53,8 @@ part_command() {
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;
     meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
+    clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
+    clockprobe2) echo "for go in event value; do for hold in 300 1500; do python3 scripts/probes/outside_clock_probe.py --calls 100 --go \$go --hold-us \$hold --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve; done; done" ;;
     *) return 1 ;;
   esac
 }

@@ -5,11 +5,12 @@ all cases (:func:`evaluate_gate`)."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kbench_ci.gate.worker_call import WorkerRun
-from kbench_ci.results.model import CaseResult
+from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import (
     ALPHA,
     BASE,
@@ -85,7 +86,24 @@ def assess(
         estimate = compare_rounds(base.rounds_ms, head.rounds_ms, confidence=CONFIDENCE)
     except ValueError as exc:
         return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
-    return Assessment(classify(estimate, threshold, alpha=alpha), estimate, None)
+    verdict = classify(estimate, threshold, alpha=alpha)
+    if verdict is Verdict.FASTER and (within := _within_clock_resolution(base, head)) is not None:
+        return Assessment(Verdict.UNCHANGED, estimate, within)
+    return Assessment(verdict, estimate, None)
+
+
+def _within_clock_resolution(base: VariantResult, head: VariantResult) -> str | None:
+    """Where the judge's clock held the head to its time (``--isolation judge``): a head is
+    ``faster`` only by more than the smallest lie about its time that clock resolves; the words
+    that say why not, or None."""
+    clock = head.outside_clock
+    if clock is None or clock.resolution_us is None:
+        return None
+    gain_us = (statistics.median(base.samples_ms) - statistics.median(head.samples_ms)) * 1e3
+    if gain_us > clock.resolution_us:
+        return None
+    return (f"faster by {gain_us:.2f} us a call, within the {clock.resolution_us:.2f} us the judge's clock resolves: "
+            "a lie about time that size would not be seen, so it does not count as faster")
 
 
 def _base_not_timed(result: CaseResult | None) -> str:

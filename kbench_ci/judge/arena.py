@@ -26,7 +26,7 @@ import torch
 import torch.multiprocessing  # noqa: F401  (registers torch's IPC reductions with ForkingPickler)
 
 from kbench_ci.measure.lending import ALIGN, lent_view
-from kbench_ci.measure.sideproto import LendRequest, LentTensor
+from kbench_ci.measure.sideproto import DONE_OFFSET, LendRequest, LentTensor
 
 
 def extent(size: tuple[int, ...], stride: tuple[int, ...]) -> int:
@@ -46,6 +46,16 @@ class Arena:
     pool: Any = None
     path: Path | None = None
     extra: list[Any] = field(default_factory=list)
+
+    @property
+    def go_address(self) -> int:
+        """The device address of the judge's "go" word (GPU arenas only)."""
+        assert self.request.mailbox_byte_offset >= 0
+        return int(self.storage.data_ptr()) + self.request.mailbox_byte_offset
+
+    @property
+    def done_address(self) -> int:
+        return self.go_address + DONE_OFFSET
 
     def release(self) -> None:
         self.views.clear()
@@ -71,6 +81,11 @@ def make_arena(
             byte_offset=offset, storage_offset=int(value.storage_offset()),
         ))
         offset += -(-max(count, 1) * value.element_size() // ALIGN) * ALIGN
+    # On a GPU the arena ends in a mailbox: the judge's "go" word and the side's "done" word
+    # (kbench_ci.judge.clock), in memory the side maps anyway and no other side does.
+    mailbox = offset if device.type == "cuda" else -1
+    if mailbox >= 0:
+        offset += ALIGN
     nbytes = max(offset, ALIGN)
     pool = None
     path = None
@@ -91,6 +106,6 @@ def make_arena(
     views = {lent.name: lent_view(storage, lent) for lent in layout}
     request = LendRequest(
         slot=slot, arena_kind=kind, arena=handle, arena_bytes=nbytes, tensors=tuple(layout), scalars=scalars,
-        output_names=output_names,
+        output_names=output_names, mailbox_byte_offset=mailbox,
     )
     return Arena(slot=slot, storage=storage, views=views, request=request, pool=pool, path=path)

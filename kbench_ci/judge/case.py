@@ -35,10 +35,20 @@ import torch
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
+from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
+from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.sides import SideFailed, SideWorker
 from kbench_ci.judge.state import Emit, Side, sync
-from kbench_ci.judge.trials import CALL_TIMEOUT_S, VERSIONS, check_correctness, make_version, time_in_rounds, turn
+from kbench_ci.judge.trials import (
+    CALL_TIMEOUT_S,
+    VERSIONS,
+    check_correctness,
+    judge_outside_clock,
+    make_version,
+    time_in_rounds,
+    turn,
+)
 from kbench_ci.measure.correctness import resolve_tolerance
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.protocol import (
@@ -71,6 +81,21 @@ class Judge:
         self.workers: dict[str, SideWorker] = {}
         #: modules each side's worker imports as it starts (``triton``)
         self.preload: tuple[str, ...] = ()
+        self._clocks: dict[str, GpuClock | None] = {}
+        #: why the GPU clock could not be had, where it could not (the report says so)
+        self.clock_refused: str | None = None
+
+    def clock(self, device: torch.device) -> GpuClock | None:
+        """The judge's GPU clock on ``device``, made once; None on a CPU or where the driver refuses it."""
+        if device.type != "cuda":
+            return None
+        key = str(device)
+        if key not in self._clocks:
+            try:
+                self._clocks[key] = GpuClock(device)
+            except ClockUnavailable as exc:
+                self._clocks[key], self.clock_refused = None, str(exc)
+        return self._clocks[key]
 
     def worker(self, label: str, device: str) -> SideWorker:
         worker = self.workers.get(label)
@@ -110,7 +135,7 @@ class Judge:
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
-            description = _judge(sides, job, problem, maker, maker_source, device, emit)
+            description = _judge(sides, job, problem, maker, maker_source, device, emit, self)
             if _failed_beside_the_head(sides):
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         except (SideFailed, _NoInputs) as exc:
@@ -156,7 +181,7 @@ class Judge:
         again = self._load(job_alone, problem, device, emit)
         alone_description = description
         if again:
-            alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit)
+            alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit, self)
         if not again or not again[0].ok:
             return sides, description
         head.fail("error", (
@@ -214,6 +239,7 @@ class Judge:
 
 def _judge(
     sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
+    judge: Judge,
 ) -> str:
     """Correctness and timing of ``sides`` (their results are set, not emitted); the timing
     description of the case."""
@@ -227,10 +253,12 @@ def _judge(
     _check_goalposts(sides, template, job)
     placements = _lend(sides, template, device)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
+    clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
+    handoff = Handoff(device, flush, clock)
     for side in sides:
         if side.ok:
             turn(sides, side)
-            check_correctness(side, job, problem, maker, tolerance_for, device, flush, emit)
+            check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit)
     live = [side for side in sides if side.ok]
     if live:
         versions = [make_version(maker, problem, device)]
@@ -240,14 +268,16 @@ def _judge(
                                                                  *versions[0].expected.values()) if isinstance(v, torch.Tensor)))
         while len(versions) < min(VERSIONS, max(2, version_budget(device) // each)):
             versions.append(make_version(maker, problem, device))
-        time_in_rounds(live, sides, versions, job, tolerance_for, device, flush, emit)
+        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit)
+        judge_outside_clock(sides, handoff, on_gpu=clock is not None)
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
                 discarded_ms=tuple(side.discarded),
                 fresh_inputs=(f"{len(versions)} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
-                              f"made and kept by the judge; a new one staged before every timed call{checked}; "
+                              f"made and kept by the judge, and one more made for each round alone, given at a random "
+                              f"position in it; one staged before every timed call{checked}; "
                               f"{placements} placement(s) of its buffers, taken in turn from a random one each round"),
             )
     for side in sides:
@@ -257,10 +287,19 @@ def _judge(
     for side in sides:
         in_all &= set(side.layers)
     layers = sorted(in_all) if sides else []
+    if clock is not None:
+        timer = (f"each side's own {job.settings.timing_method} timer, held to the judge's GPU clock (%globaltimer stamps "
+                 "around every call, the side's start gated by the judge's go and its end signalled on the GPU)")
+    elif device.type == "cuda":
+        timer = (f"each side's own {job.settings.timing_method} timer, held only to the judge's host clock around each request "
+                 f"({judge.clock_refused or 'no GPU clock with this timing method'}): a lie about time smaller than a "
+                 "host round trip is not seen")
+    else:
+        timer = f"each side's own {job.settings.timing_method} timer, held to the judge's monotonic clock around each request"
     return (
         f"judged apart: each side in a process of its own (paused while another has the turn), inputs staged, outputs "
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
-        f"pull-request code; each side's own {job.settings.timing_method} timer; sandbox: {', '.join(layers) or 'none available'}"
+        f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}"
     )
 
 

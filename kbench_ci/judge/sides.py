@@ -114,6 +114,10 @@ class SideWorker:
 
     def ask(self, request: Request, expected: type[Reply], *, timeout_s: float) -> Reply:
         self.send(request)
+        return self.receive(expected, timeout_s=timeout_s)
+
+    def receive(self, expected: type[Reply], *, timeout_s: float) -> Reply:
+        """The reply to a request already sent."""
         line = self._read_line(timeout_s)
         try:
             return decode_reply(line, expected)

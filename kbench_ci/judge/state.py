@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from kbench_ci.judge.arena import Arena
+from kbench_ci.judge.clock import CallStamps
 from kbench_ci.judge.sides import SideWorker
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.protocol import WorkerEvent
@@ -41,6 +42,12 @@ class Side:
     inplace: tuple[str, ...] = ()
     #: buffers lent for other purposes than timing (the inbox of its own setup())
     arenas_extra: list[Arena] = field(default_factory=list)
+    #: its timed calls as the judge's clock saw them, with its own time of each (ms)
+    judged: list[tuple[CallStamps, float]] = field(default_factory=list)
+    #: the versions (Version.number) it has been given, and pairs of its times (ms) on a version
+    #: new to it and, next to that call in the same round, on one it had seen
+    seen: set[int] = field(default_factory=set)
+    memo_pairs: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -54,6 +61,8 @@ class Side:
 class Version:
     inputs: InputSet
     expected: dict[str, Any]
+    #: unique in the judge's process: which versions a side has seen
+    number: int = 0
 
 
 def sync(device: torch.device) -> None:

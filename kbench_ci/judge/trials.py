@@ -1,40 +1,55 @@
 """The judge's calls: correctness trials and timed rounds, one side's call at a time.
 
-Before every call the judge stages a version (contents from entropy, expected outputs kept in
-the judge), poisons the outputs, flushes the cache and waits for the device; the side times one
-call; the judge checks that call's outputs. While one side has the turn, every other side's
-worker is paused (:func:`turn`).
+Every call is handed over (kbench_ci.judge.handoff): the judge stages a version (contents from
+entropy, expected outputs kept in the judge), poisons the outputs, flushes the cache, lets the
+side time one call, and checks the outputs its clock's snapshot holds. Every round gives each
+side, at a random position among the calls it keeps, a version made for that round alone: the
+rounds' own samples then say whether a side is faster on contents it has seen
+(:func:`judge_outside_clock`). While one side has the turn, every other side's worker is paused
+(:func:`turn`).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
 
 from kbench_ci.errors import KbenchError, UserFileError
-from kbench_ci.judge.arena import Arena
 from kbench_ci.judge.contents import Maker, entropy_seed
+from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.sides import SideFailed
 from kbench_ci.judge.state import Emit, Side, Version, sync
 from kbench_ci.measure.correctness import compare_outputs
-from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_, poison_outputs_, still_poisoned
+from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_, still_poisoned
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule
 from kbench_ci.measure.schedule import RoundPlan
-from kbench_ci.measure.sideproto import Called, CallRequest
-from kbench_ci.measure.timing import CacheFlush
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs
-from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck
-from kbench_ci.stats import Verdict, classify, compare_rounds
+from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
+from kbench_ci.stats import (
+    CLOCK_FLOOR_GPU_US,
+    Verdict,
+    classify,
+    clock_check,
+    clock_floor_us,
+    compare_rounds,
+    memo_evidence,
+    relative_spread,
+)
+
+__all__ = ["CALL_TIMEOUT_S", "VERSIONS", "check_correctness", "judge_outside_clock", "make_version", "time_in_rounds", "turn"]
 
 #: versions of the timed contents (each with its expected outputs kept in the judge)
 VERSIONS = 8
-#: seconds a side may take to answer one call
-CALL_TIMEOUT_S = 120.0
+#: round_versions' entry for a round's probe: a version made for that round alone
+PROBE_VERSION = -1
+_NUMBERS = itertools.count(1)
 
 
 def turn(sides: list[Side], side: Side) -> None:
@@ -48,7 +63,7 @@ def turn(sides: list[Side], side: Side) -> None:
 def make_version(maker: Maker, problem: Problem, device: torch.device) -> Version:
     seed = entropy_seed()
     inputs = maker(seed)
-    return Version(inputs, _expected(problem, inputs, device))
+    return Version(inputs, _expected(problem, inputs, device), next(_NUMBERS))
 
 
 def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[str, Any]:
@@ -72,28 +87,9 @@ def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[
     return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
 
 
-def _stage(arena: Arena, inputs: InputSet) -> None:
-    """The version's contents into the lent inputs and in-place outputs; every other output poisoned."""
-    for name, view in arena.views.items():
-        if name in inputs.poisoned_names:
-            poison_(view)
-        else:
-            view.copy_(inputs.kwargs[name])
-
-
-def call_side(side: Side, request: CallRequest) -> Called:
-    reply = side.worker.ask(request, Called, timeout_s=CALL_TIMEOUT_S)
-    assert isinstance(reply, Called)
-    if reply.error is not None:
-        raise SideFailed(reply.error)
-    if len(reply.samples_ms) != request.count:
-        raise SideFailed(f"its worker returned {len(reply.samples_ms)} times for {request.count} calls")
-    return reply
-
-
 def check_correctness(
     side: Side, job: CaseJob, problem: Problem, maker: Maker, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, flush: CacheFlush, emit: Emit,
+    device: torch.device, handoff: Handoff, emit: Emit,
 ) -> None:
     trials: list[TrialCheck] = []
     arena = side.arenas[0]
@@ -101,18 +97,16 @@ def check_correctness(
         emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(side.label, "correctness"))
         version = make_version(maker, problem, device)
-        _stage(arena, version.inputs)
-        sync(device)
         try:
-            call_side(side, CallRequest(slot=arena.slot, count=1))
+            judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
             trials.append(TrialCheck(seed=version.inputs.seed, outputs=(), error=f"raised {exc}"))
             if not side.worker.alive():
                 side.fail("error", f"its worker ended during the correctness trials: {exc}")
                 return
             continue
-        outputs = {name: arena.views[name] for name in version.inputs.output_names}
-        checks = compare_outputs(outputs, version.expected, tolerance_for)
+        side.seen.add(version.number)
+        checks = compare_outputs(judged.outputs, version.expected, tolerance_for)
         modified = changed_inputs(version.inputs.kwargs, arena.views, version.inputs.output_names)
         trials.append(TrialCheck(seed=version.inputs.seed, outputs=checks, modified_inputs=modified))
     result = CorrectnessResult(trials=tuple(trials))
@@ -121,10 +115,11 @@ def check_correctness(
 
 
 def time_in_rounds(
-    live: list[Side], sides: list[Side], versions: list[Version], job: CaseJob,
-    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, flush: CacheFlush, emit: Emit,
+    live: list[Side], sides: list[Side], versions: list[Version], job: CaseJob, problem: Problem, maker: Maker,
+    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
 ) -> None:
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
+    kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
     picker = random.SystemRandom()
     started = time.perf_counter()
@@ -132,7 +127,7 @@ def time_in_rounds(
         emit(Begin(side.label, "timing"))
         turn(sides, side)
         try:
-            _stagedcall_side(side, side.arenas[0], versions[0], job.settings.num_warmup, flush, device, count=0)
+            _warm_up(side, side.arenas[0], versions[0], job.settings.num_warmup, handoff, device)
         except SideFailed as exc:
             side.fail("error", f"failed while warming up: {exc}")
     live = [side for side in live if side.ok]
@@ -141,12 +136,18 @@ def time_in_rounds(
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
             picks = [picker.randrange(len(versions)) for _ in range(calls_per_round)]
+            # The round's probe: a version made for this round alone, at a random position
+            # among the calls kept, so that no side has seen it (made before any side's turn:
+            # the GPU's idle while the judge makes it falls on no one's call).
+            probe_at = picker.choice(kept) if kept else None
+            probe = make_version(maker, problem, device) if probe_at is not None else None
             total = max(job.settings.rounds, round_index + 1)
             for side in order:
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
                 turn(sides, side)
-                if not _one_round(side, picks, versions, job, tolerance_for, device, flush, picker, round_index):
+                if not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff, picker,
+                                  round_index):
                     live = [s for s in live if s is not side]
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
@@ -157,26 +158,37 @@ def time_in_rounds(
         plan.checked(round_index, 0.0)
 
 
+def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Handoff, device: torch.device) -> None:
+    """``count`` untimed calls on ``version``'s contents (staged by the judge, not checked)."""
+    if count:
+        stage(arena, version.inputs)
+        sync(device)
+        handoff.warm_up(side, arena, count)
+
+
 def _one_round(
-    side: Side, picks: list[int], versions: list[Version], job: CaseJob, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, flush: CacheFlush, picker: random.SystemRandom, round_index: int,
+    side: Side, picks: list[int], versions: list[Version], probe_at: int | None, probe: Version | None, job: CaseJob,
+    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, picker: random.SystemRandom,
+    round_index: int,
 ) -> bool:
     # The round's calls go round the side's placements from a random start: each round's median
     # then averages over them (one placement a round made the rounds' ratios swing with it).
     start = picker.randrange(len(side.arenas))
     samples: list[float] = []
+    new: list[bool] = []
     for call, pick in enumerate(picks):
-        version = versions[pick]
+        version = probe if call == probe_at and probe is not None else versions[pick]
         arena = side.arenas[(start + call) % len(side.arenas)]
         try:
-            sample = _stagedcall_side(side, arena, version, max(1, min(3, job.settings.num_warmup)) if call == 0 else 0, flush, device)
+            if call == 0:
+                _warm_up(side, arena, version, max(1, min(3, job.settings.num_warmup)), handoff, device)
+            judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
             side.fail("error", f"failed while timing: {exc}")
             return False
         side.checked += 1
         if side.role == "solution":
-            outputs = {name: arena.views[name] for name in version.inputs.output_names}
-            failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
+            failed = [check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
@@ -184,22 +196,107 @@ def _one_round(
                     f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
                 ))
                 return False
-        samples.append(sample)
-    side.rounds.append(tuple(samples[job.settings.discard_first:]))
-    side.round_versions.append(tuple(picks[job.settings.discard_first:]))
-    side.discarded.extend(samples[: job.settings.discard_first])
+        new.append(version.number not in side.seen)
+        side.seen.add(version.number)
+        samples.append(judged.sample_ms)
+        side.judged.append((judged.stamps, judged.sample_ms))
+    first = job.settings.discard_first
+    side.rounds.append(tuple(samples[first:]))
+    side.round_versions.append(tuple(PROBE_VERSION if call == probe_at else pick for call, pick in enumerate(picks))[first:])
+    side.discarded.extend(samples[:first])
+    side.memo_pairs.extend(_pairs(samples, new, first))
     return True
 
 
-def _stagedcall_side(
-    side: Side, arena: Arena, version: Version, warm_up: int, flush: CacheFlush, device: torch.device, *, count: int = 1
-) -> float:
-    """Stage ``version`` into ``arena``, flush, wait for the device, then one call timed by the side."""
-    _stage(arena, version.inputs)
-    flush()
-    sync(device)
-    reply = call_side(side, CallRequest(slot=arena.slot, count=count, warm_up=warm_up))
-    return reply.samples_ms[0] if count else 0.0
+def _pairs(samples: Sequence[float], new: Sequence[bool], first: int) -> list[tuple[float, float]]:
+    """Each kept call on contents new to the side, with the kept call next to it (the one
+    before, else the one after) on contents it had seen: (new, seen) times."""
+    pairs = []
+    for index in range(first, len(samples)):
+        if not new[index]:
+            continue
+        for other in (index - 1, index + 1):
+            if first <= other < len(samples) and not new[other]:
+                pairs.append((samples[index], samples[other]))
+                break
+    return pairs
+
+
+def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool) -> None:
+    """Each side's calls under the judge's clock against the trusted sides' (a compare's base,
+    the baselines): a side whose own times leave out more of the GPU's time than theirs, whose
+    GPU work lengthened the judge's own steps, or that is faster on contents it had seen, is
+    ``incorrect``. Every judged side's figures go into its result."""
+    trusted = [side for side in sides if _trusted(side) and side.ok and side.judged]
+    reference = {
+        "gap": [stamps.span_us - ms * 1e3 for side in trusted for stamps, ms in side.judged],
+        "pre": [stamps.pre_us for side in trusted for stamps, _ in side.judged],
+        "post": [stamps.post_us for side in trusted for stamps, _ in side.judged],
+    }
+    for side in sides:
+        if not side.judged:
+            continue
+        spans = tuple(stamps.span_us for stamps, _ in side.judged)
+        reported = tuple(ms * 1e3 for _, ms in side.judged)
+        gaps = [span - own for span, own in zip(spans, reported, strict=True)]
+        pre = tuple(stamps.pre_us for stamps, _ in side.judged)
+        post = tuple(stamps.post_us for stamps, _ in side.judged)
+        figures = OutsideClock(
+            source=handoff.source, calls=len(spans), gap_us=statistics.median(gaps), pre_us=statistics.median(pre),
+            post_us=statistics.median(post), span_us=spans, reported_us=reported, pre_call_us=pre, post_call_us=post,
+        )
+        if not _trusted(side) and reference["gap"]:
+            gap = clock_check(gaps, reference["gap"], floor_us=clock_floor_us(on_gpu, statistics.median(reported)))
+            figures = replace(
+                figures, reference=", ".join(s.label for s in trusted), reference_gap_us=gap.reference_us,
+                reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
+                resolution_us=gap.resolution_us,
+            )
+            if side.ok and gap.exceeded:
+                clock = "GPU" if on_gpu else "judge's clock"
+                side.fail("incorrect", (
+                    f"its process reported less time than the {clock} spent: {gap.excess_us:.1f} us a call beyond what the "
+                    f"handoff explains (median span less its own time {gap.side_us:.1f} us, the trusted sides' "
+                    f"{gap.reference_us:.1f} us; resolution {gap.resolution_us:.1f} us): time every call's work between its "
+                    "own start and end"
+                ))
+            elif side.ok and on_gpu:
+                _check_segments(side, pre, post, reference["pre"], reference["post"])
+        side.result = replace(side.result, outside_clock=figures)
+        if side.ok and side.role == "solution" and not _trusted(side):
+            _check_memo(side)
+
+
+def _trusted(side: Side) -> bool:
+    """Code the threat model trusts: a compare's base, and the baselines (kbench-ci's own)."""
+    return side.role == "baseline" or side.label == "base"
+
+
+def _check_segments(side: Side, pre: Sequence[float], post: Sequence[float], ref_pre: Sequence[float],
+                    ref_post: Sequence[float]) -> None:
+    for what, own, theirs in (("staged and flushed", pre, ref_pre), ("copied its outputs", post, ref_post)):
+        check = clock_check(own, theirs, floor_us=CLOCK_FLOOR_GPU_US)
+        if check.exceeded:
+            side.fail("incorrect", (
+                f"GPU work of its own ran while the judge {what}: those steps took {check.excess_us:.1f} us a call longer "
+                f"than for the trusted sides ({check.side_us:.1f} us against {check.reference_us:.1f} us; resolution "
+                f"{check.resolution_us:.1f} us): do all of a call's work inside the call"
+            ))
+            return
+
+
+def _check_memo(side: Side) -> None:
+    if not side.memo_pairs:
+        return
+    kept = [sample for samples in side.rounds for sample in samples]
+    new, seen = zip(*side.memo_pairs, strict=True)
+    evidence = memo_evidence(list(new), list(seen), relative_spread(kept), "contents it had seen in this run")
+    if evidence.cached:
+        side.fail("incorrect", (
+            f"faster on contents it had seen than on contents new to it: {evidence.slower_pairs} of {evidence.pairs} "
+            f"calls on never-seen contents, placed at random in its rounds, took longer than the call beside them "
+            f"(median ratio {evidence.ratio:.2f}, read as caching above {evidence.bound:.2f}): compute from the inputs"
+        ))
 
 
 def _decided(live: list[Side], rule: StoppingRule) -> bool:

@@ -76,15 +76,27 @@ class LendRequest:
     tensors: tuple[LentTensor, ...]
     scalars: dict[str, Any]
     output_names: tuple[str, ...]
+    #: where the arena's two signal words lie (bytes; GPU only, -1 none): the judge's "go" at
+    #: this offset, the side's "done" :data:`DONE_OFFSET` bytes further (kbench_ci.judge.clock)
+    mailbox_byte_offset: int = -1
+
+
+#: bytes from the judge's "go" word to the side's "done" word in a mailbox
+DONE_OFFSET = 64
 
 
 @dataclass(frozen=True, slots=True)
 class CallRequest:
-    """Time ``count`` calls on placement ``slot`` (after ``warm_up`` untimed ones), as staged."""
+    """Time ``count`` calls on placement ``slot`` (after ``warm_up`` untimed ones), as staged.
+
+    ``token`` (not 0): one call handed over through the arena's mailbox on a GPU: the side's
+    stream waits until the judge writes ``token`` into the "go" word, runs the call between its
+    own events, then writes ``token`` into the "done" word (kbench_ci.judge.clock)."""
 
     slot: int
     count: int = 1
     warm_up: int = 0
+    token: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +179,8 @@ class Called:
 
     samples_ms: tuple[float, ...] = ()
     error: str | None = None
+    #: how long the side took to enqueue a handed-over call (us): the judge sizes its hold by it
+    enqueue_us: float | None = None
 
 
 Reply = Loaded | Called | Made
@@ -194,7 +208,8 @@ def decode_reply(line: bytes, expected: type[Reply]) -> Reply:
         raise BadReply("a reply that is not a JSON object")
     tag = data.pop("reply", None)
     if expected is Called and tag == "called":
-        return Called(samples_ms=_samples(data.get("samples_ms")), error=_optional_text(data.get("error")))
+        return Called(samples_ms=_samples(data.get("samples_ms")), error=_optional_text(data.get("error")),
+                      enqueue_us=_optional_number(data.get("enqueue_us")))
     if expected is Loaded and tag == "loaded":
         return Loaded(
             error=_optional_text(data.get("error")),

@@ -358,6 +358,12 @@ ESCAPE_AUDIT = _object({
     "status": STR, "event_ms": _list(FLOAT), "cupti_span_ms": _list(FLOAT), "escaped_ms": _list(FLOAT),
     "streams": _list(INT), "detail": _optional(STR), "cost_s": NUMBER, "launches": _list(LAUNCH),
 }, need=("status",))
+OUTSIDE_CLOCK = _object({
+    "source": STR, "calls": COUNT, "gap_us": FLOAT, "pre_us": FLOAT, "post_us": FLOAT, "reference": _optional(STR),
+    "reference_gap_us": _optional(FLOAT), "reference_pre_us": _optional(FLOAT), "reference_post_us": _optional(FLOAT),
+    "resolution_us": _optional(FLOAT), "span_us": _list(FLOAT), "reported_us": _list(FLOAT), "pre_call_us": _list(FLOAT),
+    "post_call_us": _list(FLOAT),
+}, need=("source", "calls", "gap_us", "pre_us", "post_us"))
 SPEED_OF_LIGHT = _object({
     "source": STR, "bytes": _optional(NUMBER), "flops": _optional(NUMBER), "median_ms": NUMBER,
     "copy_bytes_per_s": _optional(NUMBER), "matmul_flops_per_s": _optional(NUMBER), "matmul_dtype": _optional(STR),
@@ -385,7 +391,7 @@ VARIANT = _object({
     "first_call_ms": _optional(NUMBER), "compile_ms": _optional(NUMBER), "post_timing_check": _optional(BOOL),
     "fresh_inputs": _optional(STR), "timing_shift_ms": _optional(NUMBER), "escape_audit": _optional(ESCAPE_AUDIT),
     "speed_of_light": _optional(SPEED_OF_LIGHT), "compiled": _list(COMPILED), "notes": _list(STR),
-    "not_timed": _optional(STR),
+    "not_timed": _optional(STR), "outside_clock": _optional(OUTSIDE_CLOCK),
 }, need=("label", "kind", "role", "status"))
 BUILD = _object({
     "side": STR, "kernel": STR, "ok": BOOL, "seconds": NUMBER, "command": _optional(STR), "message": _optional(STR),

@@ -53,6 +53,8 @@ class VariantResult:
     #: what the compiler made of the solution's kernels (registers, spills, autotune pick)
     compiled: tuple[CompiledKernel, ...] = ()
     notes: tuple[str, ...] = ()
+    #: the judge's own clock over its judged calls (``--isolation judge``); None where not judged
+    outside_clock: OutsideClock | None = None
     #: why a variant that passed its checks (status ``ok``) was not timed, e.g. a compare's base
     #: when the head is incorrect: its time would be compared with nothing; None where timed
     not_timed: str | None = None
@@ -163,6 +165,46 @@ class KernelLaunch:
     blocks_per_sm: float | None = None
     #: CUPTI's (kineto's) estimate of the achieved occupancy (%)
     occupancy_pct: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideClock:
+    """A side's timed calls as the judge's own clock saw them (``--isolation judge``;
+    kbench_ci/judge/clock.py, docs/isolation.md), in microseconds.
+
+    ``span_us``: from the judge's go to the side's end signal (the GPU's ``%globaltimer``, or the
+    judge's monotonic clock around a CPU side's request). ``gap_us``: the median of span less the
+    side's own time: the handoff between the processes (~300 us on an H200) plus anything the
+    side did that its own clock left out. ``pre_us``/``post_us``: the judge's staging and flush,
+    and its snapshot of the outputs, which another context's work on the GPU lengthens. Each is
+    judged against the same figure of the case's trusted sides (``reference``); more than
+    ``resolution_us`` beyond it makes the side ``incorrect``, and a head is ``faster`` only by
+    more than its ``resolution_us``.
+    """
+
+    source: str
+    calls: int
+    gap_us: float
+    pre_us: float
+    post_us: float
+    #: the trusted sides the figures are judged against; None where the case timed none
+    reference: str | None = None
+    reference_gap_us: float | None = None
+    reference_pre_us: float | None = None
+    reference_post_us: float | None = None
+    #: the smallest lie about a call's time the clock resolves for this side (the gap's bound)
+    resolution_us: float | None = None
+    #: per judged call (raw): the judge's span, the side's own time, the judge's two segments
+    span_us: tuple[float, ...] = ()
+    reported_us: tuple[float, ...] = ()
+    pre_call_us: tuple[float, ...] = ()
+    post_call_us: tuple[float, ...] = ()
+
+    @property
+    def unexplained_us(self) -> float | None:
+        """How much more of each call the judge's clock saw than the side's own, beyond the
+        trusted sides' handoff: time the side's own clock did not count."""
+        return None if self.reference_gap_us is None else self.gap_us - self.reference_gap_us
 
 
 @dataclass(frozen=True, slots=True)

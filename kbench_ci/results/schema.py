@@ -14,6 +14,7 @@ from kbench_ci.results.model import (
     EscapeAudit,
     KernelLaunch,
     OutputCheck,
+    OutsideClock,
     SpeedOfLight,
     TrialCheck,
     VariantResult,
@@ -99,6 +100,27 @@ def escape_audit_from_json(data: Mapping[str, Any] | None) -> EscapeAudit | None
     )
 
 
+def outside_clock_from_json(data: Mapping[str, Any] | None) -> OutsideClock | None:
+    if data is None:
+        return None
+
+    def optional(key: str) -> float | None:
+        value = data.get(key)
+        return None if value is None else float_from_json(value)
+
+    def floats(key: str) -> tuple[float, ...]:
+        return tuple(float_from_json(v) for v in data.get(key, ()))
+
+    return OutsideClock(
+        source=data["source"], calls=int(data["calls"]), gap_us=float_from_json(data["gap_us"]),
+        pre_us=float_from_json(data["pre_us"]), post_us=float_from_json(data["post_us"]), reference=data.get("reference"),
+        reference_gap_us=optional("reference_gap_us"), reference_pre_us=optional("reference_pre_us"),
+        reference_post_us=optional("reference_post_us"), resolution_us=optional("resolution_us"),
+        span_us=floats("span_us"), reported_us=floats("reported_us"), pre_call_us=floats("pre_call_us"),
+        post_call_us=floats("post_call_us"),
+    )
+
+
 def _triple(value: Any) -> tuple[int, int, int] | None:
     return (int(value[0]), int(value[1]), int(value[2])) if value is not None else None
 
@@ -141,6 +163,7 @@ def variant_from_json(data: Mapping[str, Any]) -> VariantResult:
         fresh_inputs=data.get("fresh_inputs"),
         timing_shift_ms=data.get("timing_shift_ms"),
         escape_audit=escape_audit_from_json(data.get("escape_audit")),
+        outside_clock=outside_clock_from_json(data.get("outside_clock")),
         speed_of_light=speed_of_light_from_json(data.get("speed_of_light")),
         compiled=tuple(CompiledKernel(**entry) for entry in data.get("compiled", ())),
         notes=tuple(data.get("notes", ())),

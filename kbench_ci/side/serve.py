@@ -34,6 +34,7 @@ from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
 from kbench_ci.measure.lending import lent_view
 from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.sideproto import (
+    DONE_OFFSET,
     Called,
     CallRequest,
     EndRequest,
@@ -47,6 +48,7 @@ from kbench_ci.measure.sideproto import (
     decode_request,
     encode_reply,
 )
+from kbench_ci.measure.streamops import StreamOps
 from kbench_ci.measure.timing import Timer, make_timer
 from kbench_ci.measure.usercode import load_problem
 from kbench_ci.measure.variant import describe_error, sync
@@ -68,6 +70,9 @@ class _Case:
     warmed: bool = False
     #: its own setup() (a solution's; None for a baseline), for a MakeRequest
     make_inputs: Callable[[int], InputSet] | None = None
+    #: per placement, the device address of the judge's "go" word (handed-over calls)
+    mailboxes: dict[int, int] = field(default_factory=dict)
+    stream_ops: StreamOps | None = None
 
 
 def warm_up(device: str, preload: Sequence[str] = ()) -> None:
@@ -234,6 +239,8 @@ def _lend(case: _Case, request: LendRequest) -> None:
         kwargs[lent.name] = lent_view(arena, lent)
     case.slots[request.slot] = kwargs
     case.output_names = request.output_names
+    if request.mailbox_byte_offset >= 0 and arena.is_cuda:
+        case.mailboxes[request.slot] = arena.data_ptr() + request.mailbox_byte_offset
 
 
 def _call(case: _Case, request: CallRequest) -> Called:
@@ -248,6 +255,9 @@ def _call(case: _Case, request: CallRequest) -> Called:
         if request.warm_up:
             case.timer.warm_up(call, request.warm_up, resize_hold=not case.warmed)
             case.warmed = True
+            case.timer.ready()
+        if request.token:
+            return _handed_over(case, request, call, kwargs, returned)
         samples = case.timer.measure(call, request.count) if request.count else []
         if request.count:
             _write_back(case, kwargs, returned[0])
@@ -255,6 +265,38 @@ def _call(case: _Case, request: CallRequest) -> Called:
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return Called(error=describe_error(exc))
     return Called(samples_ms=tuple(samples))
+
+
+def _handed_over(
+    case: _Case, request: CallRequest, call: Callable[[], object], kwargs: dict[str, Any], returned: list[object]
+) -> Called:
+    """One call the judge hands over (kbench_ci.judge.clock). On a GPU the stream waits for the
+    judge's go word and writes the done word after the call's end event. Outputs the call
+    returns are copied into the lent ones before that end event: the judge's clock cannot tell
+    that copy from work, so a side that returns its outputs is timed with it (docs/isolation.md).
+    Raises what the call raises."""
+
+    def call_and_write_back() -> None:
+        call()
+        _write_back(case, kwargs, returned[0])
+
+    go = case.mailboxes.get(request.slot)
+    if go is None:  # a CPU side: the judge's monotonic clock is around the request
+        return Called(samples_ms=(case.timer.measure(call_and_write_back, 1)[0],))
+    if case.stream_ops is None:
+        case.stream_ops = StreamOps()
+    ops = case.stream_ops
+    token = request.token
+
+    def wait_for_go(stream: int) -> None:
+        ops.wait_equal(stream, go, token)
+
+    def signal_done(stream: int) -> None:
+        ops.write(stream, go + DONE_OFFSET, token)
+
+    sample, enqueue_us = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done)
+    sync(case.device)
+    return Called(samples_ms=(sample,), enqueue_us=enqueue_us)
 
 
 def _write_back(case: _Case, kwargs: dict[str, Any], returned: object) -> None:

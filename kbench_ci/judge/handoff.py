@@ -1,0 +1,170 @@
+"""One judged call: the judge stages the contents, flushes the cache, hands the call over to the
+side's worker and takes a snapshot of its outputs, each step stamped by the judge's own clock
+(kbench_ci.judge.clock says how, and why the side cannot reach it).
+
+Every call the judge checks goes this way: correctness trials, warm-up-led first calls, timed
+calls and probes alike, so nothing in the spacing, the buffers, the stream or the hold tells a
+kernel which kind of call it is in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from kbench_ci.judge.arena import Arena
+from kbench_ci.judge.clock import CallStamps, GpuClock, HostClock
+from kbench_ci.judge.sides import SideFailed
+from kbench_ci.judge.state import Side
+from kbench_ci.measure.inputs import InputSet, poison_
+from kbench_ci.measure.sideproto import Called, CallRequest
+from kbench_ci.measure.timing import CacheFlush
+
+#: seconds a side may take to answer one call
+CALL_TIMEOUT_S = 120.0
+#: seconds the judge's stream may still wait for a side's end signal once the side has replied
+SETTLE_TIMEOUT_S = 5.0
+#: the hold before a side's first handed-over call, and its bounds (us)
+FIRST_HOLD_US = 1000.0
+MIN_HOLD_US = 150.0
+MAX_HOLD_US = 5000.0
+#: the hold covers this many times the slowest recent enqueue (the judge's and the side's)
+HOLD_MARGIN = 2.0
+_RECENT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One handed-over call: the side's own time (ms), the judge's stamps, the outputs as the
+    judge's snapshot holds them."""
+
+    sample_ms: float
+    stamps: CallStamps
+    outputs: dict[str, torch.Tensor]
+
+
+@dataclass(slots=True)
+class _Pacing:
+    """A side's recent enqueue times (us): the judge's and its own, per call."""
+
+    recent: list[float] = field(default_factory=list)
+
+    def hold_us(self) -> float:
+        if not self.recent:
+            return FIRST_HOLD_US
+        return min(MAX_HOLD_US, max(MIN_HOLD_US, HOLD_MARGIN * max(self.recent) + 50.0))
+
+    def add(self, enqueue_us: float) -> None:
+        self.recent = [*self.recent[-(_RECENT - 1):], enqueue_us]
+
+
+class Handoff:
+    """Judged calls on one device: a GPU clock where the device has one, else the host's."""
+
+    def __init__(self, device: torch.device, flush: CacheFlush, clock: GpuClock | None) -> None:
+        self.device = device
+        self.flush = flush
+        self.clock = clock
+        self.source = "gpu-globaltimer" if clock is not None else "host-monotonic"
+        self._tokens = itertools.count(1)
+        self._pacing: dict[str, _Pacing] = {}
+        self._snapshots: dict[tuple[str, str], torch.Tensor] = {}
+
+    def warm_up(self, side: Side, arena: Arena, count: int) -> None:
+        """``count`` untimed calls on what ``arena`` holds, before a round's first judged call."""
+        if count:
+            _checked(side.worker.ask(CallRequest(slot=arena.slot, count=0, warm_up=count), Called, timeout_s=CALL_TIMEOUT_S))
+
+    def call(self, side: Side, arena: Arena, inputs: InputSet) -> Judged:
+        """Stage ``inputs`` into ``arena``, flush, hand one call over, snapshot its outputs.
+        Raises :class:`SideFailed` where the side fails the call or never signals its end."""
+        token = next(self._tokens) & 0x7FFFFFFF or next(self._tokens)
+        if self.clock is None:
+            return self._host_call(side, arena, inputs, token)
+        return self._gpu_call(side, arena, inputs, token)
+
+    def _host_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
+        """A CPU side's call (or a GPU's where the driver refused the clock, or the timing
+        method is the host's: then the side's worker holds and times the call as it would in a
+        process of its own, token 0)."""
+        stage(arena, inputs)
+        self.flush()
+        if self.device.type == "cuda":
+            token = 0
+            torch.cuda.synchronize(self.device)
+        clock = HostClock()
+        clock.start()
+        reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
+        stamps = clock.stop()
+        outputs = {name: arena.views[name].clone() for name in inputs.output_names}
+        return Judged(reply.samples_ms[0], stamps, outputs)
+
+    def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
+        clock = self.clock
+        assert clock is not None
+        pacing = self._pacing.setdefault(side.label, _Pacing())
+        began = time.perf_counter()
+        # Asked first: the side's stream waits for the go word, so its enqueue overlaps ours.
+        side.worker.send(CallRequest(slot=arena.slot, count=1, token=token))
+        outputs = {name: self._snapshot(side, name, arena.views[name]) for name in inputs.output_names}
+        with torch.cuda.stream(clock.stream):
+            clock.hold(pacing.hold_us())
+            clock.stamp()
+            clock.write_token(arena.done_address, 0)
+            stage(arena, inputs)
+            self.flush()
+            clock.stamp()
+            clock.write_token(arena.go_address, token)
+            clock.wait_token(arena.done_address, token)
+            clock.stamp()
+            for name, snapshot in outputs.items():
+                snapshot.copy_(arena.views[name])
+            clock.stamp()
+        judge_enqueue_us = (time.perf_counter() - began) * 1e6
+        try:
+            reply = side.worker.receive(Called, timeout_s=CALL_TIMEOUT_S)
+        except SideFailed:
+            clock.settle(arena.done_address, token, timeout_s=0.0)
+            clock.read()
+            raise
+        settled = clock.settle(arena.done_address, token, timeout_s=SETTLE_TIMEOUT_S)
+        (stamps,) = clock.read()
+        reply = _one_call(reply)
+        if not settled:
+            raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
+        pacing.add(judge_enqueue_us + (reply.enqueue_us or 0.0))
+        return Judged(reply.samples_ms[0], stamps, outputs)
+
+    def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
+        """The judge's own copy of an output (memory no side maps), one per side and output."""
+        key = (side.label, name)
+        snapshot = self._snapshots.get(key)
+        if snapshot is None or snapshot.shape != view.shape or snapshot.dtype != view.dtype:
+            snapshot = self._snapshots[key] = torch.empty(view.shape, dtype=view.dtype, device=view.device)
+        return snapshot
+
+
+def stage(arena: Arena, inputs: InputSet) -> None:
+    """The contents into the lent inputs and in-place outputs; every other output poisoned."""
+    for name, view in arena.views.items():
+        if name in inputs.poisoned_names:
+            poison_(view)
+        else:
+            view.copy_(inputs.kwargs[name])
+
+
+def _checked(reply: object) -> Called:
+    assert isinstance(reply, Called)
+    if reply.error is not None:
+        raise SideFailed(reply.error)
+    return reply
+
+
+def _one_call(reply: object) -> Called:
+    called = _checked(reply)
+    if len(called.samples_ms) != 1:
+        raise SideFailed(f"its worker returned {len(called.samples_ms)} times for one call")
+    return called
