@@ -727,3 +727,27 @@ def test_relative_spread_is_robust_to_one_slow_sample() -> None:
 
     assert relative_spread([1.0] * 9 + [50.0]) == 0.0
     assert relative_spread([0.9, 1.0, 1.1] * 5) == pytest.approx(0.14826, rel=1e-3)
+
+
+def test_the_clock_check_sees_a_gap_beyond_the_floor_and_the_noise_and_nothing_within() -> None:
+    from kbench_ci.stats import CLOCK_FLOOR_GPU_US, clock_check
+
+    rng = np.random.default_rng(3)
+    reference = list(300.0 + rng.normal(0.0, 0.5, 200))
+    honest = list(300.6 + rng.normal(0.0, 0.5, 200))  # an honest side's handoff differs by under a microsecond
+    check = clock_check(honest, reference, floor_us=CLOCK_FLOOR_GPU_US)
+    assert not check.exceeded and check.resolution_us == CLOCK_FLOOR_GPU_US
+    lying = list(303.6 + rng.normal(0.0, 0.5, 200))  # reports 3.6 us less of a ~7 us call than it spent
+    check = clock_check(lying, reference, floor_us=CLOCK_FLOOR_GPU_US)
+    assert check.exceeded and check.excess_us == pytest.approx(3.6, abs=0.2)
+    # few, noisy calls widen the resolution beyond the floor: the same 3.6 us then proves nothing
+    noisy = clock_check(list(303.6 + rng.normal(0.0, 8.0, 6)), list(300.0 + rng.normal(0.0, 8.0, 6)), floor_us=CLOCK_FLOOR_GPU_US)
+    assert noisy.resolution_us > CLOCK_FLOOR_GPU_US and not noisy.exceeded
+
+
+def test_the_cpu_clock_floor_grows_with_the_sides_own_time() -> None:
+    from kbench_ci.stats import CLOCK_FLOOR_CPU_SHARE, CLOCK_FLOOR_CPU_US, CLOCK_FLOOR_GPU_US, clock_floor_us
+
+    assert clock_floor_us(True, 50_000.0) == CLOCK_FLOOR_GPU_US
+    assert clock_floor_us(False, 100.0) == CLOCK_FLOOR_CPU_US
+    assert clock_floor_us(False, 50_000.0) == pytest.approx(CLOCK_FLOOR_CPU_SHARE * 50_000.0)

@@ -565,3 +565,26 @@ def test_the_case_timeout_grows_with_the_suite_baselines_of_the_case(tmp_path: P
     worker = TimeoutRecorder()
     run_compare(_request(repo, tmp_path, time_budget_s=0.0), worker=worker, build_fn=fake_nvcc)
     assert sorted(worker.timeouts) == [(2, 0, 100.0), (2, 2, 200.0)]
+
+
+def _held_to_the_clock(result: VariantResult, resolution_us: float) -> VariantResult:
+    from dataclasses import replace
+
+    from kbench_ci.results.model import OutsideClock
+
+    clock = OutsideClock(source="gpu-globaltimer", calls=10, gap_us=300.0, pre_us=40.0, post_us=5.0, reference="base",
+                         reference_gap_us=300.0, resolution_us=resolution_us)
+    return replace(result, outside_clock=clock)
+
+
+def test_a_judged_head_is_faster_only_beyond_the_lie_its_clock_resolves() -> None:
+    # base 10 us; head 8 us: 20% faster, but only 2 us a call, and a 3 us lie would go unseen
+    within = case_result(variant("base", median=0.010), _held_to_the_clock(variant("head", median=0.008, seed=2), 3.0))
+    assessment = assess(within, threshold=0.01)
+    assert assessment.verdict is Verdict.UNCHANGED
+    assert assessment.message is not None and "within the 3.00 us the judge's clock resolves" in assessment.message
+    beyond = case_result(variant("base", median=0.010), _held_to_the_clock(variant("head", median=0.005, seed=2), 3.0))
+    assert assess(beyond, threshold=0.01).verdict is Verdict.FASTER
+    # a slower head is slower whatever the resolution: a lie about time only ever reads faster
+    slower = case_result(variant("base", median=0.010), _held_to_the_clock(variant("head", median=0.0102, seed=2), 3.0))
+    assert assess(slower, threshold=0.01).verdict is Verdict.SLOWER

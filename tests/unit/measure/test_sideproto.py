@@ -27,11 +27,13 @@ def test_requests_and_replies_round_trip() -> None:
     load = LoadRequest(device="cpu", dims={"N": 8}, timing_method="host_time", num_warmup=1, event_overhead_ms=None,
                        side=SideSpec(label="head", solution="s.py", ref="r.py", implementation="pytorch"))
     lend = LendRequest(slot=1, arena_kind="file", arena="/dev/shm/x", arena_bytes=512,
-                       tensors=(LentTensor("x", "float32", (8,), (1,), 0, 0),), scalars={"N": 8}, output_names=("y",))
-    for request in (load, lend, CallRequest(slot=0, count=1, warm_up=2)):
+                       tensors=(LentTensor("x", "float32", (8,), (1,), 0, 0),), scalars={"N": 8}, output_names=("y",),
+                       mailbox_byte_offset=256)
+    for request in (load, lend, CallRequest(slot=0, count=1, warm_up=2), CallRequest(slot=1, token=7)):
         assert decode_request(encode_request(request)) == request
     for reply in (Loaded(notes=("not-dumpable",), template={"x": "float32 (8,) (1,)"}, first_call_ms=1.5),
-                  Loaded(error="boom", exit_code=2, hint="fix it"), Called(samples_ms=(0.1, 0.2)), Called(error="raised")):
+                  Loaded(error="boom", exit_code=2, hint="fix it"), Called(samples_ms=(0.1, 0.2)), Called(error="raised"),
+                  Called(samples_ms=(0.1,), enqueue_us=42.0)):
         assert decode_reply(encode_reply(reply), type(reply)) == reply
 
 
@@ -47,7 +49,10 @@ def test_requests_and_replies_round_trip() -> None:
     b"[1, 2]",
     b'{"reply": "called", "samples_ms": [0.1], "error": 5}',
     b"[" * 100_000 + b"]" * 100_000,
-], ids=["text", "nan", "inf", "negative", "string", "null", "object", "other-tag", "array", "error-type", "deep"])
+    b'{"reply": "called", "samples_ms": [0.1], "enqueue_us": -5}',
+    b'{"reply": "called", "samples_ms": [0.1], "enqueue_us": "fast"}',
+], ids=["text", "nan", "inf", "negative", "string", "null", "object", "other-tag", "array", "error-type", "deep",
+        "negative-enqueue", "text-enqueue"])
 def test_a_malformed_reply_is_a_bad_reply_never_a_crash(line: bytes) -> None:
     with pytest.raises(BadReply):
         decode_reply(line, Called)
