@@ -31,8 +31,11 @@ SETTLE_TIMEOUT_S = 5.0
 FIRST_HOLD_US = 1000.0
 MIN_HOLD_US = 150.0
 MAX_HOLD_US = 5000.0
-#: the hold covers this many times the slowest recent enqueue (the judge's and the side's)
-HOLD_MARGIN = 2.0
+#: the hold covers this many times the slowest recent enqueue (the judge's, or the side's with
+#: the request's way to it: the two overlap, the side being asked first)
+HOLD_MARGIN = 1.5
+#: the request's way from the judge to the side's worker, and the margin past it (us)
+MESSAGE_US = 50.0
 _RECENT = 8
 
 
@@ -55,7 +58,7 @@ class _Pacing:
     def hold_us(self) -> float:
         if not self.recent:
             return FIRST_HOLD_US
-        return min(MAX_HOLD_US, max(MIN_HOLD_US, HOLD_MARGIN * max(self.recent) + 50.0))
+        return min(MAX_HOLD_US, max(MIN_HOLD_US, HOLD_MARGIN * max(self.recent) + MESSAGE_US))
 
     def add(self, enqueue_us: float) -> None:
         self.recent = [*self.recent[-(_RECENT - 1):], enqueue_us]
@@ -135,7 +138,7 @@ class Handoff:
         reply = _one_call(reply)
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
-        pacing.add(judge_enqueue_us + (reply.enqueue_us or 0.0))
+        pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
         return Judged(reply.samples_ms[0], stamps, outputs)
 
     def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
