@@ -1,0 +1,49 @@
+"""Issue 38's red team on the GPU: the heads of tests/fixtures/judge_clock (the same files as on
+the CPU) against an honest base, on cuda, at two sizes: an fp16 matmul at 4096^3 (~180 us on an
+H200, ``torch.matmul(a, b, out=c)``) and a float32 vector add of 2^20 elements (a few us), in one
+``compare --isolation judge --threshold 0.01``. Each cheat must be ``incorrect`` or neither
+``faster`` nor ``fixed``; the honest head under another name must stay correct and never be
+``incorrect``. ``-s`` prints the table of verdicts, changes and messages.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.judge_clock import CHEATS, CONTROL, HEADS, Judged, fired, judge, table
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+SIZES = {"mm4096": {"M": 4096, "N": 4096, "K": 4096}, "add1m": {"N": 1 << 20}}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    cases = {f"{head}_{size}": (head, shape) for size, shape in SIZES.items() for head in HEADS}
+    result = judge(tmp_path_factory.mktemp("judge-clock-gpu"), cases, {"correctness_trials": 3, "rounds": 8},
+                   ["--threshold", "0.01", "--time-budget", "5"], timeout=1800)
+    print(f"\ncompare exited {result.completed.returncode}\n{table(result)}")
+    return result
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("head", CHEATS)
+def test_no_cheat_reads_faster_or_fixed_on_the_gpu(judged: Judged, head: str, size: str) -> None:
+    case = judged.case(f"{head}_{size}")
+    assert case["base"]["status"] == "ok", case["base"]
+    assert case["head"]["status"] in ("ok", "incorrect"), case["head"]
+    assert case["verdict"] == "incorrect" or case["verdict"] not in ("faster", "fixed"), case
+
+
+@pytest.mark.parametrize("head", CHEATS)
+def test_every_cheat_played_its_trick_on_the_gpu(judged: Judged, head: str) -> None:
+    assert fired(judged, head) > 0, judged.fired
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_honest_head_is_correct_and_never_incorrect_on_the_gpu(judged: Judged, size: str) -> None:
+    case = judged.case(f"{CONTROL}_{size}")
+    assert case["base"]["status"] == "ok" and case["head"]["status"] == "ok", case
+    assert case["verdict"] != "incorrect"
