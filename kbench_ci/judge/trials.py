@@ -253,9 +253,9 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                 resolution_us=gap.resolution_us,
             )
             if side.ok and gap.exceeded:
-                clock = "GPU" if on_gpu else "judge's clock"
+                clock = "the GPU spent" if on_gpu else "the judge's clock measured"
                 side.fail("incorrect", (
-                    f"its process reported less time than the {clock} spent: {gap.excess_us:.1f} us a call beyond what the "
+                    f"its process reported less time than {clock}: {gap.excess_us:.1f} us a call beyond what the "
                     f"handoff explains (median span less its own time {gap.side_us:.1f} us, the trusted sides' "
                     f"{gap.reference_us:.1f} us; resolution {gap.resolution_us:.1f} us): time every call's work between its "
                     "own start and end"
