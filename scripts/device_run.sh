@@ -38,7 +38,7 @@ part_command() {
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
     judge-aa2) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa2 --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa2" ;;
-    judge-clock-redteam) echo "python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
+    judge-clock-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-regression5) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts regression --workdir /tmp/kb_out/judge_reg --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_reg" ;;
     judge-regression) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     process-aa2) echo "python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/process_aa --keep" ;;
@@ -55,6 +55,7 @@ part_command() {
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;
     meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
+    processbias) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 2 --rounds 40 --repeats 3" ;;
     clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
     clockprobe2) echo "for go in event value; do for hold in 300 1500; do python3 scripts/probes/outside_clock_probe.py --calls 100 --go \$go --hold-us \$hold --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve; done; done" ;;
     *) return 1 ;;

@@ -18,6 +18,7 @@ import typer
 
 from kbench_ci.cli.console import err, error_boundary
 from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, OutputDirOption
+from kbench_ci.cli.suite_common import user_failures_line
 from kbench_ci.errors import ExitCode
 from kbench_ci.gate.merge import MergeOutcome, MergeRequest, merge_shards
 from kbench_ci.results.atomic import write_json_atomically
@@ -95,14 +96,21 @@ def merge(
             })
     for problem in outcome.problems:
         err(f"kbench-ci: {problem.message}")
-    if not outcome.passed and not outcome.problems:
+    if code == ExitCode.USAGE:
+        err(f"kbench-ci: error: {user_failures_line(outcome.user_failures)}")
+    elif not outcome.passed and not outcome.problems:
         err(f"kbench-ci: {outcome.summary}" + (" (--no-fail: exit 0)" if no_fail else ""))
+        if outcome.user_failures:
+            err(f"kbench-ci: note: also, not the kernel's: {user_failures_line(outcome.user_failures)}")
     raise typer.Exit(int(code))
 
 
 def _exit_code(outcome: MergeOutcome, *, no_fail: bool) -> ExitCode:
+    """As the unsharded command's (cli/suite_common.finish), with 4 for shards that do not add up."""
     if outcome.problems:
         return ExitCode.SHARDS_INCOMPLETE
-    if outcome.passed or no_fail:
+    if outcome.passed:
         return ExitCode.OK
-    return ExitCode.GATE_FAILED
+    if not outcome.kernel_failed and outcome.user_failures:
+        return ExitCode.USAGE  # --no-fail waives a kernel's verdict, not a broken file
+    return ExitCode.OK if no_fail else ExitCode.GATE_FAILED

@@ -149,15 +149,15 @@ def finish(
         with error_boundary():
             write_json_atomically(json_summary, summary_for(int(code)))
     if code == ExitCode.USAGE:
-        err(f"kbench-ci: error: {_user_failures_line(user_failures)}")
+        err(f"kbench-ci: error: {user_failures_line(user_failures)}")
     elif not passed:
         err(f"kbench-ci: {failure}" + (" (--no-fail: exit 0)" if no_fail else ""))
         if user_failures:
-            err(f"kbench-ci: note: also, not the kernel's: {_user_failures_line(user_failures)}")
+            err(f"kbench-ci: note: also, not the kernel's: {user_failures_line(user_failures)}")
     raise typer.Exit(int(code))
 
 
-def _user_failures_line(failures: Sequence[UserFailure]) -> str:
+def user_failures_line(failures: Sequence[UserFailure]) -> str:
     """The first case's cause (it names the file and the fix), and how many more cases share the blame."""
     first = failures[0]
     more = failures[1:]

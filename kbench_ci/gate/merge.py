@@ -47,6 +47,7 @@ from kbench_ci.results.outcome import (
     RunOutcome,
     RunRequest,
     ShardRecord,
+    UserFailure,
 )
 from kbench_ci.results.read import (
     compare_case_from_json,
@@ -142,6 +143,11 @@ class MergeOutcome:
     geomeans: tuple[GpuGeomean, ...]
     results_path: Path
     report_path: Path
+    #: the failing cases whose cause is the user's ref.py, setup() or settings (their shards'
+    #: ``user_error``), and whether any case failed for a reason of its kernel's: merge then
+    #: exits as the unsharded command would (2 only when every failing case is the user's)
+    user_failures: tuple[UserFailure, ...] = ()
+    kernel_failed: bool = True
 
     @property
     def complete(self) -> bool:
@@ -509,7 +515,8 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
     return MergeOutcome(
         command="compare", sources=tuple(sources), problems=problems, passed=gate.passed, summary=gate.summary,
         failing=gate.failing, geomeans=tuple(geomeans),
-        results_path=results_path, report_path=report_path,
+        results_path=results_path, report_path=report_path, user_failures=outcome.user_failures,
+        kernel_failed=outcome.kernel_failed,
     )
 
 
@@ -553,5 +560,6 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
     failing = spread.named([c.case_id for c in cases], [c.status != "ok" for c in cases])
     return MergeOutcome(
         command="run", sources=tuple(sources), problems=problems, passed=passed, summary=summary, failing=failing,
-        geomeans=(), results_path=results_path, report_path=report_path,
+        geomeans=(), results_path=results_path, report_path=report_path, user_failures=outcome.user_failures,
+        kernel_failed=outcome.kernel_failed,
     )

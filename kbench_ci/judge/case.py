@@ -39,7 +39,7 @@ from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.sides import SideFailed, SideWorker
-from kbench_ci.judge.state import Emit, Side, sync
+from kbench_ci.judge.state import Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
     VERSIONS,
@@ -58,6 +58,7 @@ from kbench_ci.measure.protocol import (
     TimingDescription,
     VariantDone,
 )
+from kbench_ci.measure.reference import sync
 from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, MakeRequest
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush

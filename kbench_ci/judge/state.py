@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import torch
-
 from kbench_ci.judge.arena import Arena
 from kbench_ci.judge.clock import CallStamps
 from kbench_ci.judge.sides import SideWorker
@@ -63,8 +61,3 @@ class Version:
     expected: dict[str, Any]
     #: unique in the judge's process: which versions a side has seen
     number: int = 0
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

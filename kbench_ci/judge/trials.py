@@ -21,16 +21,16 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.sides import SideFailed
-from kbench_ci.judge.state import Emit, Side, Version, sync
+from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs
-from kbench_ci.measure.inputs import InputSet, changed_inputs, poison_outputs_, still_poisoned
+from kbench_ci.measure.inputs import changed_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule
+from kbench_ci.measure.reference import reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
-from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs
+from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
 from kbench_ci.stats import (
     CLOCK_FLOOR_GPU_US,
@@ -63,28 +63,8 @@ def turn(sides: list[Side], side: Side) -> None:
 def make_version(maker: Maker, problem: Problem, device: torch.device) -> Version:
     seed = entropy_seed()
     inputs = maker(seed)
-    return Version(inputs, _expected(problem, inputs, device), next(_NUMBERS))
-
-
-def _expected(problem: Problem, inputs: InputSet, device: torch.device) -> dict[str, Any]:
-    """The trusted reference's outputs on a private copy: they never leave the judge."""
-    kwargs = inputs.fresh_copy()
-    poison_outputs_(kwargs, inputs.poisoned_names)
-    what = f"{problem.path.name} reference()"
-    try:
-        result = problem.reference(**accepted_kwargs(problem.reference, kwargs))
-        outputs = collect_outputs(result, kwargs, inputs.output_names, what=what)
-    except KbenchError:
-        raise
-    except Exception as exc:
-        raise UserFileError(
-            f"{what} raised {type(exc).__name__}: {exc}", hint="fix reference(): every variant is checked against it",
-        ) from exc
-    sync(device)
-    for name, value in outputs.items():
-        if isinstance(value, torch.Tensor) and value is kwargs.get(name) and still_poisoned(value):
-            raise UserFileError(f"{what} produced no output for '{name}'", hint=f"return {name} or write it in place")
-    return {name: value.detach().clone() if isinstance(value, torch.Tensor) else value for name, value in outputs.items()}
+    # The trusted reference's outputs on a private copy: they never leave the judge.
+    return Version(inputs, reference_outputs(problem, inputs, device), next(_NUMBERS))
 
 
 def check_correctness(

@@ -427,12 +427,13 @@ COMPARE_CASE = _object({
     "head": _optional(VARIANT), "baselines": _list(BASELINE), "message": _optional(STR), "profile": _list(SIDE_PROFILE),
     "implementation": _object({"base": _optional(STR), "head": _optional(STR)}),
     "first_measurement": _optional(MEASUREMENT), "builds": _object({"base": _optional(BUILD), "head": _optional(BUILD)}),
-    "gpu": _optional(STR),
+    "gpu": _optional(STR), "user_error": _optional(STR),
 }, core=("case_id",), need=("kernel", "dims", "verdict", "threshold"), also=_estimate_complete)
 RUN_CASE = _object({
     **MEASURED, "case_id": STR, "kernel": STR, "dims": _map(INT), "implementation": STR, "status": _one_of(*RUN_STATUSES),
     "message": _optional(STR), "median_ms": _optional(SAMPLE), "n_samples": _optional(COUNT), "result": _optional(VARIANT),
     "baselines": _list(BASELINE), "build": _optional(BUILD), "throttle_reasons": _list(STR), "gpu": _optional(STR),
+    "user_error": _optional(STR),
 }, core=("case_id",), need=("kernel", "dims", "status", "implementation"))
 GATE = _object({
     "passed": BOOL, "complete": BOOL, "summary": STR, "counts": _map(COUNT), "accepted_cases": _list(STR),

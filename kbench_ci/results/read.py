@@ -125,10 +125,11 @@ def _case_result(
 def _measurement(
     data: Mapping[str, Any], *, case_id: str, dims: Mapping[str, Any], seed: int, verdict: Verdict,
     estimate: RatioEstimate | None, message: str | None, rounds: int, phases: PhaseTimes,
-    baselines: tuple[VariantResult, ...] = (),
+    baselines: tuple[VariantResult, ...] = (), user_error: str | None = None,
 ) -> Measurement:
     result = _case_result(case_id, dims, seed, data, (*_variants(data.get(BASE), data.get(HEAD)), *baselines), None)
-    return Measurement(result=result, assessment=Assessment(verdict, estimate, message), rounds=rounds, phases=phases)
+    return Measurement(result=result, assessment=Assessment(verdict, estimate, message), rounds=rounds, phases=phases,
+                       user_error=user_error)
 
 
 def compare_case_from_json(data: Mapping[str, Any], *, seed: int) -> CaseComparison:
@@ -156,6 +157,7 @@ def compare_case_from_json(data: Mapping[str, Any], *, seed: int) -> CaseCompari
         measurement = _measurement(
             data, case_id=case_id, dims=dims, seed=seed, verdict=verdict, estimate=estimate,
             message=data.get("message"), rounds=rounds, phases=PhaseTimes(), baselines=baselines,
+            user_error=data.get("user_error"),
         )
     implementation = data.get("implementation") or {}
     builds = data.get("builds") or {}
@@ -204,7 +206,7 @@ def run_case_from_json(data: Mapping[str, Any], *, seed: int, timing_method: str
         case_id=case_id, kernel=str(data["kernel"]), dims=dims, status=status, message=data.get("message"),
         variant=solution, result=result, build=_build(data.get("build")),
         throttle_reasons=tuple(str(r) for r in data.get("throttle_reasons") or ()), phases=_phases(data.get("seconds")),
-        implementation=str(data["implementation"]),
+        implementation=str(data["implementation"]), user_error=data.get("user_error"),
     )
 
 

@@ -108,6 +108,9 @@ def run_case_json(case: RunCase) -> dict[str, Any]:
         "implementation": case.implementation,
         "status": case.status,
         "message": case.message,
+        # why it failed when the user's ref.py, setup() or settings are to blame (exit 2, also
+        # after ``merge``); None for a kernel's own failure
+        "user_error": case.user_error,
         "median_ms": summary.median if summary else None,
         "ci_low_ms": summary.ci_low if summary else None,
         "ci_high_ms": summary.ci_high if summary else None,
@@ -213,6 +216,9 @@ def case_json(case: CaseComparison) -> dict[str, Any]:
             {**b.as_json(), "result": result.variant(b.name) if result is not None else None} for b in case.baselines
         ],
         "message": case.message,
+        # why it failed when the user's ref.py, setup() or settings are to blame (exit 2, also
+        # after ``merge``); None for a kernel's own failure
+        "user_error": case.user_error,
         "profile": [side.as_json() for side in case.profile],
         "implementation": {"base": case.base_kind, "head": case.head_kind},
         "timing_method": result.timing_method if result else None,

@@ -47,3 +47,24 @@ def test_the_honest_head_is_correct_and_never_incorrect_on_the_gpu(judged: Judge
     case = judged.case(f"{CONTROL}_{size}")
     assert case["base"]["status"] == "ok" and case["head"]["status"] == "ok", case
     assert case["verdict"] != "incorrect"
+
+
+@pytest.fixture(scope="module")
+def in_one_process(tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    """The same heads without the judge (``--isolation process``): what each gains where the
+    kernel's own process keeps the clock. Run with KBENCH_JUDGE_GPU_CONTROL=1 (a second compare)."""
+    import os
+
+    if not os.environ.get("KBENCH_JUDGE_GPU_CONTROL"):
+        pytest.skip("the control compare runs with KBENCH_JUDGE_GPU_CONTROL=1")
+    cases = {f"{head}_{size}": (head, shape) for size, shape in SIZES.items() for head in HEADS}
+    result = judge(tmp_path_factory.mktemp("judge-clock-gpu-control"), cases, {"correctness_trials": 3, "rounds": 8},
+                   ["--threshold", "0.01", "--time-budget", "5", "--isolation", "process"], timeout=1800)
+    print(f"\n--isolation process (control): compare exited {result.completed.returncode}\n{table(result)}")
+    return result
+
+
+def test_in_one_process_the_clock_lies_read_faster(in_one_process: Judged) -> None:
+    """The defence is what stops them: where the kernel's process keeps the clock, the head that
+    halves its own time reads faster at 4096^3."""
+    assert in_one_process.case("rebind_timer_mm4096")["verdict"] == "faster"

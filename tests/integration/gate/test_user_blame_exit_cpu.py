@@ -193,3 +193,34 @@ def test_run_exits_2_when_the_reference_hangs(tmp_path: Path) -> None:
         "kbench-ci: error: scale[N=256]: scale_ref.py reference() (checking solution) timed out after"
     ), error
     assert [case["status"] for case in results(out)["cases"]] == ["failed"]
+
+
+def test_merged_shards_exit_as_the_unsharded_command_would(repo: TempRepo, tmp_path: Path) -> None:
+    """A case that failed on the user's ref.py keeps its blame through results.json
+    (``user_error``), so ``merge`` of the shards exits 2 where the unsharded command does, and
+    1 (with the ref.py named in a note) where a kernel is also wrong. It said 1 for both."""
+    for command, base in (("run", ()), ("compare", ("--base", "main"))):
+        shards = []
+        for index in (1, 2):
+            out = tmp_path / f"{command}-scale-{index}"
+            kbench(repo.root, command, *base, "--device", "cpu", "--output-dir", str(out), "--kernel", "scale",
+                   "--shard", f"{index}/2", "--no-fail")
+            shards.append(str(out))
+        (case,) = [case for shard in shards for case in results(Path(shard))["cases"]]
+        assert "scale_ref.py reference() raised" in (case["user_error"] or "")
+        merged = kbench(repo.root, "merge", *shards, "--output-dir", str(tmp_path / f"{command}-merged"), "--no-fail",
+                        "--json-summary", str(tmp_path / f"{command}-summary.json"))
+        assert merged.returncode == 2, merged.stdout + merged.stderr
+        (line,) = _errors(merged.stderr)
+        assert line.startswith("kbench-ci: error: scale[N=256]: scale_ref.py reference() raised"), line
+        assert json.loads((tmp_path / f"{command}-summary.json").read_text())["exit_code"] == 2
+    both = []
+    for index in (1, 2):
+        out = tmp_path / f"both-{index}"
+        kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out), "--shard", f"{index}/2")
+        both.append(str(out))
+    merged = kbench(repo.root, "merge", *both, "--output-dir", str(tmp_path / "both-merged"))
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    assert _errors(merged.stderr) == []
+    assert any(line.startswith("kbench-ci: note: also, not the kernel's") and "scale_ref.py reference() raised" in line
+               for line in merged.stderr.splitlines())
