@@ -57,6 +57,7 @@ from kbench_ci.measure.protocol import (
     LoadError,
     TimingDescription,
     VariantDone,
+    WorkerEvent,
 )
 from kbench_ci.measure.reference import sync
 from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, MakeRequest
@@ -136,7 +137,7 @@ class Judge:
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
-            description = _judge(sides, job, problem, maker, maker_source, device, emit, self)
+            description = _judge(sides, job, problem, maker, maker_source, device, _without_witness(emit), self)
             if _failed_beside_the_head(sides):
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         except (SideFailed, _NoInputs) as exc:
@@ -149,7 +150,8 @@ class Judge:
         finally:
             self._end(sides)
         for side in sides:
-            emit(VariantDone(side.result))
+            if side.label != WITNESS:
+                emit(VariantDone(side.result))
         emit(TimingDescription(description, job.event_overhead_ms))
 
     def _end(self, sides: list[Side]) -> None:
@@ -196,7 +198,8 @@ class Judge:
         sides: list[Side] = []
         # Every worker this case needs starts now, together: each imports torch and creates its
         # CUDA context (seconds) while the others do; they load their code one at a time below.
-        for label in (*(spec.label for spec in job.sides), *job.baselines):
+        witness = _needs_witness(job)
+        for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ())):
             if label not in job.skip:
                 self.worker(label, job.settings.device)
         common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
@@ -204,10 +207,13 @@ class Judge:
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
         entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))  # type: ignore[arg-type]
                     for name in job.baselines]
+        if witness:
+            entries.append((WITNESS, "baseline", LoadRequest(baseline=WITNESS_BASELINE, ref=str(problem.path), **common)))  # type: ignore[arg-type]
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
-            emit(Begin(label, "load"))
+            emit_or_keep: Emit = _keep if label == WITNESS else emit
+            emit_or_keep(Begin(label, "load"))
             kind = request.side.implementation if request.side is not None else label
             result = VariantResult(label=label, kind=kind, role=role, status="ok")  # type: ignore[arg-type]
             try:
@@ -219,12 +225,12 @@ class Judge:
                 worker.resume()
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:
-                emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
+                emit_or_keep(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
                 continue
             assert isinstance(loaded, Loaded)
             if loaded.error is not None:
                 status = "unavailable" if role == "baseline" and loaded.exit_code != 1 else "error"
-                emit(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
+                emit_or_keep(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
                 if index == 0 and role == "solution":
                     emit(LoadError(label, "UserFileError" if loaded.exit_code == 2 else "KbenchError", loaded.exit_code,
                                    loaded.error, loaded.hint))
@@ -302,6 +308,34 @@ def _judge(
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
         f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}"
     )
+
+
+#: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no
+#: baseline), the judge times ref.py's reference (trusted there) beside the solution, in a worker
+#: of its own, as the handoff the solution's gap is judged against; it is not reported
+WITNESS = "clock-witness"
+WITNESS_BASELINE = "pytorch-eager"
+
+
+def _needs_witness(job: CaseJob) -> bool:
+    """``bench`` or ``run`` (the one side is the user's "solution", and the user's ref.py is
+    trusted) with no baseline: nothing trusted would be timed beside the solution. A compare's
+    head with no base is ``added`` whatever its time, and its ref.py is the pull request's."""
+    return not job.baselines and [spec.label for spec in job.sides] == ["solution"]
+
+
+def _keep(event: WorkerEvent) -> None:
+    """The witness's load events stay in the judge (the parent knows no such variant)."""
+
+
+def _without_witness(emit: Emit) -> Emit:
+    """``emit``, less the witness's progress (the parent knows no such variant)."""
+
+    def emit_others(event: WorkerEvent) -> None:
+        if getattr(event, "variant", None) != WITNESS:
+            emit(event)
+
+    return emit_others
 
 
 #: the placement number of the buffers a side's own setup() fills (_side_maker)
