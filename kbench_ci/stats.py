@@ -995,3 +995,70 @@ def clock_floor_us(on_gpu: bool, side_median_us: float) -> float:
     if on_gpu:
         return CLOCK_FLOOR_GPU_US
     return max(CLOCK_FLOOR_CPU_US, CLOCK_FLOOR_CPU_SHARE * side_median_us)
+
+
+#: the tail test: a side whose gap passes the trusted sides' 99th percentile plus the floor in
+#: more than this share of its calls (beyond twice the trusted sides' own share), and in at least
+#: CLOCK_TAIL_MIN_CALLS calls, lied on those calls (a lie on a minority of calls leaves the median)
+CLOCK_TAIL_SHARE = 0.05
+CLOCK_TAIL_MIN_CALLS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ClockTail:
+    """How many of a side's calls had a gap beyond the trusted sides' 99th percentile plus the
+    floor (``threshold_us``), against how many of the trusted sides' own calls did."""
+
+    calls_beyond: int
+    calls: int
+    reference_beyond: int
+    reference_calls: int
+    threshold_us: float
+
+    @property
+    def exceeded(self) -> bool:
+        share = self.calls_beyond / max(self.calls, 1)
+        reference_share = self.reference_beyond / max(self.reference_calls, 1)
+        return self.calls_beyond >= CLOCK_TAIL_MIN_CALLS and share > CLOCK_TAIL_SHARE + 2.0 * reference_share
+
+
+def clock_tail(side: Sequence[float], reference: Sequence[float], *, floor_us: float) -> ClockTail:
+    threshold = float(np.quantile(_as_samples(reference, "reference"), 0.99)) + floor_us
+    return ClockTail(
+        calls_beyond=int(np.sum(_as_samples(side, "side") > threshold)), calls=len(side),
+        reference_beyond=int(np.sum(_as_samples(reference, "reference") > threshold)), reference_calls=len(reference),
+        threshold_us=threshold,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SeenFaster:
+    """The judge's spans (us) of calls on contents new to a side, each against the call beside it
+    on contents it had seen: a side that remembers answers spends less of the judge's clock on
+    the seen ones. The judge's clock, not the side's own: a side may lie about its time on the
+    new contents alone."""
+
+    #: median of (span on the new contents - span on the seen ones beside it)
+    median_extra_us: float
+    slower_pairs: int
+    pairs: int
+    #: the extra that would be read as caching
+    bound_us: float
+
+    @property
+    def cached(self) -> bool:
+        return (self.pairs >= MEMO_MIN_PAIRS and self.median_extra_us > self.bound_us
+                and sign_test_p(self.slower_pairs, self.pairs) <= MEMO_SIGN_P)
+
+
+def seen_faster(new_us: Sequence[float], seen_us: Sequence[float], *, bound_us: float) -> SeenFaster:
+    """Pairs ``(new_us[i], seen_us[i])``; read as caching when the new contents took longer in
+    more pairs than chance allows (the sign test at :data:`MEMO_SIGN_P`) and by more than
+    ``bound_us`` at the median."""
+    if len(new_us) != len(seen_us):
+        raise ValueError("new and seen need one span per pair")
+    extra = [a - b for a, b in zip(new_us, seen_us, strict=True)]
+    return SeenFaster(
+        median_extra_us=float(np.median(extra)) if extra else 0.0, slower_pairs=sum(e > 0 for e in extra), pairs=len(extra),
+        bound_us=bound_us,
+    )

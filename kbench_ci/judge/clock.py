@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -87,11 +88,12 @@ class GpuClock:
         self.ops.check(self.ops.lib.cuModuleGetFunction(ctypes.byref(function), module, b"kbench_stamp"), "finding the stamp kernel")
         self._function = function
         self.stream = torch.cuda.Stream(device)
-        self._rescue = torch.cuda.Stream(device)
+        self.rescue_stream = torch.cuda.Stream(device)
         self._cycles_per_us = _spin_rate(device)
         self.capacity = capacity
         self._stamps = torch.zeros(capacity * STAMPS_PER_CALL, dtype=torch.int64, device=device)
         self._next = 0
+        self._go_passed: torch.cuda.Event | None = None
 
     @property
     def calls(self) -> int:
@@ -115,18 +117,38 @@ class GpuClock:
         host enqueue the call's work while the GPU spins, so none of it waits for a launch."""
         torch.cuda._sleep(max(1, int(microseconds * self._cycles_per_us)))
 
+    def begin(self) -> None:
+        """A new call: its stamps start at the beginning of the buffer (one call between reads),
+        whatever an earlier call that failed half-way left."""
+        self._next = 0
+        self._go_passed = None
+
+    def went(self) -> None:
+        """Enqueue on ``stream``, right after the go word: a mark the rescue waits for, so that it
+        never writes the done word before the call's own reset of it (which would undo it)."""
+        self._go_passed = torch.cuda.Event()
+        self._go_passed.record(self.stream)
+
     def settle(self, address: int, token: int, *, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for ``stream`` to finish; a stream still waiting for a side's
         token then (the side died, failed, or never signalled) is released by writing the token
-        from another stream. True: it finished by itself."""
+        from another stream, once the stream is past the call's go. True: it finished by itself.
+        Raises :class:`ClockUnavailable` when even the release does not free it."""
         deadline = time.monotonic() + timeout_s
         while not self.stream.query():
             if time.monotonic() >= deadline:
-                self.ops.write(self._rescue.cuda_stream, address, token)
-                self.stream.synchronize()
+                self.release(address, token)
                 return False
             time.sleep(20e-6)
         return True
+
+    def release(self, address: int, token: int) -> None:
+        """Write ``token`` to ``address`` from the rescue stream (after the go, where one was
+        enqueued) and wait, boundedly, for ``stream`` to drain."""
+        if self._go_passed is not None:
+            _wait(self._go_passed.query, RELEASE_TIMEOUT_S, "the judge's stream to pass a call's go")
+        self.ops.write(self.rescue_stream.cuda_stream, address, token)
+        _wait(self.stream.query, RELEASE_TIMEOUT_S, "the judge's stream to drain after a released call")
 
     def wait_token(self, address: int, token: int) -> None:
         """Enqueue on ``stream``: wait until the 32-bit word at device ``address`` equals ``token``."""
@@ -146,6 +168,18 @@ class GpuClock:
             t0, t1, t2, t3 = raw[start : start + STAMPS_PER_CALL]
             calls.append(CallStamps(pre_us=(t1 - t0) / 1e3, span_us=(t2 - t1) / 1e3, post_us=(t3 - t2) / 1e3))
         return calls
+
+
+#: seconds the judge waits for its own stream when it releases a side's call
+RELEASE_TIMEOUT_S = 30.0
+
+
+def _wait(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            raise ClockUnavailable(f"waited {timeout_s:.0f} s for {what}")
+        time.sleep(50e-6)
 
 
 def _spin_rate(device: torch.device) -> float:

@@ -9,6 +9,7 @@ kernel which kind of call it is in.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -109,29 +110,39 @@ class Handoff:
         clock = self.clock
         assert clock is not None
         pacing = self._pacing.setdefault(side.label, _Pacing())
+        outputs = {name: self._snapshot(side, name, arena.views[name]) for name in inputs.output_names}
+        clock.begin()
         began = time.perf_counter()
         # Asked first: the side's stream waits for the go word, so its enqueue overlaps ours.
         side.worker.send(CallRequest(slot=arena.slot, count=1, token=token))
-        outputs = {name: self._snapshot(side, name, arena.views[name]) for name in inputs.output_names}
-        with torch.cuda.stream(clock.stream):
-            clock.hold(pacing.hold_us())
-            clock.stamp()
-            clock.write_token(arena.done_address, 0)
-            stage(arena, inputs)
-            self.flush()
-            clock.stamp()
-            clock.write_token(arena.go_address, token)
-            clock.wait_token(arena.done_address, token)
-            clock.stamp()
-            for name, snapshot in outputs.items():
-                snapshot.copy_(arena.views[name])
-            clock.stamp()
+        try:
+            with torch.cuda.stream(clock.stream):
+                clock.hold(pacing.hold_us())
+                clock.stamp()
+                clock.write_token(arena.done_address, 0)
+                stage(arena, inputs)
+                self.flush()
+                clock.stamp()
+                clock.write_token(arena.go_address, token)
+                clock.went()
+                clock.wait_token(arena.done_address, token)
+                clock.stamp()
+                for name, snapshot in outputs.items():
+                    snapshot.copy_(arena.views[name])
+                clock.stamp()
+        except BaseException:
+            # The judge's own enqueue failed half-way: the side's stream must not wait for a go
+            # that never comes (its worker would hang on its next request).
+            clock.ops.write(clock.rescue_stream.cuda_stream, arena.go_address, token)
+            clock.release(arena.done_address, token)
+            with contextlib.suppress(SideFailed):  # its reply to this call, so the next is in step
+                side.worker.receive(Called, timeout_s=CALL_TIMEOUT_S)
+            raise
         judge_enqueue_us = (time.perf_counter() - began) * 1e6
         try:
             reply = side.worker.receive(Called, timeout_s=CALL_TIMEOUT_S)
         except SideFailed:
-            clock.settle(arena.done_address, token, timeout_s=0.0)
-            clock.read()
+            clock.release(arena.done_address, token)
             raise
         settled = clock.settle(arena.done_address, token, timeout_s=SETTLE_TIMEOUT_S)
         (stamps,) = clock.read()

@@ -42,8 +42,9 @@ class Side:
     arenas_extra: list[Arena] = field(default_factory=list)
     #: its timed calls as the judge's clock saw them, with its own time of each (ms)
     judged: list[tuple[CallStamps, float]] = field(default_factory=list)
-    #: the versions (Version.number) it has been given, and pairs of its times (ms) on a version
-    #: new to it and, next to that call in the same round, on one it had seen
+    #: the versions (Version.number) it has been given, and pairs of the judge's spans (us) of a
+    #: call on a version new to it and, next to that call in the same round, of one on a version
+    #: it had seen
     seen: set[int] = field(default_factory=set)
     memo_pairs: list[tuple[float, float]] = field(default_factory=list)
 

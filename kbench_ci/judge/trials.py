@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.errors import UserFileError
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.sides import SideFailed
@@ -28,19 +29,20 @@ from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs
 from kbench_ci.measure.inputs import changed_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule
-from kbench_ci.measure.reference import reference_outputs, sync
+from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
 from kbench_ci.stats import (
     CLOCK_FLOOR_GPU_US,
+    MEMO_MIN_EFFECT,
     Verdict,
     classify,
     clock_check,
     clock_floor_us,
+    clock_tail,
     compare_rounds,
-    memo_evidence,
-    relative_spread,
+    seen_faster,
 )
 
 __all__ = ["CALL_TIMEOUT_S", "VERSIONS", "check_correctness", "judge_outside_clock", "make_version", "time_in_rounds", "turn"]
@@ -64,7 +66,14 @@ def make_version(maker: Maker, problem: Problem, device: torch.device) -> Versio
     seed = entropy_seed()
     inputs = maker(seed)
     # The trusted reference's outputs on a private copy: they never leave the judge.
-    return Version(inputs, reference_outputs(problem, inputs, device), next(_NUMBERS))
+    try:
+        expected = reference_outputs(problem, inputs, device)
+    except CudaContextLost as exc:
+        raise UserFileError(
+            f"{problem.path.name} reference() left the CUDA context unusable: {exc}",
+            hint="fix reference(): every variant is checked against it",
+        ) from exc
+    return Version(inputs, expected, next(_NUMBERS))
 
 
 def check_correctness(
@@ -99,7 +108,8 @@ def time_in_rounds(
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
 ) -> None:
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
-    kept = list(range(job.settings.discard_first, calls_per_round))
+    # never the round's first call: the warm-up before it runs on that call's contents, untimed
+    kept = [call for call in range(job.settings.discard_first, calls_per_round) if call > 0]
     plan = RoundPlan(job.settings.rounds, job.stopping)
     picker = random.SystemRandom()
     started = time.perf_counter()
@@ -144,6 +154,7 @@ def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Hand
         stage(arena, version.inputs)
         sync(device)
         handoff.warm_up(side, arena, count)
+        side.seen.add(version.number)
 
 
 def _one_round(
@@ -155,6 +166,7 @@ def _one_round(
     # then averages over them (one placement a round made the rounds' ratios swing with it).
     start = picker.randrange(len(side.arenas))
     samples: list[float] = []
+    spans: list[float] = []
     new: list[bool] = []
     for call, pick in enumerate(picks):
         version = probe if call == probe_at and probe is not None else versions[pick]
@@ -179,18 +191,19 @@ def _one_round(
         new.append(version.number not in side.seen)
         side.seen.add(version.number)
         samples.append(judged.sample_ms)
+        spans.append(judged.stamps.span_us)
         side.judged.append((judged.stamps, judged.sample_ms))
     first = job.settings.discard_first
     side.rounds.append(tuple(samples[first:]))
     side.round_versions.append(tuple(PROBE_VERSION if call == probe_at else pick for call, pick in enumerate(picks))[first:])
     side.discarded.extend(samples[:first])
-    side.memo_pairs.extend(_pairs(samples, new, first))
+    side.memo_pairs.extend(_pairs(spans, new, first))
     return True
 
 
 def _pairs(samples: Sequence[float], new: Sequence[bool], first: int) -> list[tuple[float, float]]:
     """Each kept call on contents new to the side, with the kept call next to it (the one
-    before, else the one after) on contents it had seen: (new, seen) times."""
+    before, else the one after) on contents it had seen: (new, seen) figures of theirs."""
     pairs = []
     for index in range(first, len(samples)):
         if not new[index]:
@@ -232,6 +245,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
                 resolution_us=gap.resolution_us,
             )
+            tail = clock_tail(gaps, reference["gap"], floor_us=clock_floor_us(on_gpu, statistics.median(reported)))
             if side.ok and gap.exceeded:
                 clock = "the GPU spent" if on_gpu else "the judge's clock measured"
                 side.fail("incorrect", (
@@ -240,11 +254,19 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                     f"{gap.reference_us:.1f} us; resolution {gap.resolution_us:.1f} us): time every call's work between its "
                     "own start and end"
                 ))
+            elif side.ok and tail.exceeded:
+                clock = "the GPU spent" if on_gpu else "the judge's clock measured"
+                side.fail("incorrect", (
+                    f"its process reported less time than {clock} on {tail.calls_beyond} of its {tail.calls} calls: their "
+                    f"span less its own time passed {tail.threshold_us:.1f} us (the trusted sides' 99th percentile plus "
+                    f"the resolution; {tail.reference_beyond} of their {tail.reference_calls} calls did): time every "
+                    "call's work between its own start and end"
+                ))
             elif side.ok and on_gpu:
                 _check_segments(side, pre, post, reference["pre"], reference["post"])
         side.result = replace(side.result, outside_clock=figures)
         if side.ok and side.role == "solution" and not _trusted(side):
-            _check_memo(side)
+            _check_memo(side, clock_floor_us(on_gpu, statistics.median(reported)), statistics.median(reported))
 
 
 def _trusted(side: Side) -> bool:
@@ -265,17 +287,20 @@ def _check_segments(side: Side, pre: Sequence[float], post: Sequence[float], ref
             return
 
 
-def _check_memo(side: Side) -> None:
+def _check_memo(side: Side, floor_us: float, own_us: float) -> None:
+    """The round's never-seen contents against the call beside each, on the judge's clock: more
+    than the clock's floor and :data:`stats.MEMO_MIN_EFFECT` of the side's time, in more pairs
+    than chance allows, is caching."""
     if not side.memo_pairs:
         return
-    kept = [sample for samples in side.rounds for sample in samples]
     new, seen = zip(*side.memo_pairs, strict=True)
-    evidence = memo_evidence(list(new), list(seen), relative_spread(kept), "contents it had seen in this run")
+    evidence = seen_faster(list(new), list(seen), bound_us=max(floor_us, MEMO_MIN_EFFECT * own_us))
     if evidence.cached:
         side.fail("incorrect", (
             f"faster on contents it had seen than on contents new to it: {evidence.slower_pairs} of {evidence.pairs} "
-            f"calls on never-seen contents, placed at random in its rounds, took longer than the call beside them "
-            f"(median ratio {evidence.ratio:.2f}, read as caching above {evidence.bound:.2f}): compute from the inputs"
+            f"calls on never-seen contents, placed at random in its rounds, took longer on the judge's clock than the "
+            f"call beside them (by {evidence.median_extra_us:.1f} us at the median; read as caching above "
+            f"{evidence.bound_us:.1f} us): compute from the inputs"
         ))
 
 

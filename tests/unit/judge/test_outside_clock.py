@@ -66,11 +66,34 @@ def test_without_a_trusted_side_the_figures_are_kept_and_nothing_is_judged() -> 
 
 
 def test_a_side_faster_on_contents_it_had_seen_is_incorrect() -> None:
-    replay = _side("head", "solution", 7.0, seed=6)
-    replay.memo_pairs = [(7.0e-3, 2.0e-3)] * 12  # computes new contents, copies a remembered answer
-    judge_outside_clock([_side("base", "solution", 7.0), replay], _handoff(), on_gpu=True)
+    """Judged on the judge's spans: a replayer that also reports a replay's time for the new
+    contents (its own clock lies only there, too few calls to move its gap's median) is caught."""
+    replay = _side("head", "solution", 20.0, seed=6)
+    rng = random.Random(7)
+    # the judge's spans: new contents computed (180 us), the seen beside them replayed (20 us)
+    replay.memo_pairs = [(300.0 + 180.0 + rng.gauss(0, 1), 300.0 + 20.0 + rng.gauss(0, 1)) for _ in range(12)]
+    judge_outside_clock([_side("base", "solution", 180.0), replay], _handoff(), on_gpu=True)
     assert replay.result.status == "incorrect"
     assert "faster on contents it had seen than on contents new to it" in (replay.result.message or "")
+
+
+def test_an_honest_side_is_never_read_as_caching_for_its_noise() -> None:
+    honest = _side("head", "solution", 7.0, seed=8)
+    rng = random.Random(9)
+    honest.memo_pairs = [(307.0 + rng.gauss(0, 2.0), 307.0 + rng.gauss(0, 2.0)) for _ in range(40)]
+    judge_outside_clock([_side("base", "solution", 7.0), honest], _handoff(), on_gpu=True)
+    assert honest.ok, honest.result.message
+
+
+def test_a_side_that_lies_on_a_third_of_its_calls_is_caught_by_the_tail() -> None:
+    """A lie on a minority of calls leaves the median gap where it was; the tail test counts them."""
+    liar = _side("head", "solution", 180.0, seed=10)
+    for index in range(0, len(liar.judged), 3):
+        stamps, ms = liar.judged[index]
+        liar.judged[index] = (stamps, ms * 0.8)  # reports 36 us less on every third call
+    judge_outside_clock([_side("base", "solution", 180.0), liar], _handoff(), on_gpu=True)
+    assert liar.result.status == "incorrect"
+    assert "on 40 of its 120 calls" in (liar.result.message or "")
 
 
 def test_each_new_content_is_paired_with_the_call_beside_it_on_seen_content() -> None:
