@@ -94,8 +94,17 @@ class Handoff:
         """A CPU side's call (or a GPU's where the driver refused the clock, or the timing
         method is the host's: then the side's worker holds and times the call as it would in a
         process of its own, token 0)."""
-        stage(arena, inputs)
-        self.flush()
+        # On a CPU the side's process is stopped while the judge stages and flushes: a thread of
+        # its own must not start on the staged inputs before the request (and the clock) does.
+        stopped = self.device.type == "cpu" and not side.worker.paused
+        if stopped:
+            side.worker.pause()
+        try:
+            stage(arena, inputs)
+            self.flush()
+        finally:
+            if stopped:
+                side.worker.resume()
         if self.device.type == "cuda":
             token = 0
             torch.cuda.synchronize(self.device)

@@ -96,6 +96,14 @@ class SideWorker:
         self._paused = [self.process.pid, *descendants(self.process.pid)]
         for pid in self._paused:
             _signal(pid, signal.SIGSTOP)
+        # A signal is delivered, not obeyed, when kill() returns: the turn passes only once they
+        # have stopped (a process still running its last instructions is not paused yet).
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        waiting = list(self._paused)
+        while waiting and time.monotonic() < deadline:
+            waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
+            if waiting:
+                time.sleep(50e-6)
 
     @property
     def paused(self) -> bool:
@@ -169,6 +177,21 @@ class SideWorker:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+#: seconds the judge waits for a paused side's processes to be stopped
+STOP_TIMEOUT_S = 0.5
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (/proc/PID/stat), None where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[0].decode() if fields else None
 
 
 def _signal(pid: int, signum: int) -> None:
