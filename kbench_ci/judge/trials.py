@@ -108,8 +108,7 @@ def time_in_rounds(
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
 ) -> None:
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
-    # never the round's first call: the warm-up before it runs on that call's contents, untimed
-    kept = [call for call in range(job.settings.discard_first, calls_per_round) if call > 0]
+    kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
     picker = random.SystemRandom()
     started = time.perf_counter()
@@ -172,8 +171,8 @@ def _one_round(
         version = probe if call == probe_at and probe is not None else versions[pick]
         arena = side.arenas[(start + call) % len(side.arenas)]
         try:
-            if call == 0:
-                _warm_up(side, arena, version, max(1, min(3, job.settings.num_warmup)), handoff, device)
+            if call == 0:  # on a version of the pool, never the probe's (which must stay unseen)
+                _warm_up(side, arena, versions[pick], max(1, min(3, job.settings.num_warmup)), handoff, device)
             judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
             side.fail("error", f"failed while timing: {exc}")
