@@ -949,7 +949,7 @@ def memo_evidence(new: Sequence[float], seen: Sequence[float], noise: float, see
 CLOCK_FLOOR_GPU_US = 3.0
 #: on a CPU (the judge's monotonic clock around a socket round trip): at least this many us, and
 #: at least this share of the side's own median time
-CLOCK_FLOOR_CPU_US = 1000.0
+CLOCK_FLOOR_CPU_US = 2000.0
 CLOCK_FLOOR_CPU_SHARE = 0.2
 #: a difference must also exceed this many standard errors of the two medians' difference
 CLOCK_SE_FACTOR = 4.0

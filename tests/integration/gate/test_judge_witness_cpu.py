@@ -24,8 +24,8 @@ def _bench(tmp_path: Path, solution: str) -> dict:  # type: ignore[type-arg]
         shutil.copy(FIXTURES / name, folder / name)
     out = tmp_path / f"out-{solution}"
     completed = kbench(folder, "bench", str(folder / solution), "--implementation=pytorch", f"--ref={folder / 'ref.py'}",
-                       f"--output-dir={out}", "--device=cpu", "--isolation=judge", "--num-trials=12", "--M=512", "--N=512",
-                       "--K=512", env={"KBENCH_JUDGE_CLOCK_MARKS": str(tmp_path / "marks")}, timeout=600)
+                       f"--output-dir={out}", "--device=cpu", "--isolation=judge", "--num-trials=12", "--M=768", "--N=768",
+                       "--K=768", env={"KBENCH_JUDGE_CLOCK_MARKS": str(tmp_path / "marks")}, timeout=600)
     assert (out / "results.json").is_file(), completed.stdout + completed.stderr
     return {"completed": completed, "results": json.loads((out / "results.json").read_text())}
 
