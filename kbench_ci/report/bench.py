@@ -7,8 +7,10 @@ from typing import Any
 
 from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
+    CLOCK_EXPLAINED,
     SUMMARY_STATS,
     audit_rows,
+    clock_rows,
     correctness_cell,
     environment_line,
     fmt,
@@ -151,6 +153,9 @@ def render_bench(
             ),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
+    clock = clock_rows([(f"`{v.label}`", v) for v in case.variants])
+    if clock is not None:
+        parts += ["## The judge's clock (`--isolation judge`)", "", CLOCK_EXPLAINED, "", clock, ""]
     audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])
     if audit is not None:
         parts += ["## GPU work audit (CUPTI)", "", AUDIT_EXPLAINED, "", audit, ""]

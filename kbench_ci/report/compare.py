@@ -14,6 +14,7 @@ from kbench_ci.report.markdown import (
     audit_rows,
     baselines_cell,
     cell,
+    clock_rows,
     code,
     compiler_output,
     correctness_rows,
@@ -488,6 +489,9 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
         audit = audit_rows(variants)
         if audit is not None:
             lines += [audit, ""]
+        clock = clock_rows(variants)
+        if clock is not None:
+            lines += [clock, ""]
         lines += _launch_table(case)
         lines += _compiled_table(case)
         lines += profile_lines(case.profile)

@@ -290,6 +290,56 @@ def notes_lines(variants: Sequence[tuple[str, VariantResult | None]]) -> list[st
     return [*lines, ""] if lines else []
 
 
+#: what the judge's clock table shows, for a reader who meets it first in a report
+CLOCK_EXPLAINED = (
+    "Each call was stamped by the judge's own GPU clock, from its go to the side's end signal, outside "
+    "the process that ran the call. The gap is that span less the side's own time: the handoff between "
+    "the two processes, plus anything the side's own clock left out. A gap beyond the trusted sides' by "
+    "more than the resolution is a lie about time (`incorrect`). docs/isolation.md, \"The outside clock\"."
+)
+
+
+def _micro(value_us: float | None) -> str:
+    """Microseconds as the clock's table shows them: us below a millisecond, ms above."""
+    if value_us is None:
+        return "—"
+    return f"{value_us:.2f} us" if abs(value_us) < 1000 else f"{value_us / 1000:.3f} ms"
+
+
+def clock_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
+    """The judge's own clock over each variant's timed calls (``--isolation judge``): its own
+    median next to what the judge's clock saw beyond it (the gap), against the trusted sides'
+    gap, and the judge's own staging and snapshot steps; None when no variant was judged."""
+    judged = [(label, v, v.outside_clock) for label, v in variants if v is not None and v.outside_clock is not None]
+    if not judged:
+        return None
+    rows = []
+    for label, variant, clock in judged:
+        own = sorted(clock.reported_us)[len(clock.reported_us) // 2] if clock.reported_us else None
+        excess = clock.unexplained_us
+        if clock.reference_gap_us is None:
+            trusted = variant.role == "baseline" or label.strip("`") == "base"
+            result = "trusted: the reference" if trusted else "not judged: nothing trusted was timed beside it"
+        elif variant.status == "incorrect" and variant.message and (
+            "reported less time" in variant.message or "GPU work of its own" in variant.message
+            or "contents it had seen" in variant.message
+        ):
+            result = "❌ " + cell(variant.message.split(":")[0], 120)
+        else:
+            result = "within the resolution"
+        on_gpu = clock.source == "gpu-globaltimer"
+        rows.append([
+            label, _micro(own), str(clock.calls), _micro(clock.gap_us), _micro(clock.reference_gap_us),
+            ("+" if excess is not None and excess >= 0 else "") + _micro(excess), _micro(clock.resolution_us),
+            f"{_micro(clock.pre_us)} / {_micro(clock.post_us)}" if on_gpu else "— (a CPU: not stamped)", result,
+        ])
+    return table(
+        ["variant", "own median", "judged calls", "gap (judge's span less its own time)", "trusted sides' gap", "excess",
+         "resolution", "judge's staging / snapshot", "result"],
+        rows,
+    )
+
+
 def audit_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
     """The proof behind the samples: per variant, the event time of the calls audited under
     CUPTI next to CUPTI's span of the same calls (first GPU activity to last), and whether any

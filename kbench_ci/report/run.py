@@ -12,6 +12,7 @@ from kbench_ci.report.markdown import (
     audit_rows,
     baselines_cell,
     cell,
+    clock_rows,
     code,
     compiler_output,
     correctness_cell,
@@ -120,6 +121,9 @@ def _run_details(case: RunCase) -> list[str]:
     lines += notes_lines([("solution", case.variant)])
     if case.variant is not None:
         lines += [correctness_rows([("solution", case.variant)]), ""]
+        clock = clock_rows([("solution", case.variant)])
+        if clock is not None:
+            lines += [clock, ""]
         audit = audit_rows([("solution", case.variant)])
         if audit is not None:
             lines += [audit, ""]
