@@ -89,7 +89,7 @@ class GpuClock:
         self._function = function
         self.stream = torch.cuda.Stream(device)
         self.rescue_stream = torch.cuda.Stream(device)
-        self._cycles_per_us = _spin_rate(device)
+        self._cycles_per_us = spin_rate(device)
         self.capacity = capacity
         self._stamps = torch.zeros(capacity * STAMPS_PER_CALL, dtype=torch.int64, device=device)
         self._next = 0
@@ -182,7 +182,7 @@ def _wait(done: Callable[[], bool], timeout_s: float, what: str) -> None:
         time.sleep(50e-6)
 
 
-def _spin_rate(device: torch.device) -> float:
+def spin_rate(device: torch.device) -> float:
     """``torch.cuda._sleep`` cycles per microsecond, now."""
     torch.cuda._sleep(1_000)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

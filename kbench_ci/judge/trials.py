@@ -238,28 +238,28 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             post_us=statistics.median(post), span_us=spans, reported_us=reported, pre_call_us=pre, post_call_us=post,
         )
         if not _trusted(side) and reference["gap"]:
-            gap = clock_check(gaps, reference["gap"], floor_us=clock_floor_us(on_gpu, statistics.median(reported)))
+            floor_us = clock_floor_us(on_gpu, statistics.median(reported))
+            gap = clock_check(gaps, reference["gap"], floor_us=floor_us)
             figures = replace(
                 figures, reference=", ".join(s.label for s in trusted), reference_gap_us=gap.reference_us,
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
                 resolution_us=gap.resolution_us,
             )
-            tail = clock_tail(gaps, reference["gap"], floor_us=clock_floor_us(on_gpu, statistics.median(reported)))
+            tail = clock_tail(gaps, reference["gap"], floor_us=floor_us)
+            measured = "the GPU spent" if on_gpu else "the judge's clock measured"
+            lied = f"its process reported less time than {measured}"
+            fix = "time every call's work between its own start and end"
             if side.ok and gap.exceeded:
-                clock = "the GPU spent" if on_gpu else "the judge's clock measured"
                 side.fail("incorrect", (
-                    f"its process reported less time than {clock}: {gap.excess_us:.1f} us a call beyond what the "
-                    f"handoff explains (median span less its own time {gap.side_us:.1f} us, the trusted sides' "
-                    f"{gap.reference_us:.1f} us; resolution {gap.resolution_us:.1f} us): time every call's work between its "
-                    "own start and end"
+                    f"{lied}: {gap.excess_us:.1f} us a call beyond what the handoff explains (median span less its own "
+                    f"time {gap.side_us:.1f} us, the trusted sides' {gap.reference_us:.1f} us; resolution "
+                    f"{gap.resolution_us:.1f} us): {fix}"
                 ))
             elif side.ok and tail.exceeded:
-                clock = "the GPU spent" if on_gpu else "the judge's clock measured"
                 side.fail("incorrect", (
-                    f"its process reported less time than {clock} on {tail.calls_beyond} of its {tail.calls} calls: their "
-                    f"span less its own time passed {tail.threshold_us:.1f} us (the trusted sides' 99th percentile plus "
-                    f"the resolution; {tail.reference_beyond} of their {tail.reference_calls} calls did): time every "
-                    "call's work between its own start and end"
+                    f"{lied} on {tail.calls_beyond} of its {tail.calls} calls: their span less its own time passed "
+                    f"{tail.threshold_us:.1f} us (the trusted sides' 99th percentile plus the resolution; "
+                    f"{tail.reference_beyond} of their {tail.reference_calls} calls did): {fix}"
                 ))
             elif side.ok and on_gpu:
                 _check_segments(side, pre, post, reference["pre"], reference["post"])

@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kbench_ci.judge.clock import GpuClock  # noqa: E402
+from kbench_ci.judge.clock import GpuClock, spin_rate  # noqa: E402
 
 ARENA_BYTES = 256 << 20
 MAILBOX = ARENA_BYTES
@@ -52,16 +52,6 @@ def run(kind: str, v: dict[str, torch.Tensor], rate: float) -> None:
         torch.matmul(v["a"], v["b"], out=v["c"])
 
 
-def spin_rate() -> float:
-    torch.cuda._sleep(1000)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    torch.cuda._sleep(2_000_000)
-    e.record()
-    e.synchronize()
-    return 2_000_000 / (s.elapsed_time(e) * 1e3)
-
-
 class ValueGo:
     """The go as a 32-bit value the worker's stream waits for (instead of an IPC event)."""
 
@@ -77,7 +67,7 @@ class ValueGo:
 
 
 def worker(conn, arena: torch.Tensor, go_event: torch.cuda.Event, go_kind: str) -> None:  # type: ignore[no-untyped-def]
-    rate = spin_rate()
+    rate = spin_rate(torch.device('cuda'))
     mailbox = arena[MAILBOX : MAILBOX + 4].view(torch.int32)
     value_go = ValueGo(arena[MAILBOX + 64 :].data_ptr()) if go_kind == "value" else None
     side = torch.cuda.Stream()
@@ -153,7 +143,7 @@ def main() -> None:
     mailbox = arena[MAILBOX : MAILBOX + 4].view(torch.int32)
     go = torch.cuda.Event(interprocess=True)
     flush_buf = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size, dtype=torch.uint8, device=device)
-    rate = spin_rate()
+    rate = spin_rate(torch.device('cuda'))
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=worker, args=(child, arena, go, args.go))
