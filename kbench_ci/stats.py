@@ -546,6 +546,12 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
 
 
+def scaled_mad(x: np.ndarray) -> float:
+    """The median absolute deviation from the median, scaled to be the standard deviation for
+    normal noise: a spread that the odd slow call does not move."""
+    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+
+
 def _as_samples(samples: Sequence[float], what: str) -> np.ndarray:
     """A 1-D float64 copy of ``samples``; ValueError when empty, not 1-D or not finite."""
     try:
@@ -744,7 +750,7 @@ def detect_steps(values: Sequence[float], threshold: float, *, min_commits: int 
     if n < 2 * min_commits:
         return []
     diffs = np.diff(x)
-    sigma = float(np.median(np.abs(diffs - np.median(diffs)))) * 1.4826 / math.sqrt(2)
+    sigma = scaled_mad(diffs) / math.sqrt(2)
     # A perfectly flat series has no noise to scale by: a tiny floor keeps the penalty positive.
     sigma = max(sigma, 1e-9)
     penalty = 3.0 * sigma**2 * math.log(n)
@@ -920,7 +926,7 @@ def relative_spread(samples: Sequence[float]) -> float:
     centre = float(np.median(x))
     if centre <= 0:
         return 0.0
-    return float(1.4826 * np.median(np.abs(x - centre)) / centre)
+    return scaled_mad(x) / centre
 
 
 def memo_evidence(new: Sequence[float], seen: Sequence[float], noise: float, seen_as: str) -> MemoEvidence:
@@ -976,8 +982,7 @@ class ClockCheck:
 def median_standard_error(values: Sequence[float]) -> float:
     """The standard error of a sample's median, from its scaled MAD (robust to odd calls)."""
     x = _as_samples(values, "values")
-    mad = 1.4826 * float(np.median(np.abs(x - np.median(x))))
-    return 1.2533 * mad / math.sqrt(len(x))
+    return 1.2533 * scaled_mad(x) / math.sqrt(len(x))
 
 
 def clock_check(side: Sequence[float], reference: Sequence[float], *, floor_us: float) -> ClockCheck:
