@@ -101,7 +101,9 @@ def git(cwd: Path, *args: str) -> str:
                                "GIT_COMMITTER_EMAIL": "t@t"}).stdout.strip()
 
 
-def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> None:
+def _vadd_repo(tmp_path: Path, head_source: str, message: str) -> Path:
+    """A suite of the truth vector add at N, committed as the base, and ``head_source`` as the
+    head commit on top of it."""
     repo = tmp_path / "repo"
     (repo / "kernels").mkdir(parents=True)
     shutil.copy(TRUTH / "vadd.cu", repo / "kernels" / "vadd.cu")
@@ -113,8 +115,13 @@ def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> No
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
-    (repo / "kernels" / "vadd.cu").write_text(PRESSURE)
-    git(repo, "commit", "-qam", "head: 64 live floats per thread")
+    (repo / "kernels" / "vadd.cu").write_text(head_source)
+    git(repo, "commit", "-qam", message)
+    return repo
+
+
+def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> None:
+    repo = _vadd_repo(tmp_path, PRESSURE, "head: 64 live floats per thread")
     done = kbench("compare", "--base", "HEAD~1", "--changed-only", "--profile", f"--output-dir={tmp_path / 'out'}",
                   cwd=repo)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -195,19 +202,7 @@ extern "C" void solve(const float* a, const float* b, float* c, long N) {
 def test_a_head_that_reshapes_its_kernel_says_grid_registers_and_time_not_a_new_kernel(tmp_path: Path) -> None:
     """The H200 read "`vadd_kernel` no longer launched (was 100% of the time); a new kernel
     `vadd_kernel` (100% of the time)" for this head; the line must name the reshape."""
-    repo = tmp_path / "repo"
-    (repo / "kernels").mkdir(parents=True)
-    shutil.copy(TRUTH / "vadd.cu", repo / "kernels" / "vadd.cu")
-    shutil.copy(TRUTH / "vadd_ref.py", repo / "kernels" / "vadd_ref.py")
-    (repo / "kbench.toml").write_text(
-        '[[kernels]]\nname = "vadd"\nsolution = "kernels/vadd.cu"\nref = "kernels/vadd_ref.py"\n'
-        f'implementation = "cuda-cpp"\nptr_size = "N"\nbytes = "3*N*4"\nshapes = [{{ N = {N} }}]\n'
-    )
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    (repo / "kernels" / "vadd.cu").write_text(RESHAPED)
-    git(repo, "commit", "-qam", "head: 16 floats per thread")
+    repo = _vadd_repo(tmp_path, RESHAPED, "head: 16 floats per thread")
     done = kbench("compare", "--base", "HEAD~1", f"--output-dir={tmp_path / 'out'}", cwd=repo)
     assert done.returncode in (0, 1)
     data = json.loads((tmp_path / "out" / "results.json").read_text())
