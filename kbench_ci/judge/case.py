@@ -121,6 +121,7 @@ class Judge:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def run_case(self, job: CaseJob, emit: Emit) -> None:
+        emit = _without_witness(emit)
         device = torch.device(job.settings.device)
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -137,7 +138,7 @@ class Judge:
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
-            description = _judge(sides, job, problem, maker, maker_source, device, _without_witness(emit), self)
+            description = _judge(sides, job, problem, maker, maker_source, device, emit, self)
             if _failed_beside_the_head(sides):
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         except (SideFailed, _NoInputs) as exc:
@@ -150,8 +151,7 @@ class Judge:
         finally:
             self._end(sides)
         for side in sides:
-            if side.label != WITNESS:
-                emit(VariantDone(side.result))
+            emit(VariantDone(side.result))
         emit(TimingDescription(description, job.event_overhead_ms))
 
     def _end(self, sides: list[Side]) -> None:
@@ -212,8 +212,7 @@ class Judge:
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
-            emit_or_keep: Emit = _keep if label == WITNESS else emit
-            emit_or_keep(Begin(label, "load"))
+            emit(Begin(label, "load"))
             kind = request.side.implementation if request.side is not None else label
             result = VariantResult(label=label, kind=kind, role=role, status="ok")  # type: ignore[arg-type]
             try:
@@ -225,12 +224,12 @@ class Judge:
                 worker.resume()
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:
-                emit_or_keep(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
+                emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
                 continue
             assert isinstance(loaded, Loaded)
             if loaded.error is not None:
                 status = "unavailable" if role == "baseline" and loaded.exit_code != 1 else "error"
-                emit_or_keep(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
+                emit(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
                 if index == 0 and role == "solution":
                     emit(LoadError(label, "UserFileError" if loaded.exit_code == 2 else "KbenchError", loaded.exit_code,
                                    loaded.error, loaded.hint))
@@ -324,15 +323,13 @@ def _needs_witness(job: CaseJob) -> bool:
     return not job.baselines and [spec.label for spec in job.sides] == ["solution"]
 
 
-def _keep(event: WorkerEvent) -> None:
-    """The witness's load events stay in the judge (the parent knows no such variant)."""
-
-
 def _without_witness(emit: Emit) -> Emit:
-    """``emit``, less the witness's progress (the parent knows no such variant)."""
+    """``emit``, less every event of the witness (the parent knows no such variant): its
+    progress, its load, its result."""
 
     def emit_others(event: WorkerEvent) -> None:
-        if getattr(event, "variant", None) != WITNESS:
+        result = getattr(event, "result", None)
+        if getattr(event, "variant", None) != WITNESS and getattr(result, "label", None) != WITNESS:
             emit(event)
 
     return emit_others

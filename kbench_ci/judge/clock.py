@@ -95,11 +95,6 @@ class GpuClock:
         self._next = 0
         self._go_passed: torch.cuda.Event | None = None
 
-    @property
-    def calls(self) -> int:
-        """Calls stamped since the last :meth:`read`."""
-        return self._next // STAMPS_PER_CALL
-
     def stamp(self) -> None:
         """Enqueue the next stamp of the current call on ``stream``."""
         if self._next >= self._stamps.numel():

@@ -20,7 +20,7 @@ from kbench_ci.judge.arena import Arena
 from kbench_ci.judge.clock import CallStamps, GpuClock, HostClock
 from kbench_ci.judge.sides import SideFailed
 from kbench_ci.judge.state import Side
-from kbench_ci.measure.inputs import InputSet, poison_
+from kbench_ci.measure.inputs import InputSet, poison_outputs_
 from kbench_ci.measure.sideproto import Called, CallRequest
 from kbench_ci.measure.timing import CacheFlush
 
@@ -173,10 +173,9 @@ class Handoff:
 def stage(arena: Arena, inputs: InputSet) -> None:
     """The contents into the lent inputs and in-place outputs; every other output poisoned."""
     for name, view in arena.views.items():
-        if name in inputs.poisoned_names:
-            poison_(view)
-        else:
+        if name not in inputs.poisoned_names:
             view.copy_(inputs.kwargs[name])
+    poison_outputs_(arena.views, inputs.poisoned_names)
 
 
 def _checked(reply: object) -> Called:

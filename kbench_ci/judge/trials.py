@@ -36,6 +36,8 @@ from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, 
 from kbench_ci.stats import (
     CLOCK_FLOOR_GPU_US,
     MEMO_MIN_EFFECT,
+    ClockCheck,
+    ClockTail,
     Verdict,
     classify,
     clock_check,
@@ -233,39 +235,30 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         gaps = [span - own for span, own in zip(spans, reported, strict=True)]
         pre = tuple(stamps.pre_us for stamps, _ in side.judged)
         post = tuple(stamps.post_us for stamps, _ in side.judged)
+        own_us = statistics.median(reported)
+        floor_us = clock_floor_us(on_gpu, own_us)
         figures = OutsideClock(
             source=handoff.source, calls=len(spans), gap_us=statistics.median(gaps), pre_us=statistics.median(pre),
             post_us=statistics.median(post), span_us=spans, reported_us=reported, pre_call_us=pre, post_call_us=post,
         )
+        finding = None
         if not _trusted(side) and reference["gap"]:
-            floor_us = clock_floor_us(on_gpu, statistics.median(reported))
             gap = clock_check(gaps, reference["gap"], floor_us=floor_us)
             figures = replace(
                 figures, reference=", ".join(s.label for s in trusted), reference_gap_us=gap.reference_us,
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
                 resolution_us=gap.resolution_us,
             )
-            tail = clock_tail(gaps, reference["gap"], floor_us=floor_us)
-            measured = "the GPU spent" if on_gpu else "the judge's clock measured"
-            lied = f"its process reported less time than {measured}"
-            fix = "time every call's work between its own start and end"
-            if side.ok and gap.exceeded:
-                side.fail("incorrect", (
-                    f"{lied}: {gap.excess_us:.1f} us a call beyond what the handoff explains (median span less its own "
-                    f"time {gap.side_us:.1f} us, the trusted sides' {gap.reference_us:.1f} us; resolution "
-                    f"{gap.resolution_us:.1f} us): {fix}"
-                ))
-            elif side.ok and tail.exceeded:
-                side.fail("incorrect", (
-                    f"{lied} on {tail.calls_beyond} of its {tail.calls} calls: their span less its own time passed "
-                    f"{tail.threshold_us:.1f} us (the trusted sides' 99th percentile plus the resolution; "
-                    f"{tail.reference_beyond} of their {tail.reference_calls} calls did): {fix}"
-                ))
-            elif side.ok and on_gpu:
-                _check_segments(side, pre, post, reference["pre"], reference["post"])
-        side.result = replace(side.result, outside_clock=figures)
-        if side.ok and side.role == "solution" and not _trusted(side):
-            _check_memo(side, clock_floor_us(on_gpu, statistics.median(reported)), statistics.median(reported))
+            finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
+            if finding is None and on_gpu:
+                finding = _segments(pre, post, reference["pre"], reference["post"])
+        if finding is None and side.role == "solution" and not _trusted(side):
+            finding = _memo(side, floor_us, own_us)
+        if side.ok and finding is not None:
+            side.fail("incorrect", finding)
+        else:
+            finding = None  # a side that failed already is judged by that
+        side.result = replace(side.result, outside_clock=replace(figures, finding=finding))
 
 
 def _trusted(side: Side) -> bool:
@@ -273,34 +266,49 @@ def _trusted(side: Side) -> bool:
     return side.role == "baseline" or side.label == "base"
 
 
-def _check_segments(side: Side, pre: Sequence[float], post: Sequence[float], ref_pre: Sequence[float],
-                    ref_post: Sequence[float]) -> None:
+def _lie(gap: ClockCheck, tail: ClockTail, on_gpu: bool) -> str | None:
+    """The side's own times left out more than the handoff explains: at the median, or in too
+    many calls of its tail."""
+    measured = "the GPU spent" if on_gpu else "the judge's clock measured"
+    lied = f"its process reported less time than {measured}"
+    fix = "time every call's work between its own start and end"
+    if gap.exceeded:
+        return (f"{lied}: {gap.excess_us:.1f} us a call beyond what the handoff explains (median span less its own time "
+                f"{gap.side_us:.1f} us, the trusted sides' {gap.reference_us:.1f} us; resolution {gap.resolution_us:.1f} us): "
+                f"{fix}")
+    if tail.exceeded:
+        return (f"{lied} on {tail.calls_beyond} of its {tail.calls} calls: their span less its own time passed "
+                f"{tail.threshold_us:.1f} us (the trusted sides' 99th percentile plus the resolution; {tail.reference_beyond} "
+                f"of their {tail.reference_calls} calls did): {fix}")
+    return None
+
+
+def _segments(pre: Sequence[float], post: Sequence[float], ref_pre: Sequence[float], ref_post: Sequence[float]) -> str | None:
+    """The judge's own steps took longer for this side than for the trusted ones: its context
+    ran GPU work in them."""
     for what, own, theirs in (("staged and flushed", pre, ref_pre), ("copied its outputs", post, ref_post)):
         check = clock_check(own, theirs, floor_us=CLOCK_FLOOR_GPU_US)
         if check.exceeded:
-            side.fail("incorrect", (
-                f"GPU work of its own ran while the judge {what}: those steps took {check.excess_us:.1f} us a call longer "
-                f"than for the trusted sides ({check.side_us:.1f} us against {check.reference_us:.1f} us; resolution "
-                f"{check.resolution_us:.1f} us): do all of a call's work inside the call"
-            ))
-            return
+            return (f"GPU work of its own ran while the judge {what}: those steps took {check.excess_us:.1f} us a call "
+                    f"longer than for the trusted sides ({check.side_us:.1f} us against {check.reference_us:.1f} us; "
+                    f"resolution {check.resolution_us:.1f} us): do all of a call's work inside the call")
+    return None
 
 
-def _check_memo(side: Side, floor_us: float, own_us: float) -> None:
+def _memo(side: Side, floor_us: float, own_us: float) -> str | None:
     """The round's never-seen contents against the call beside each, on the judge's clock: more
     than the clock's floor and :data:`stats.MEMO_MIN_EFFECT` of the side's time, in more pairs
     than chance allows, is caching."""
     if not side.memo_pairs:
-        return
+        return None
     new, seen = zip(*side.memo_pairs, strict=True)
     evidence = seen_faster(list(new), list(seen), bound_us=max(floor_us, MEMO_MIN_EFFECT * own_us))
-    if evidence.cached:
-        side.fail("incorrect", (
-            f"faster on contents it had seen than on contents new to it: {evidence.slower_pairs} of {evidence.pairs} "
+    if not evidence.cached:
+        return None
+    return (f"faster on contents it had seen than on contents new to it: {evidence.slower_pairs} of {evidence.pairs} "
             f"calls on never-seen contents, placed at random in its rounds, took longer on the judge's clock than the "
             f"call beside them (by {evidence.median_extra_us:.1f} us at the median; read as caching above "
-            f"{evidence.bound_us:.1f} us): compute from the inputs"
-        ))
+            f"{evidence.bound_us:.1f} us): compute from the inputs")
 
 
 def _decided(live: list[Side], rule: StoppingRule) -> bool:

@@ -317,14 +317,11 @@ def clock_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | No
     for label, variant, clock in judged:
         own = sorted(clock.reported_us)[len(clock.reported_us) // 2] if clock.reported_us else None
         excess = clock.unexplained_us
-        if clock.reference_gap_us is None:
+        if clock.finding is not None:
+            result = "❌ " + cell(clock.finding.split(":")[0], 120)
+        elif clock.reference_gap_us is None:
             trusted = variant.role == "baseline" or label.strip("`") == "base"
             result = "trusted: the reference" if trusted else "not judged: nothing trusted was timed beside it"
-        elif variant.status == "incorrect" and variant.message and (
-            "reported less time" in variant.message or "GPU work of its own" in variant.message
-            or "contents it had seen" in variant.message
-        ):
-            result = "❌ " + cell(variant.message.split(":")[0], 120)
         else:
             result = "within the resolution"
         on_gpu = clock.source == "gpu-globaltimer"

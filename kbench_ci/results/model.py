@@ -194,6 +194,9 @@ class OutsideClock:
     reference_post_us: float | None = None
     #: the smallest lie about a call's time the clock resolves for this side (the gap's bound)
     resolution_us: float | None = None
+    #: what the clock's checks found against this side (the message it was ``incorrect`` with),
+    #: or None
+    finding: str | None = None
     #: per judged call (raw): the judge's span, the side's own time, the judge's two segments
     span_us: tuple[float, ...] = ()
     reported_us: tuple[float, ...] = ()

@@ -116,6 +116,7 @@ def outside_clock_from_json(data: Mapping[str, Any] | None) -> OutsideClock | No
         pre_us=float_from_json(data["pre_us"]), post_us=float_from_json(data["post_us"]), reference=data.get("reference"),
         reference_gap_us=optional("reference_gap_us"), reference_pre_us=optional("reference_pre_us"),
         reference_post_us=optional("reference_post_us"), resolution_us=optional("resolution_us"),
+        finding=data.get("finding"),
         span_us=floats("span_us"), reported_us=floats("reported_us"), pre_call_us=floats("pre_call_us"),
         post_call_us=floats("post_call_us"),
     )

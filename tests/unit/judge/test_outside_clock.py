@@ -42,6 +42,7 @@ def test_a_head_that_reports_half_of_a_7_us_call_is_incorrect_and_an_honest_one_
     judge_outside_clock([_side("base", "solution", 7.0), liar], _handoff(), on_gpu=True)
     assert liar.result.status == "incorrect"
     assert (liar.result.message or "").startswith("its process reported less time than the GPU spent")
+    assert liar.result.outside_clock is not None and liar.result.outside_clock.finding == liar.result.message
 
 
 def test_gpu_work_inside_the_judges_staging_makes_a_side_incorrect() -> None:

@@ -12,7 +12,7 @@ def _variant(label: str, role: str, status: str = "ok", message: str | None = No
              gap: float = 294.5, own_us: float = 7.2, source: str = "gpu-globaltimer") -> VariantResult:
     clock = OutsideClock(source=source, calls=110, gap_us=gap, pre_us=45.1, post_us=5.0, reference_gap_us=reference,
                          resolution_us=3.0 if reference is not None else None, reported_us=(own_us,) * 110,
-                         reference="base" if reference is not None else None)
+                         reference="base" if reference is not None else None, finding=message if status == "incorrect" else None)
     return replace(VariantResult(label=label, kind="triton", role=role, status=status, message=message),  # type: ignore[arg-type]
                    outside_clock=clock)
 
@@ -29,6 +29,9 @@ def test_each_judged_variant_gets_a_row_that_says_what_the_clock_found() -> None
     assert "trusted: the reference" in rows["base"]
     assert "❌ its process reported less time than the GPU spent" in rows["head"] and "+3.60 us" in rows["head"]
     assert "not judged: nothing trusted was timed beside it" in rows["`solution`"]
+    # a head incorrect for its outputs, not for anything the clock found, reads as within it
+    wrong = clock_rows([("head", replace(_variant("head", "solution"), status="incorrect", message="output 'y' differs"))])
+    assert wrong is not None and "within the resolution" in wrong
     assert "45.10 us / 5.00 us" in rows["head"]
 
 
