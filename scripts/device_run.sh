@@ -56,6 +56,7 @@ part_command() {
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;
     meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
+    overheadspread) echo "python3 scripts/probes/side_overhead_spread.py --processes 8; python3 scripts/probes/side_overhead_spread.py --processes 4 --flush" ;;
     processbias) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 2 --rounds 40 --repeats 3" ;;
     clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
     clockprobe2) echo "for go in event value; do for hold in 300 1500; do python3 scripts/probes/outside_clock_probe.py --calls 100 --go \$go --hold-us \$hold --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve; done; done" ;;

@@ -62,7 +62,7 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.measure.reference import sync
 from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, MakeRequest
 from kbench_ci.measure.staging import version_budget
-from kbench_ci.measure.timing import CacheFlush
+from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.procgroup import end_strays
 from kbench_ci.results.model import Tolerance, VariantResult
@@ -84,6 +84,8 @@ class Judge:
         #: modules each side's worker imports as it starts (``triton``)
         self.preload: tuple[str, ...] = ()
         self._clocks: dict[str, GpuClock | None] = {}
+        #: the event overhead (ms) the judge calibrated, by device: one for every side and case
+        self._overheads: dict[str, float] = {}
         #: why the GPU clock could not be had, where it could not (the report says so)
         self.clock_refused: str | None = None
 
@@ -98,6 +100,22 @@ class Judge:
             except ClockUnavailable as exc:
                 self._clocks[key], self.clock_refused = None, str(exc)
         return self._clocks[key]
+
+    def event_overhead_ms(self, device: torch.device, job: CaseJob, sides: Sequence[Side]) -> float:
+        """The GPU's own cost of a CUDA event pair around a launch, subtracted from every side's
+        samples (0 where the timer is not CUDA events). Calibrated once per device, in the
+        judge's process (trusted; no side's worker runs meanwhile), the in-process worker's
+        way (:meth:`CudaEventTimer.calibrate_overhead`). One figure for all sides, so its noise
+        cannot set one side's process apart from another's: each side calibrating its own made a
+        5 us kernel's two processes read several percent apart (docs/statistics.md)."""
+        if device.type != "cuda" or job.settings.timing_method != "cuda_event":
+            return 0.0
+        key = str(device)
+        if key not in self._overheads:
+            for side in sides:
+                side.worker.pause()
+            self._overheads[key] = CudaEventTimer(device, flush_l2=job.settings.flush_l2).calibrate_overhead()
+        return self._overheads[key]
 
     def worker(self, label: str, device: str) -> SideWorker:
         worker = self.workers.get(label)
@@ -135,6 +153,7 @@ class Judge:
             maker, maker_source = None, ""
         sides = self._load(job, problem, device, emit)
         description = "judged apart: nothing was timed (the case's inputs could not be made)"
+        overhead_ms = self.event_overhead_ms(device, job, sides) if sides else None
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
@@ -152,7 +171,7 @@ class Judge:
             self._end(sides)
         for side in sides:
             emit(VariantDone(side.result))
-        emit(TimingDescription(description, job.event_overhead_ms))
+        emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
 
     def _end(self, sides: list[Side]) -> None:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
@@ -202,8 +221,10 @@ class Judge:
         for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ())):
             if label not in job.skip:
                 self.worker(label, job.settings.device)
+        # A side reports raw event times (no overhead of its own to calibrate): the judge
+        # subtracts its one calibration from every side's (Judge.event_overhead_ms).
         common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
-                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": job.event_overhead_ms}
+                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0}
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
         entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))  # type: ignore[arg-type]
                     for name in job.baselines]
@@ -260,7 +281,7 @@ def _judge(
     placements = _lend(sides, template, device)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
-    handoff = Handoff(device, flush, clock)
+    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job, sides))
     for side in sides:
         if side.ok:
             turn(sides, side)
@@ -293,11 +314,16 @@ def _judge(
     for side in sides:
         in_all &= set(side.layers)
     layers = sorted(in_all) if sides else []
+    if handoff.event_overhead_ms:
+        overhead = (f", less the event pair's own cost ({handoff.event_overhead_ms * 1e3:.2f} us, calibrated once by the judge "
+                    "against CUPTI and the same for every side)")
+    else:
+        overhead = ""
     if clock is not None:
-        timer = (f"each side's own {job.settings.timing_method} timer, held to the judge's GPU clock (%globaltimer stamps "
-                 "around every call, the side's start gated by the judge's go and its end signalled on the GPU)")
+        timer = (f"each side's own {job.settings.timing_method} timer{overhead}, held to the judge's GPU clock (%globaltimer "
+                 "stamps around every call, the side's start gated by the judge's go and its end signalled on the GPU)")
     elif device.type == "cuda":
-        timer = (f"each side's own {job.settings.timing_method} timer, held only to the judge's host clock around each request "
+        timer = (f"each side's own {job.settings.timing_method} timer{overhead}, held only to the judge's host clock around each request "
                  f"({judge.clock_refused or 'no GPU clock with this timing method'}): a lie about time smaller than a "
                  "host round trip is not seen")
     else:

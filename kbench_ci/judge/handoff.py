@@ -22,7 +22,7 @@ from kbench_ci.judge.sides import SideFailed
 from kbench_ci.judge.state import Side
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
 from kbench_ci.measure.sideproto import Called, CallRequest
-from kbench_ci.measure.timing import CacheFlush
+from kbench_ci.measure.timing import CacheFlush, shift_samples
 
 #: seconds a side may take to answer one call
 CALL_TIMEOUT_S = 120.0
@@ -68,10 +68,17 @@ class _Pacing:
 class Handoff:
     """Judged calls on one device: a GPU clock where the device has one, else the host's."""
 
-    def __init__(self, device: torch.device, flush: CacheFlush, clock: GpuClock | None) -> None:
+    def __init__(
+        self, device: torch.device, flush: CacheFlush, clock: GpuClock | None, *, event_overhead_ms: float = 0.0
+    ) -> None:
+        """``event_overhead_ms``: the GPU's own cost of an event pair, calibrated once by the judge
+        and subtracted here from every side's reported time. A side reports its raw event time:
+        were each side to calibrate its own, each would subtract another draw of that noise (its
+        own hold, its own warm-up), and two processes of one kernel would read apart by it."""
         self.device = device
         self.flush = flush
         self.clock = clock
+        self.event_overhead_ms = event_overhead_ms
         self.source = "gpu-globaltimer" if clock is not None else "host-monotonic"
         self._tokens = itertools.count(1)
         self._pacing: dict[str, _Pacing] = {}
@@ -113,7 +120,7 @@ class Handoff:
         reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
         stamps = clock.stop()
         outputs = {name: arena.views[name].clone() for name in inputs.output_names}
-        return Judged(reply.samples_ms[0], stamps, outputs)
+        return Judged(self._corrected(reply), stamps, outputs)
 
     def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
         clock = self.clock
@@ -159,7 +166,11 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(reply.samples_ms[0], stamps, outputs)
+        return Judged(self._corrected(reply), stamps, outputs)
+
+    def _corrected(self, reply: Called) -> float:
+        """The side's one time, less the judge's event overhead."""
+        return shift_samples(reply.samples_ms, self.event_overhead_ms)[0]
 
     def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
         """The judge's own copy of an output (memory no side maps), one per side and output."""

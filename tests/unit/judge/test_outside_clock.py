@@ -103,3 +103,50 @@ def test_each_new_content_is_paired_with_the_call_beside_it_on_seen_content() ->
     # index 0 is discarded; 3 pairs with 2 (before); 5 with 4 (before)
     assert _pairs(samples, new, 1) == [(5.0, 2.0), (6.0, 3.0)]
     assert _pairs([5.0, 1.0], [True, False], 0) == [(5.0, 1.0)]  # no call before: the one after
+
+
+class _RawTimer:
+    """A side's worker that reports a raw event time for every call, as a judged side does."""
+
+    paused = False
+
+    def __init__(self, raw_ms: float) -> None:
+        self.raw_ms = raw_ms
+        self.requests: list[Any] = []
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def ask(self, request: Any, _kind: Any, *, timeout_s: float) -> Any:
+        from kbench_ci.measure.sideproto import Called
+
+        self.requests.append(request)
+        return Called(samples_ms=(self.raw_ms,))
+
+
+def test_the_judge_subtracts_its_one_event_overhead_from_every_sides_raw_time(tmp_path: Any) -> None:
+    """Sides report raw event times; the judge takes its one calibration off each, so two sides
+    with the same raw time read the same, whatever either would have calibrated for itself."""
+    import torch
+
+    from kbench_ci.judge.arena import make_arena
+    from kbench_ci.measure.inputs import InputSet
+    from kbench_ci.measure.timing import CacheFlush
+
+    cpu = torch.device("cpu")
+    template = {"x": torch.ones(4), "out": torch.zeros(4)}
+    handoff = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=0.003)
+    inputs = InputSet(kwargs=template, output_names=("out",), seed=1)
+    readings = []
+    for label in ("base", "head"):
+        worker = _RawTimer(raw_ms=0.0083)
+        side = Side(label, "solution", cast(SideWorker, worker), VariantResult(label=label, kind="triton", role="solution", status="ok"))  # type: ignore[arg-type]
+        arena = make_arena(template, ("out",), cpu, slot=0, folder=tmp_path / label)
+        readings.append(handoff.call(side, arena, inputs).sample_ms)
+        assert worker.requests and worker.requests[-1].count == 1
+    assert readings == [readings[0]] * 2
+    assert abs(readings[0] - 0.0053) < 1e-12
+    assert Handoff(cpu, CacheFlush(cpu, enabled=False), None).event_overhead_ms == 0.0  # a host timer: nothing taken off
