@@ -39,6 +39,8 @@ part_command() {
     judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
     judge-aa2) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa2 --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa2" ;;
     judge-clock-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
+    judge-clock-redteam-pool) echo "env KBENCH_JUDGE_GPU_CONTROL=1 KBENCH_CI_JUDGE_FRESH_MS=0 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
+    judge-prof) echo "env KBENCH_CI_ISOLATION=judge KBENCH_PROFILE_DIR=$out/jprof PYTHONPATH=$PWD/scripts/probes/profile_site:\$PYTHONPATH python3 scripts/aa_and_regression.py --runs 1 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_prof --keep; python3 scripts/probes/profile_report.py $out/jprof --top 45 > $out/jprof_report.txt" ;;
     judge-regression5) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts regression --workdir /tmp/kb_out/judge_reg --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_reg" ;;
     judge-regression) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     process-aa2) echo "python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/process_aa --keep" ;;

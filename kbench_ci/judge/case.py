@@ -11,7 +11,8 @@
    inputs checked unmodified.
 4. Timing: rounds alternating the sides' order (A B, B A, ...) with the stopping rule of
    ``compare``; before every call the judge stages one of its versions (contents from entropy,
-   expected outputs in the judge), poisons the outputs, flushes the cache and waits for the
+   expected outputs in the judge; made for that call's round alone where versions are cheap,
+   else one of a pool of up to 8), poisons the outputs, flushes the cache and waits for the
    device, then asks the side to time one call, then checks that call's outputs. One side has
    work on the device at a time. A side whose timed call is wrong is ``incorrect``.
 
@@ -25,6 +26,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,8 +44,10 @@ from kbench_ci.judge.sides import SideFailed, SideWorker
 from kbench_ci.judge.state import Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
+    FRESH_CALL_MAX_MS,
     VERSIONS,
     check_correctness,
+    fresh_each_call,
     judge_outside_clock,
     make_version,
     time_in_rounds,
@@ -288,23 +292,38 @@ def _judge(
             check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit)
     live = [side for side in sides if side.ok]
     if live:
-        versions = [make_version(maker, problem, device)]
-        # As many more as the in-process worker's memory budget for versions allows, up to VERSIONS
-        # (each holds its inputs and its expected outputs in the judge).
+        versions, make_ms = [], []
+        for _ in range(2):
+            began = time.perf_counter()
+            versions.append(make_version(maker, problem, device))
+            sync(device)
+            make_ms.append((time.perf_counter() - began) * 1e3)
+        # Each version holds its inputs and its expected outputs in the judge: the in-process
+        # worker's memory budget for versions says how many can be kept at once.
         each = max(1, sum(v.numel() * v.element_size() for v in (*versions[0].inputs.kwargs.values(),
                                                                  *versions[0].expected.values()) if isinstance(v, torch.Tensor)))
-        while len(versions) < min(VERSIONS, max(2, version_budget(device) // each)):
+        affordable = max(2, version_budget(device) // each)
+        calls_per_round = job.settings.trials_per_round + job.settings.discard_first
+        fresh = fresh_each_call(max(make_ms), affordable, calls_per_round)
+        while not fresh and len(versions) < min(VERSIONS, affordable):
             versions.append(make_version(maker, problem, device))
-        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit)
+        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh)
         judge_outside_clock(sides, handoff, on_gpu=clock is not None)
+        source = f"the inputs from {maker_source} at seeds drawn from the OS's entropy, made and kept by the judge"
+        if fresh:
+            contents = (f"every timed call on contents of its own: {source}, {calls_per_round} for each round alone (one "
+                        f"version made in {max(make_ms):.2f} ms, within the {FRESH_CALL_MAX_MS:g} ms that allows it), so no "
+                        f"cache of contents can hit; warm-ups on a version of their own")
+        else:
+            contents = (f"{len(versions)} versions of {source}, and one more made for each round alone, given at a random "
+                        f"position in it (one version took {max(make_ms):.2f} ms to make: contents of their own for every "
+                        f"call need at most {FRESH_CALL_MAX_MS:g} ms and memory for {calls_per_round + 1})")
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
                 discarded_ms=tuple(side.discarded),
-                fresh_inputs=(f"{len(versions)} versions of the inputs from {maker_source} at seeds drawn from the OS's entropy, "
-                              f"made and kept by the judge, and one more made for each round alone, given at a random "
-                              f"position in it; one staged before every timed call{checked}; "
+                fresh_inputs=(f"{contents}; one staged before every timed call{checked}; "
                               f"{placements} placement(s) of its buffers, taken in turn from a random one each round"),
             )
     for side in sides:

@@ -2,16 +2,18 @@
 
 Every call is handed over (kbench_ci.judge.handoff): the judge stages a version (contents from
 entropy, expected outputs kept in the judge), poisons the outputs, flushes the cache, lets the
-side time one call, and checks the outputs its clock's snapshot holds. Every round gives each
-side, at a random position among the calls it keeps, a version made for that round alone: the
-rounds' own samples then say whether a side is faster on contents it has seen
-(:func:`judge_outside_clock`). While one side has the turn, every other side's worker is paused
+side time one call, and checks the outputs its clock's snapshot holds. Where a version is cheap
+to make (:func:`fresh_each_call`), every timed call has one made for its round alone and no
+cache of contents can hit; elsewhere every round gives each side, at a random position among the
+calls it keeps, a version made for that round alone: the rounds' own samples then say whether a
+side is faster on contents it has seen (:func:`judge_outside_clock`). While one side has the turn, every other side's worker is paused
 (:func:`turn`).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import statistics
 import time
@@ -47,11 +49,20 @@ from kbench_ci.stats import (
     seen_faster,
 )
 
-__all__ = ["CALL_TIMEOUT_S", "VERSIONS", "check_correctness", "judge_outside_clock", "make_version", "time_in_rounds", "turn"]
+__all__ = [
+    "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "check_correctness", "fresh_each_call", "judge_outside_clock",
+    "make_version", "time_in_rounds", "turn",
+]
 
 #: versions of the timed contents (each with its expected outputs kept in the judge)
 VERSIONS = 8
-#: round_versions' entry for a round's probe: a version made for that round alone
+#: every timed call gets contents made for its round alone (no cache can hit) where the judge
+#: makes one version (the trusted setup() and the reference, to the device's sync) in at most
+#: this many ms; 0 turns it off. A round's versions are made before its first turn and given to
+#: every side at the same positions (each side meets each once).
+FRESH_CALL_MAX_MS = float(os.environ.get("KBENCH_CI_JUDGE_FRESH_MS", "1.0"))
+#: round_versions' entry for a version made for that round alone (its probe; every call's where
+#: contents are fresh on every call)
 PROBE_VERSION = -1
 _NUMBERS = itertools.count(1)
 
@@ -76,6 +87,13 @@ def make_version(maker: Maker, problem: Problem, device: torch.device) -> Versio
             hint="fix reference(): every variant is checked against it",
         ) from exc
     return Version(inputs, expected, next(_NUMBERS))
+
+
+def fresh_each_call(make_ms: float, affordable: int, calls_per_round: int, *, max_ms: float = FRESH_CALL_MAX_MS) -> bool:
+    """Whether every timed call can have contents of its own: one version made within
+    ``max_ms``, and a round's worth of them (plus the pool's version for warm-ups) within the
+    memory ``affordable`` versions take."""
+    return max_ms > 0 and make_ms <= max_ms and affordable >= calls_per_round + 1
 
 
 def check_correctness(
@@ -108,7 +126,10 @@ def check_correctness(
 def time_in_rounds(
     live: list[Side], sides: list[Side], versions: list[Version], job: CaseJob, problem: Problem, maker: Maker,
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
+    *, fresh: bool = False,
 ) -> None:
+    """The timed rounds. ``versions`` is the pool the timed calls draw from (``fresh``: only the
+    warm-ups do; every timed call has a version made for its round alone)."""
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
@@ -130,15 +151,20 @@ def time_in_rounds(
             # The round's probe: a version made for this round alone, at a random position
             # among the calls kept, so that no side has seen it (made before any side's turn:
             # the GPU's idle while the judge makes it falls on no one's call).
-            probe_at = picker.choice(kept) if kept else None
-            probe = make_version(maker, problem, device) if probe_at is not None else None
+            if fresh:
+                probe_at, probe = None, None
+                this_round = [make_version(maker, problem, device) for _ in range(calls_per_round)]
+            else:
+                probe_at = picker.choice(kept) if kept else None
+                probe = make_version(maker, problem, device) if probe_at is not None else None
+                this_round = None
             total = max(job.settings.rounds, round_index + 1)
             for side in order:
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
                 turn(sides, side)
                 if not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff, picker,
-                                  round_index):
+                                  round_index, this_round):
                     live = [s for s in live if s is not side]
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
@@ -161,7 +187,7 @@ def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Hand
 def _one_round(
     side: Side, picks: list[int], versions: list[Version], probe_at: int | None, probe: Version | None, job: CaseJob,
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, picker: random.SystemRandom,
-    round_index: int,
+    round_index: int, this_round: list[Version] | None = None,
 ) -> bool:
     # The round's calls go round the side's placements from a random start: each round's median
     # then averages over them (one placement a round made the rounds' ratios swing with it).
@@ -170,7 +196,10 @@ def _one_round(
     spans: list[float] = []
     new: list[bool] = []
     for call, pick in enumerate(picks):
-        version = probe if call == probe_at and probe is not None else versions[pick]
+        if this_round is not None:
+            version = this_round[call]
+        else:
+            version = probe if call == probe_at and probe is not None else versions[pick]
         arena = side.arenas[(start + call) % len(side.arenas)]
         try:
             if call == 0:  # on a version of the pool, never the probe's (which must stay unseen)
@@ -196,7 +225,8 @@ def _one_round(
         side.judged.append((judged.stamps, judged.sample_ms))
     first = job.settings.discard_first
     side.rounds.append(tuple(samples[first:]))
-    side.round_versions.append(tuple(PROBE_VERSION if call == probe_at else pick for call, pick in enumerate(picks))[first:])
+    side.round_versions.append(tuple(
+        PROBE_VERSION if this_round is not None or call == probe_at else pick for call, pick in enumerate(picks))[first:])
     side.discarded.extend(samples[:first])
     side.memo_pairs.extend(_pairs(spans, new, first))
     return True

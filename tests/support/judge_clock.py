@@ -68,11 +68,12 @@ def make_suite(root: Path, cases: Mapping[str, tuple[str, Mapping[str, int]]], d
 
 
 def judge(root: Path, cases: Mapping[str, tuple[str, Mapping[str, int]]], defaults: Mapping[str, Any],
-          args: Sequence[str], *, cpu: bool = False, timeout: float = 900) -> Judged:
-    """Run the compare (``cpu``: with no GPU visible to it) and read what it wrote."""
+          args: Sequence[str], *, cpu: bool = False, timeout: float = 900, env: Mapping[str, str] | None = None) -> Judged:
+    """Run the compare (``cpu``: with no GPU visible to it; ``env``: more variables for it) and
+    read what it wrote."""
     repo = make_suite(root / "repo", cases, defaults)
     marks = Path(tempfile.mkdtemp(prefix="kbench-judge-clock-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
-    environment = {**os.environ, "KBENCH_JUDGE_CLOCK_MARKS": str(marks)}
+    environment = {**os.environ, **(env or {}), "KBENCH_JUDGE_CLOCK_MARKS": str(marks)}
     if cpu:
         environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"

@@ -1,0 +1,50 @@
+"""Contents of its own for every timed call (issue 38 item 3, where the reference is cheap): the
+heads that replay what they have seen, against an honest base, in one ``compare --isolation
+judge --device cpu`` whose judge may spend up to 10 s making a version (so the CPU's 512^3
+matmul qualifies; on a GPU the bound is 1 ms by default).
+
+Without it (tests/integration/gate/test_judge_clock_cpu.py) the replaying heads are caught by
+the probe in the rounds: ``incorrect``. With it no timed call meets contents twice, so their
+stores never answer one: they read as the honest kernel reads, ``ok`` and neither ``faster`` nor
+``fixed``. A pool version repeated into the timed calls would make them read faster instead
+(a copy against a matmul), or ``incorrect`` by the probe.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kbench_ci.judge.trials import PROBE_VERSION, fresh_each_call
+from tests.support.judge_clock import CONTROL, Judged, judge, table
+
+SHAPE = {"M": 512, "N": 512, "K": 512}
+DEFAULTS = {"correctness_trials": 2, "rounds": 8}
+HEADS = ("replay_seen", "replay_until_new", CONTROL)
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    root = tmp_path_factory.mktemp("judge-fresh")
+    result = judge(root, {head: (head, SHAPE) for head in HEADS}, DEFAULTS, ["--device", "cpu", "--threshold", "0.05"],
+                   cpu=True, env={"KBENCH_CI_JUDGE_FRESH_MS": "10000"})
+    print(f"\ncompare exited {result.completed.returncode}\n{table(result)}")
+    return result
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_every_timed_call_has_contents_of_its_own_and_a_replayer_reads_as_honest(judged: Judged, head: str) -> None:
+    case = judged.case(head)
+    for label in ("base", "head"):
+        variant = case[label]
+        assert variant["status"] == "ok", variant
+        assert "every timed call on contents of its own" in variant["fresh_inputs"], variant["fresh_inputs"]
+        versions = [version for round_ in variant["round_versions"] for version in round_]
+        assert len(versions) >= DEFAULTS["rounds"] * 10 and set(versions) == {PROBE_VERSION}, variant["round_versions"]
+    assert case["verdict"] not in ("faster", "fixed", "incorrect"), case
+
+
+def test_contents_of_their_own_need_a_cheap_version_and_memory_for_a_round_of_them() -> None:
+    assert fresh_each_call(0.4, affordable=12, calls_per_round=11, max_ms=1.0)
+    assert not fresh_each_call(1.5, affordable=12, calls_per_round=11, max_ms=1.0)  # too slow to make
+    assert not fresh_each_call(0.4, affordable=11, calls_per_round=11, max_ms=1.0)  # no room for the warm-ups' version
+    assert not fresh_each_call(0.0, affordable=100, calls_per_round=11, max_ms=0.0)  # turned off
