@@ -50,6 +50,7 @@ from kbench_ci.judge.trials import (
     fresh_each_call,
     judge_outside_clock,
     make_version,
+    settle_gpu,
     time_in_rounds,
     turn,
 )
@@ -219,6 +220,7 @@ class Judge:
 
     def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[Side]:
         sides: list[Side] = []
+        clock = self.clock(device) if job.settings.timing_method == "cuda_event" else None
         # Every worker this case needs starts now, together: each imports torch and creates its
         # CUDA context (seconds) while the others do; they load their code one at a time below.
         witness = _needs_witness(job)
@@ -265,6 +267,9 @@ class Judge:
             sides.append(Side(label, role, worker, result, template=dict(loaded.template), layers=layers,
                                layout=loaded.layout, scalars=dict(loaded.scalars), outputs=loaded.outputs,
                                inplace=loaded.inplace))
+            if clock is not None:  # what its load left on the GPU is its own, not the next side's
+                worker.pause()
+                settle_gpu(clock, sides[-1:])
         return sides
 
 
@@ -286,9 +291,15 @@ def _judge(
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
     handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job, sides))
+    if clock is not None:
+        # Every worker is paused; a side whose load failed may have left work running: waited
+        # for (it is no longer in the case to be judged for it).
+        for side in sides:
+            side.worker.pause()
+        settle_gpu(clock, [])
     for side in sides:
         if side.ok:
-            turn(sides, side)
+            turn(sides, side, handoff.clock)
             check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit)
     live = [side for side in sides if side.ok]
     if live:

@@ -92,6 +92,7 @@ class GpuClock:
         self._cycles_per_us = spin_rate(device)
         self.capacity = capacity
         self._stamps = torch.zeros(capacity * STAMPS_PER_CALL, dtype=torch.int64, device=device)
+        self._probe_stamp = torch.zeros(1, dtype=torch.int64, device=device)
         self._next = 0
         self._go_passed: torch.cuda.Event | None = None
 
@@ -106,6 +107,21 @@ class GpuClock:
             "launching the stamp kernel",
         )
         self._next += 1
+
+    def idle_latency_us(self) -> float:
+        """Host time (us) for one stamp kernel on the judge's idle stream to launch and finish:
+        tens of us where no other context keeps the GPU busy, up to a time slice more where one
+        does (kbench_ci.judge.quiet). The judge's own work is finished first."""
+        torch.cuda.synchronize(self.device)
+        address = ctypes.c_uint64(self._probe_stamp.data_ptr())
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(address))
+        began = time.perf_counter()
+        self.ops.check(
+            self.ops.lib.cuLaunchKernel(self._function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(self.stream.cuda_stream), params, None),
+            "launching the probe kernel",
+        )
+        self.stream.synchronize()
+        return (time.perf_counter() - began) * 1e6
 
     def hold(self, microseconds: float) -> None:
         """Enqueue on ``stream`` a spin of about ``microseconds``: the judge's and the side's

@@ -24,8 +24,10 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import UserFileError
+from kbench_ci.judge.clock import GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
+from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed
 from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs
@@ -51,7 +53,7 @@ from kbench_ci.stats import (
 
 __all__ = [
     "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "check_correctness", "fresh_each_call", "judge_outside_clock",
-    "make_version", "time_in_rounds", "turn",
+    "make_version", "settle_gpu", "time_in_rounds", "turn",
 ]
 
 #: versions of the timed contents (each with its expected outputs kept in the judge)
@@ -67,12 +69,33 @@ PROBE_VERSION = -1
 _NUMBERS = itertools.count(1)
 
 
-def turn(sides: list[Side], side: Side) -> None:
-    """``side`` has the device: every other side's worker (and what runs under it) is paused."""
+def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
+    """``side`` has the device: every other side's worker (and what runs under it) is paused.
+    With the judge's GPU clock, the turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
+    previous = [other for other in sides if other is not side and not other.worker.paused]
     for other in sides:
         if other is not side:
             other.worker.pause()
+    if clock is not None and previous:
+        settle_gpu(clock, previous)
     side.worker.resume()
+
+
+def settle_gpu(clock: GpuClock, ran: Sequence[Side]) -> None:
+    """Every worker paused, wait for the GPU to be quiet (kbench_ci.judge.quiet). Work still
+    running past the wait is the work of ``ran``, the side(s) whose workers ran since the GPU was
+    last found quiet: each still in the case is failed for it (``incorrect``; a baseline's is an
+    ``error``), and the next side's turn starts only once the GPU is quiet or the wait is over."""
+    found = wait_quiet(clock.idle_latency_us)
+    if found.quiet:
+        return
+    for side in ran:
+        if side.ok:
+            side.fail("incorrect" if side.role == "solution" else "error", (
+                f"GPU work of its own still ran after its turn ended: for {found.waited_s:.1f} s, with its worker stopped, the "
+                f"judge's probe kernel waited up to {found.slowest_us / 1e3:.1f} ms for the GPU, so the next side's calls would "
+                "have shared the GPU with it; end all of a call's work inside the call"
+            ))
 
 
 def make_version(maker: Maker, problem: Problem, device: torch.device) -> Version:
@@ -137,7 +160,7 @@ def time_in_rounds(
     started = time.perf_counter()
     for side in reversed(live):  # the full warm-up, in the reverse of round 0's order
         emit(Begin(side.label, "timing"))
-        turn(sides, side)
+        turn(sides, side, handoff.clock)
         try:
             _warm_up(side, side.arenas[0], versions[0], job.settings.num_warmup, handoff, device)
         except SideFailed as exc:
@@ -162,7 +185,7 @@ def time_in_rounds(
             for side in order:
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
-                turn(sides, side)
+                turn(sides, side, handoff.clock)
                 if not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff, picker,
                                   round_index, this_round):
                     live = [s for s in live if s is not side]

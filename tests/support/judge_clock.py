@@ -24,6 +24,8 @@ CHEATS = ("rebind_timer", "replay_seen", "replay_until_new", "skip_flush", "rhyt
 #: the honest kernel under another name, changed by a comment: the new checks must not cry wolf
 CONTROL = "honest_control"
 HEADS = (*CHEATS, CONTROL)
+#: cheats that need a GPU to play their trick (GPU work left running when a turn ends)
+GPU_CHEATS = ("linger",)
 #: modules the heads import (committed beside them in both trees)
 HELPERS = ("honest", "memo")
 #: what the judge's defence says of each cheat it names (issue 38 items 1 and 3)
@@ -91,7 +93,7 @@ def judge(root: Path, cases: Mapping[str, tuple[str, Mapping[str, int]]], defaul
     return Judged(completed, {case["kernel"]: case for case in results["cases"]}, fired)
 
 
-def _median_us(variant: Mapping[str, Any]) -> float:
+def median_us(variant: Mapping[str, Any]) -> float:
     samples = sorted(s for round_ in variant.get("rounds_ms") or () for s in round_)
     return samples[len(samples) // 2] * 1e3 if samples else float("nan")
 
@@ -105,8 +107,8 @@ def table(judged: Judged) -> str:
         ratio = case.get("ratio")
         change = f"{ratio - 1:+.1%}" if isinstance(ratio, (int, float)) else "-"
         lines.append(
-            f"{name:28s} {case['verdict']:12s} {change:>8s}  {base.get('status', '-'):4s} {_median_us(base):9.1f}"
-            f" {head.get('status', '-'):4s} {_median_us(head):9.1f} {str(head.get('message') or '')[:200]}"
+            f"{name:28s} {case['verdict']:12s} {change:>8s}  {base.get('status', '-'):4s} {median_us(base):9.1f}"
+            f" {head.get('status', '-'):4s} {median_us(head):9.1f} {str(head.get('message') or '')[:200]}"
         )
     lines.append("fired: " + ", ".join(f"{trick} x{count}+" for trick, count in sorted(judged.fired.items())))
     return "\n".join(lines)
