@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
-    "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays"]
+    "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "parents"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -163,13 +163,13 @@ def become_subreaper() -> bool:
     return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
-def children_of(pid: int) -> list[int]:
-    """Process ids whose parent is ``pid`` (read from /proc; empty where there is none)."""
-    found = []
+def parents() -> dict[int, int]:
+    """Every process's parent, by process id, from one read of /proc (empty where there is none)."""
+    found: dict[int, int] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return found
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -180,9 +180,15 @@ def children_of(pid: int) -> list[int]:
             continue
         # the command name (field 2) may hold spaces and parentheses: the fields after the last ")"
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            found.append(int(entry))
+        if len(fields) > 1:
+            found[int(entry)] = int(fields[1])
     return found
+
+
+def children_of(pid: int, tree: Mapping[int, int] | None = None) -> list[int]:
+    """Process ids whose parent is ``pid`` (in ``tree``, else read from /proc now)."""
+    tree = parents() if tree is None else tree
+    return [child for child, parent in tree.items() if parent == pid]
 
 
 def end_strays(keep: Collection[int] = ()) -> list[int]:
@@ -191,11 +197,12 @@ def end_strays(keep: Collection[int] = ()) -> list[int]:
     daemons it double-forked too). The ids it ended."""
     ended: list[int] = []
     for _ in range(8):  # a stray may fork while it is being ended: look again a few times
-        strays = [pid for pid in children_of(os.getpid()) if pid not in keep]
+        tree = parents()
+        strays = [pid for pid in children_of(os.getpid(), tree) if pid not in keep]
         if not strays:
             break
         for pid in strays:
-            for victim in [*descendants(pid), pid]:
+            for victim in [*descendants(pid, tree), pid]:
                 try:
                     os.kill(victim, signal.SIGKILL)
                 except OSError:
@@ -209,12 +216,17 @@ def end_strays(keep: Collection[int] = ()) -> list[int]:
     return ended
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` by the parent links in /proc (children first)."""
+def descendants(pid: int, tree: Mapping[int, int] | None = None) -> list[int]:
+    """Every process under ``pid`` by the parent links (``tree``, else one read of /proc now),
+    children first."""
+    tree = parents() if tree is None else tree
+    by_parent: dict[int, list[int]] = {}
+    for child, parent in tree.items():
+        by_parent.setdefault(parent, []).append(child)
     found: list[int] = []
     stack = [pid]
     while stack:
-        for child in children_of(stack.pop()):
+        for child in by_parent.get(stack.pop(), ()):
             found.append(child)
             stack.append(child)
     return found

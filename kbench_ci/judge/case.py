@@ -40,7 +40,7 @@ from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
-from kbench_ci.judge.sides import SideFailed, SideWorker
+from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays
 from kbench_ci.judge.state import Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
@@ -69,7 +69,6 @@ from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, M
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
-from kbench_ci.procgroup import end_strays
 from kbench_ci.results.model import Tolerance, VariantResult
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
@@ -130,12 +129,11 @@ class Judge:
             worker = self.workers[label] = SideWorker(label, device, self.scratch, self.environment, self.preload)
         return worker
 
-    def prestart(self, labels: Sequence[str], device: str, preload: Sequence[str]) -> None:
-        """Start the workers of ``labels`` now (a warm judge, while the parent builds)."""
+    def adopt(self, workers: Mapping[str, SideWorker], preload: Sequence[str]) -> None:
+        """Workers started before the judge imported torch (kbench_ci.judge.main), by label, and
+        the modules every worker imports as it starts."""
         self.preload = tuple(preload)
-        for label in labels:
-            if label:
-                self.worker(label, device)
+        self.workers.update(workers)
 
     def close(self) -> None:
         for worker in self.workers.values():
@@ -191,7 +189,7 @@ class Judge:
                     side.worker.send(EndRequest())
                 except SideFailed:
                     side.worker.stop()
-        end_strays(keep={worker.process.pid for worker in self.workers.values()})
+        end_side_strays()
 
     def _base_alone(
         self, sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,

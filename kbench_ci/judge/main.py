@@ -17,7 +17,7 @@ from typing import TextIO
 
 from kbench_ci.measure.lifeline import watch_lifeline
 from kbench_ci.measure.protocol import JobTicket
-from kbench_ci.procgroup import make_non_dumpable
+from kbench_ci.procgroup import become_subreaper, make_non_dumpable
 
 __all__ = ["main"]
 
@@ -44,8 +44,30 @@ def main(argv: Sequence[str]) -> int:
     # Not dumpable: a side's worker of the same user cannot read this process's memory or its
     # /proc/PID/fd (the events file) without CAP_SYS_PTRACE, which sides drop.
     make_non_dumpable()
+    # The orphans of every process under the judge come to it (a side's double-forked daemon),
+    # where the change of turn ends them (kbench_ci.judge.sides.end_side_strays).
+    become_subreaper()
+    # Its sides get the environment as it came; the judge itself compiles in process, so that
+    # no process of its own is a child for end_side_strays to mistake (TorchInductor's pool).
+    side_environment = dict(os.environ)
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     tickets: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     watch_lifeline(int(lifeline), tickets.put)
+    from kbench_ci.judge.sides import SideWorker  # noqa: PLC0415  (no torch)
+    from kbench_ci.scratch import make_scratch  # noqa: PLC0415
+    from kbench_ci.suite.settings import JUDGE_SIDES_ENV  # noqa: PLC0415
+
+    scratch = make_scratch("kbench-judge-")
+    early: dict[str, SideWorker] = {}
+    preload: tuple[str, ...] = ()
+    if warm and os.environ.get(JUDGE_SIDES_ENV):
+        # The side workers this command's cases need, started before the judge imports torch
+        # and while the parent still builds: each imports torch, creates its CUDA context and
+        # imports what its cases will, at the same time as the judge does.
+        warm_device, *rest = warm
+        preload = tuple(rest)
+        early = {label: SideWorker(label, warm_device, scratch, side_environment, preload)
+                 for label in os.environ[JUDGE_SIDES_ENV].split(",") if label}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
 
     from kbench_ci.errors import KbenchError  # noqa: PLC0415
@@ -63,16 +85,10 @@ def main(argv: Sequence[str]) -> int:
         encode_event,
     )
     from kbench_ci.results.schema import to_jsonable  # noqa: PLC0415
-    from kbench_ci.scratch import make_scratch  # noqa: PLC0415
-    from kbench_ci.suite.settings import JUDGE_SIDES_ENV  # noqa: PLC0415
 
     sys.dont_write_bytecode = True
-    judge = Judge(make_scratch("kbench-judge-"), os.environ)
-    if warm and os.environ.get(JUDGE_SIDES_ENV):
-        # The side workers this command's cases need, started while the parent still builds:
-        # each imports torch, creates its CUDA context and imports what its cases will.
-        warm_device, *preload = warm
-        judge.prestart(os.environ[JUDGE_SIDES_ENV].split(","), warm_device, preload)
+    judge = Judge(scratch, side_environment)
+    judge.adopt(early, preload)
     environment: dict[str, object] | None = None
     served = 0
     try:

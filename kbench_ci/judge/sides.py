@@ -32,10 +32,24 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants
+from kbench_ci.procgroup import descendants, end_strays, parents
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
+
+
+#: the process ids of this judge's side workers alive: every other child of the judge is a
+#: stray (:func:`end_side_strays`)
+_WORKERS: set[int] = set()
+
+
+def end_side_strays() -> list[int]:
+    """End every child of the judge that is not a side's worker, with what runs under it: a
+    process a side double-forked away (the judge is a child subreaper, so its orphans come here)
+    would otherwise run on while that side's worker is paused, in the other side's turn. The
+    judge starts no other process of its own that outlives a call (kbench_ci.judge.main keeps
+    TorchInductor's compile pool out of it). The ids it ended."""
+    return end_strays(keep=frozenset(_WORKERS))
 
 
 class SideFailed(Exception):
@@ -85,6 +99,7 @@ class SideWorker:
         self.channel = mine
         self._buffer = b""
         self._paused: list[int] = []
+        _WORKERS.add(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -92,25 +107,37 @@ class SideWorker:
     def pause(self) -> None:
         """SIGSTOP the worker and every process under it while another side has the turn: a
         thread still launching, or a child process of its own, must not reach the other side's
-        calls. (A process it double-forked away is re-parented to the judge, which ends it.)"""
-        self._paused = [self.process.pid, *descendants(self.process.pid)]
-        for pid in self._paused:
-            _signal(pid, signal.SIGSTOP)
-        # A signal is delivered, not obeyed, when kill() returns: the turn passes only once they
-        # have stopped (a process still running its last instructions is not paused yet).
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        waiting = list(self._paused)
-        while waiting and time.monotonic() < deadline:
-            waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
-            if waiting:
-                time.sleep(50e-6)
+        calls. (A process it double-forked away is re-parented to the judge, a child subreaper,
+        which ends it at the change of turn: :func:`end_side_strays`.)"""
+        if self._paused:  # stopped already: a stopped process forks nothing new
+            return
+        stopped: list[int] = []
+        # A process forked while the others were being stopped escaped the first look: look
+        # again until a look finds nothing new (each look is one read of /proc).
+        for _ in range(STOP_LOOKS):
+            found = [pid for pid in (self.process.pid, *descendants(self.process.pid, parents())) if pid not in stopped]
+            if not found:
+                break
+            for pid in found:
+                _signal(pid, signal.SIGSTOP)
+            stopped += found
+            # A signal is delivered, not obeyed, when kill() returns: the turn passes only once
+            # they have stopped (a process still running its last instructions is not paused yet).
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            waiting = list(found)
+            while waiting and time.monotonic() < deadline:
+                waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
+                if waiting:
+                    time.sleep(50e-6)
+        self._paused = stopped
 
     @property
     def paused(self) -> bool:
         return bool(self._paused)
 
     def resume(self) -> None:
-        for pid in [*self._paused, *descendants(self.process.pid)]:
+        # Only those it stopped: a stopped process forks nothing, so nothing new is stopped.
+        for pid in self._paused:
             _signal(pid, signal.SIGCONT)
         self._paused = []
 
@@ -166,6 +193,7 @@ class SideWorker:
         return f"{what}{how}" + (f": {tail}" if tail else "")
 
     def stop(self) -> None:
+        _WORKERS.discard(self.process.pid)
         self.resume()
         try:
             self.channel.close()
@@ -181,6 +209,8 @@ class SideWorker:
 
 #: seconds the judge waits for a paused side's processes to be stopped
 STOP_TIMEOUT_S = 0.5
+#: reads of /proc a pause may take to find every process under a worker
+STOP_LOOKS = 4
 
 
 def _state(pid: int) -> str | None:
@@ -211,4 +241,4 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-__all__ = ["Called", "Loaded", "SideFailed", "SideWorker", "side_folder_name"]
+__all__ = ["Called", "Loaded", "SideFailed", "SideWorker", "end_side_strays", "side_folder_name"]

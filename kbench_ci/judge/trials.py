@@ -28,7 +28,7 @@ from kbench_ci.judge.clock import GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
-from kbench_ci.judge.sides import SideFailed
+from kbench_ci.judge.sides import SideFailed, end_side_strays
 from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs
 from kbench_ci.measure.inputs import changed_inputs
@@ -70,12 +70,15 @@ _NUMBERS = itertools.count(1)
 
 
 def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
-    """``side`` has the device: every other side's worker (and what runs under it) is paused.
-    With the judge's GPU clock, the turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
+    """``side`` has the device: every other side's worker (and what runs under it) is paused,
+    and every process a side left outside its worker is ended. With the judge's GPU clock, the
+    turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
     previous = [other for other in sides if other is not side and not other.worker.paused]
     for other in sides:
         if other is not side:
             other.worker.pause()
+    # A process a side double-forked away is no longer under its worker, so no pause stops it.
+    end_side_strays()
     if clock is not None and previous:
         settle_gpu(clock, previous)
     side.worker.resume()

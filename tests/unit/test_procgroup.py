@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 from kbench_ci.procgroup import user_code_environment
 
 
@@ -15,3 +20,41 @@ def test_the_environment_for_user_code_drops_step_files_and_every_actions_variab
     assert user_code_environment(given) == {
         "PATH": "/usr/bin", "HOME": "/home/runner", "CUDA_VISIBLE_DEVICES": "0", "GITHUB_SHA": "abc",
     }
+
+
+def test_descendants_and_strays_from_one_read_of_proc() -> None:
+    """A shell whose child sleeps: both are found under the shell, from one read of /proc;
+    end_strays ends the shell and its child and keeps what it is told to keep. (In a process of
+    its own: end_strays ends every other child of the process that calls it.)"""
+    script = textwrap.dedent("""
+        import json, os, subprocess, time
+        from kbench_ci.procgroup import children_of, descendants, end_strays, parents
+
+        def zombie_or_gone(pid):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                return True
+            return stat[stat.rfind(b")") + 2:].split()[0] == b"Z"
+
+        kept = subprocess.Popen(["sleep", "30"])
+        tree = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+        deadline = time.monotonic() + 10
+        while not descendants(tree.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        snapshot = parents()
+        under = descendants(tree.pid, snapshot)
+        children = children_of(os.getpid(), snapshot)
+        ended = end_strays(keep={kept.pid})
+        print(json.dumps({"under": under, "under_parent": [snapshot[p] for p in under], "tree": tree.pid, "kept": kept.pid,
+                          "children": children, "ended": ended, "kept_alive": kept.poll() is None,
+                          "under_gone": all(zombie_or_gone(p) for p in under)}))
+        kept.kill()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    found = json.loads(done.stdout)
+    assert len(found["under"]) == 1 and found["under_parent"] == [found["tree"]]
+    assert {found["kept"], found["tree"]} <= set(found["children"])
+    assert found["tree"] in found["ended"] and found["kept"] not in found["ended"]
+    assert found["kept_alive"] and found["under_gone"]

@@ -25,7 +25,7 @@ from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, make_suite_repo, s
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "judge"
 CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox",
-          "daemon_spawn", "turn_probe", "hold_lock")
+          "daemon_spawn", "daemon_burn", "turn_probe", "hold_lock")
 #: cases whose base is not the honest matmul: the base is a probe or sensitive on purpose
 BASES = {"turn_probe": "turn_probe", "hold_lock": "lock_sensitive"}
 #: heads that do no work of their own: only a harness that lets them reach the checks, the
@@ -65,6 +65,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     marks = Path(tempfile.mkdtemp(prefix="kbench-judge-test-", dir="/dev/shm"))
     environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv),
                    "KBENCH_JUDGE_TEST_DAEMON": str(marks / "daemon"), "KBENCH_JUDGE_TEST_TURNS": str(marks / "turns"),
+                   "KBENCH_JUDGE_TEST_BURNS": str(marks / "burns"),
                    "KBENCH_JUDGE_TEST_LOCK": str(marks / "lock"), "KBENCH_CI_JUDGE_OPEN_LOG": str(marks / "judge-opened")}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"
@@ -175,6 +176,22 @@ def test_no_process_a_head_started_outlives_the_command(judged: dict[str, object
         except OSError:
             continue  # gone
         assert state == b"Z", f"daemon {pid} is still running (state {state!r})"
+
+
+def test_a_daemon_a_head_double_forked_is_ended_before_the_other_side_is_timed(judged: dict[str, object]) -> None:
+    """``daemon_burn``'s orphan burns every core whenever its worker is stopped. Pausing the
+    worker does not stop an orphan; the judge (a child subreaper, so the orphan is its child)
+    ends it at the first change of turn. Without that each daemon (one per measurement of the
+    case: each loads the head afresh) burns in every one of the base's turns, at least the 4
+    rounds; with it, at most once, cut short, as the first turn changes."""
+    marks = judged["marks"]
+    assert isinstance(marks, Path)
+    burns = {path.name: len(path.read_text().splitlines()) for path in marks.glob("burns.*")}
+    case = _case(judged, "daemon_burn")
+    print(f"daemon_burn: burns by daemon {burns}; verdict {case['verdict']} {case.get('ratio')}")
+    assert all(count <= 1 for count in burns.values()), burns
+    assert _variant(case, "base")["status"] == "ok" and _variant(case, "head")["status"] == "ok"
+    assert case["verdict"] not in ("faster", "fixed")
 
 
 def test_while_a_side_has_the_turn_every_other_side_is_stopped(judged: dict[str, object]) -> None:
