@@ -40,7 +40,7 @@ from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
-from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays
+from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays, hold_all_but
 from kbench_ci.judge.state import Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
@@ -90,6 +90,8 @@ class Judge:
         self._clocks: dict[str, GpuClock | None] = {}
         #: the event overhead (ms) the judge calibrated, by device: one for every side and case
         self._overheads: dict[str, float] = {}
+        #: why the event overhead could not be calibrated, where it could not (the report says so)
+        self.overhead_refused: str | None = None
         #: why the GPU clock could not be had, where it could not (the report says so)
         self.clock_refused: str | None = None
 
@@ -105,20 +107,25 @@ class Judge:
                 self._clocks[key], self.clock_refused = None, str(exc)
         return self._clocks[key]
 
-    def event_overhead_ms(self, device: torch.device, job: CaseJob, sides: Sequence[Side]) -> float:
+    def event_overhead_ms(self, device: torch.device, job: CaseJob) -> float:
         """The GPU's own cost of a CUDA event pair around a launch, subtracted from every side's
-        samples (0 where the timer is not CUDA events). Calibrated once per device, in the
-        judge's process (trusted; no side's worker runs meanwhile), the in-process worker's
-        way (:meth:`CudaEventTimer.calibrate_overhead`). One figure for all sides, so its noise
+        samples (0 where the timer is not CUDA events). One figure for all sides, so its noise
         cannot set one side's process apart from another's: each side calibrating its own made a
-        5 us kernel's two processes read several percent apart (docs/statistics.md)."""
+        5 us kernel's two sides read several percent apart (docs/statistics.md). The parent's
+        figure where it has one (the judge's own, from an earlier case of the run: the judge is
+        the only writer of its events), else calibrated here, in the judge's process, the
+        in-process worker's way (:meth:`CudaEventTimer.calibrate_overhead`) before the run's
+        first case loads any side's code, so no side's GPU work is in it."""
         if device.type != "cuda" or job.settings.timing_method != "cuda_event":
             return 0.0
         key = str(device)
+        if job.event_overhead_ms is not None:
+            self._overheads.setdefault(key, job.event_overhead_ms)
         if key not in self._overheads:
-            for side in sides:
-                side.worker.pause()
-            self._overheads[key] = CudaEventTimer(device, flush_l2=job.settings.flush_l2).calibrate_overhead()
+            try:
+                self._overheads[key] = CudaEventTimer(device, flush_l2=job.settings.flush_l2).calibrate_overhead()
+            except RuntimeError as exc:  # out of memory for the flush, a lost context: uncorrected, and said
+                self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
         return self._overheads[key]
 
     def worker(self, label: str, device: str) -> SideWorker:
@@ -154,9 +161,9 @@ class Judge:
             maker, maker_source = trusted_maker(job, problem, device)
         except NoTrustedSetup:
             maker, maker_source = None, ""
+        overhead_ms = self.event_overhead_ms(device, job)  # before any side's code of the case loads
         sides = self._load(job, problem, device, emit)
         description = "judged apart: nothing was timed (the case's inputs could not be made)"
-        overhead_ms = self.event_overhead_ms(device, job, sides) if sides else None
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
@@ -265,9 +272,11 @@ class Judge:
             sides.append(Side(label, role, worker, result, template=dict(loaded.template), layers=layers,
                                layout=loaded.layout, scalars=dict(loaded.scalars), outputs=loaded.outputs,
                                inplace=loaded.inplace))
-            if clock is not None:  # what its load left on the GPU is its own, not the next side's
-                worker.pause()
-                settle_gpu(clock, sides[-1:])
+        # Nothing a side's load started runs on: every worker paused, every stray ended, and (on
+        # a GPU) the GPU quiet before anything is timed.
+        hold_all_but(None)
+        if clock is not None:
+            settle_gpu(clock, sides)
         return sides
 
 
@@ -288,16 +297,11 @@ def _judge(
     placements = _lend(sides, template, device)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
-    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job, sides))
-    if clock is not None:
-        # Every worker is paused; a side whose load failed may have left work running: waited
-        # for (it is no longer in the case to be judged for it).
-        for side in sides:
-            side.worker.pause()
-        settle_gpu(clock, [])
+    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job))
     for side in sides:
         if side.ok:
             turn(sides, side, handoff.clock)
+        if side.ok:
             check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit)
     live = [side for side in sides if side.ok]
     if live:
@@ -345,6 +349,8 @@ def _judge(
     if handoff.event_overhead_ms:
         overhead = (f", less the event pair's own cost ({handoff.event_overhead_ms * 1e3:.2f} us, calibrated once by the judge "
                     "against CUPTI and the same for every side)")
+    elif judge.overhead_refused:
+        overhead = f", uncorrected for the event pair's own cost (its calibration failed: {judge.overhead_refused})"
     else:
         overhead = ""
     if clock is not None:

@@ -66,8 +66,8 @@ def main(argv: Sequence[str]) -> int:
         # imports what its cases will, at the same time as the judge does.
         warm_device, *rest = warm
         preload = tuple(rest)
-        early = {label: SideWorker(label, warm_device, scratch, side_environment, preload)
-                 for label in os.environ[JUDGE_SIDES_ENV].split(",") if label}
+        labels = dict.fromkeys(label for label in os.environ[JUDGE_SIDES_ENV].split(",") if label)
+        early = {label: SideWorker(label, warm_device, scratch, side_environment, preload) for label in labels}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
 
     from kbench_ci.errors import KbenchError  # noqa: PLC0415

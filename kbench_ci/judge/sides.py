@@ -38,9 +38,9 @@ from kbench_ci.procgroup import descendants, end_strays, parents
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
 
 
-#: the process ids of this judge's side workers alive: every other child of the judge is a
-#: stray (:func:`end_side_strays`)
-_WORKERS: set[int] = set()
+#: this judge's side workers, by process id: every other child of the judge is a stray
+#: (:func:`end_side_strays`)
+_WORKERS: dict[int, SideWorker] = {}
 
 
 def end_side_strays() -> list[int]:
@@ -50,6 +50,49 @@ def end_side_strays() -> list[int]:
     judge starts no other process of its own that outlives a call (kbench_ci.judge.main keeps
     TorchInductor's compile pool out of it). The ids it ended."""
     return end_strays(keep=frozenset(_WORKERS))
+
+
+def hold_all_but(current: SideWorker | None) -> None:
+    """Every worker of this judge but ``current`` stopped with everything under it (a worker
+    whose load failed and a worker kept warm for other cases alike), every stray ended, and then
+    the stop done again: a stray may have continued a stopped worker (``SIGCONT``, from inside
+    that side's sandbox) before it was ended."""
+    for pid in [pid for pid, worker in _WORKERS.items() if not worker.alive()]:
+        del _WORKERS[pid]
+    others = [worker for worker in _WORKERS.values() if worker is not current]
+    _stop(others)
+    end_side_strays()
+    _stop(others, again=True)
+
+
+def _stop(workers: Sequence[SideWorker], *, again: bool = False) -> None:
+    """SIGSTOP each of ``workers`` and every process under it, and wait until they have stopped.
+    A process forked while the others were being stopped escaped the look that found them:
+    look again (one read of /proc a look) until a look finds nothing new. ``again``: stop even
+    what each worker holds stopped already, and wait for it."""
+    for worker in workers:
+        if again:
+            worker._paused = []
+    for _ in range(STOP_LOOKS):
+        tree = parents()
+        found: list[int] = []
+        for worker in workers:
+            held = set(worker._paused)
+            mine = [pid for pid in (worker.process.pid, *descendants(worker.process.pid, tree)) if pid not in held]
+            worker._paused += mine
+            found += mine
+        if not found:
+            return
+        for pid in found:
+            _signal(pid, signal.SIGSTOP)
+        # A signal is delivered, not obeyed, when kill() returns: the turn passes only once they
+        # have stopped (a process still running its last instructions is not paused yet).
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        waiting = found
+        while waiting and time.monotonic() < deadline:
+            waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
+            if waiting:
+                time.sleep(50e-6)
 
 
 class SideFailed(Exception):
@@ -99,7 +142,7 @@ class SideWorker:
         self.channel = mine
         self._buffer = b""
         self._paused: list[int] = []
-        _WORKERS.add(self.process.pid)
+        _WORKERS[self.process.pid] = self
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -109,27 +152,7 @@ class SideWorker:
         thread still launching, or a child process of its own, must not reach the other side's
         calls. (A process it double-forked away is re-parented to the judge, a child subreaper,
         which ends it at the change of turn: :func:`end_side_strays`.)"""
-        if self._paused:  # stopped already: a stopped process forks nothing new
-            return
-        stopped: list[int] = []
-        # A process forked while the others were being stopped escaped the first look: look
-        # again until a look finds nothing new (each look is one read of /proc).
-        for _ in range(STOP_LOOKS):
-            found = [pid for pid in (self.process.pid, *descendants(self.process.pid, parents())) if pid not in stopped]
-            if not found:
-                break
-            for pid in found:
-                _signal(pid, signal.SIGSTOP)
-            stopped += found
-            # A signal is delivered, not obeyed, when kill() returns: the turn passes only once
-            # they have stopped (a process still running its last instructions is not paused yet).
-            deadline = time.monotonic() + STOP_TIMEOUT_S
-            waiting = list(found)
-            while waiting and time.monotonic() < deadline:
-                waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
-                if waiting:
-                    time.sleep(50e-6)
-        self._paused = stopped
+        _stop([self], again=True)
 
     @property
     def paused(self) -> bool:
@@ -183,6 +206,7 @@ class SideWorker:
         return line
 
     def _death(self, what: str) -> str:
+        _WORKERS.pop(self.process.pid, None)
         try:
             code = self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -193,7 +217,7 @@ class SideWorker:
         return f"{what}{how}" + (f": {tail}" if tail else "")
 
     def stop(self) -> None:
-        _WORKERS.discard(self.process.pid)
+        _WORKERS.pop(self.process.pid, None)
         self.resume()
         try:
             self.channel.close()
@@ -241,4 +265,4 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-__all__ = ["Called", "Loaded", "SideFailed", "SideWorker", "end_side_strays", "side_folder_name"]
+__all__ = ["Called", "Loaded", "SideFailed", "SideWorker", "end_side_strays", "hold_all_but", "side_folder_name"]

@@ -24,11 +24,11 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import UserFileError
-from kbench_ci.judge.clock import GpuClock
+from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
-from kbench_ci.judge.sides import SideFailed, end_side_strays
+from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs
 from kbench_ci.measure.inputs import changed_inputs
@@ -70,34 +70,35 @@ _NUMBERS = itertools.count(1)
 
 
 def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
-    """``side`` has the device: every other side's worker (and what runs under it) is paused,
-    and every process a side left outside its worker is ended. With the judge's GPU clock, the
-    turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
-    previous = [other for other in sides if other is not side and not other.worker.paused]
-    for other in sides:
-        if other is not side:
-            other.worker.pause()
-    # A process a side double-forked away is no longer under its worker, so no pause stops it.
-    end_side_strays()
-    if clock is not None and previous:
-        settle_gpu(clock, previous)
+    """``side`` has the device: every other worker of the judge (and what runs under it) is
+    paused, and every process a side left outside its worker is ended. With the judge's GPU
+    clock, the turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
+    hold_all_but(side.worker)
+    if clock is not None:
+        # Every turn, not only where another side just ran: a worker resumed between turns (a
+        # solution's own setup() making the judge's inputs) may have left work too.
+        settle_gpu(clock, sides)
     side.worker.resume()
 
 
-def settle_gpu(clock: GpuClock, ran: Sequence[Side]) -> None:
-    """Every worker paused, wait for the GPU to be quiet (kbench_ci.judge.quiet). Work still
-    running past the wait is the work of ``ran``, the side(s) whose workers ran since the GPU was
-    last found quiet: each still in the case is failed for it (``incorrect``; a baseline's is an
-    ``error``), and the next side's turn starts only once the GPU is quiet or the wait is over."""
-    found = wait_quiet(clock.idle_latency_us)
+def settle_gpu(clock: GpuClock, sides: Sequence[Side]) -> None:
+    """Every worker paused and every stray ended: wait for the GPU to be quiet
+    (kbench_ci.judge.quiet). Work still running past the wait cannot be told apart from another
+    process's on the same GPU, so no side is blamed for it: every side still in the case is an
+    ``error`` of the run (not comparable), never ``incorrect``, and no longer timed. Where the
+    judge's probe itself fails, nothing is waited for."""
+    try:
+        found = wait_quiet(clock.idle_latency_us)
+    except (ClockUnavailable, RuntimeError):
+        return
     if found.quiet:
         return
-    for side in ran:
+    for side in sides:
         if side.ok:
-            side.fail("incorrect" if side.role == "solution" else "error", (
-                f"GPU work of its own still ran after its turn ended: for {found.waited_s:.1f} s, with its worker stopped, the "
-                f"judge's probe kernel waited up to {found.slowest_us / 1e3:.1f} ms for the GPU, so the next side's calls would "
-                "have shared the GPU with it; end all of a call's work inside the call"
+            side.fail("error", (
+                f"the GPU stayed busy with every side's worker stopped: for {found.waited_s:.1f} s the judge's probe kernel "
+                f"waited up to {found.slowest_us / 1e3:.1f} ms for it, so no side's calls could be timed alone. Another process "
+                "used this GPU, or a side left GPU work running after its turn; not comparable: run on a GPU no other job uses"
             ))
 
 
@@ -164,6 +165,8 @@ def time_in_rounds(
     for side in reversed(live):  # the full warm-up, in the reverse of round 0's order
         emit(Begin(side.label, "timing"))
         turn(sides, side, handoff.clock)
+        if not side.ok:
+            continue
         try:
             _warm_up(side, side.arenas[0], versions[0], job.settings.num_warmup, handoff, device)
         except SideFailed as exc:
@@ -179,6 +182,7 @@ def time_in_rounds(
             # the GPU's idle while the judge makes it falls on no one's call).
             if fresh:
                 probe_at, probe = None, None
+                this_round = None  # the last round's versions go before this round's are made
                 this_round = [make_version(maker, problem, device) for _ in range(calls_per_round)]
             else:
                 probe_at = picker.choice(kept) if kept else None
@@ -189,9 +193,10 @@ def time_in_rounds(
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
                 turn(sides, side, handoff.clock)
-                if not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff, picker,
-                                  round_index, this_round):
+                if not side.ok or not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff,
+                                                 picker, round_index, this_round):
                     live = [s for s in live if s is not side]
+            live = [s for s in live if s.ok]
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
             break

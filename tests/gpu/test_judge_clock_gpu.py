@@ -74,9 +74,11 @@ def test_in_one_process_the_clock_lies_read_faster(in_one_process: Judged) -> No
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_base_beside_a_lingering_head_reads_as_it_does_beside_the_honest_one(judged: Judged, size: str) -> None:
-    """The judge waits for a quiet GPU at every change of turn: the spin the ``linger`` head
-    leaves running must not land in the base's calls (the same base worker times both cases)."""
+    """The judge waits for a quiet GPU at every change of turn: the 50 ms spin the ``linger``
+    head leaves running must not land in the base's calls (the same base worker times both
+    cases). Sharing the GPU with the spin would multiply a base call's time; 10% leaves room for
+    two cases' placements of a 5 us kernel."""
     beside = median_us(judged.case(f"linger_{size}")["base"])
     control = median_us(judged.case(f"{CONTROL}_{size}")["base"])
     print(f"{size}: base beside linger {beside:.2f} us, beside the honest head {control:.2f} us ({beside / control - 1:+.2%})")
-    assert abs(beside / control - 1) < 0.03
+    assert abs(beside / control - 1) < 0.10

@@ -27,7 +27,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "judge"
 CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox",
           "daemon_spawn", "daemon_burn", "turn_probe", "hold_lock")
 #: cases whose base is not the honest matmul: the base is a probe or sensitive on purpose
-BASES = {"turn_probe": "turn_probe", "hold_lock": "lock_sensitive"}
+BASES = {"turn_probe": "turn_probe", "daemon_burn": "turn_probe", "hold_lock": "lock_sensitive"}
 #: heads that do no work of their own: only a harness that lets them reach the checks, the
 #: expected outputs or the results channel would pass them
 NO_WORK = ("rebind_checks", "gc_answers", "forge_results")

@@ -1,6 +1,7 @@
 """The judge's wait for a quiet GPU at a change of turn (kbench_ci.judge.quiet, trials.turn):
-the probe logic on made-up probe times, and whom it blames, with workers and a clock made up
-here (the GPU's side of it: tests/gpu/test_judge_clock_gpu.py's ``linger`` head)."""
+the probe logic on made-up probe times, and what a GPU that stays busy does to the case, with
+workers and a clock made up here (the GPU's side of it: tests/gpu/test_judge_clock_gpu.py's
+``linger`` head)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from kbench_ci.judge import quiet
+from kbench_ci.judge import quiet, trials
 from kbench_ci.judge.clock import GpuClock
 from kbench_ci.judge.sides import SideWorker
 from kbench_ci.judge.state import Side
@@ -73,20 +74,46 @@ class _Clock:
         return self.latency_us
 
 
-def test_the_side_whose_turn_ended_is_blamed_for_a_gpu_still_busy_and_no_one_else(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def sides(monkeypatch: pytest.MonkeyPatch) -> list[Side]:
+    """Three sides whose workers the judge's hold pauses (made up: the real one stops processes
+    and ends the judge's other children, here pytest's)."""
+    made = [_side("base", paused=True), _side("head", paused=False), _side("torch", paused=True, role="baseline")]
+
+    def hold_all_but(current: object) -> None:
+        for side in made:
+            if side.worker is not current:
+                side.worker.pause()
+
+    monkeypatch.setattr(trials, "hold_all_but", hold_all_but)
+    return made
+
+
+def test_a_gpu_still_busy_at_a_change_of_turn_makes_every_side_an_error_and_none_incorrect(
+    monkeypatch: pytest.MonkeyPatch, sides: list[Side],
+) -> None:
+    """Busy work cannot be told from another process's on the same GPU: nobody is blamed as a
+    cheat, the case is not comparable."""
     monkeypatch.setattr(quiet, "QUIET_TIMEOUT_S", 0.02)
-    head, base, baseline = _side("head", paused=False), _side("base", paused=True), _side("torch", paused=True, role="baseline")
-    turn([base, head, baseline], base, cast(GpuClock, _Clock(latency_us=5000.0)))
-    assert head.result.status == "incorrect"
-    assert (head.result.message or "").startswith("GPU work of its own still ran after its turn ended")
-    assert base.ok and baseline.ok
+    base, head, baseline = sides
+    turn(sides, base, cast(GpuClock, _Clock(latency_us=5000.0)))
+    for side in sides:
+        assert side.result.status == "error", side.result
+        assert (side.result.message or "").startswith("the GPU stayed busy with every side's worker stopped")
     assert not base.worker.paused and head.worker.paused and baseline.worker.paused
 
 
-def test_a_quiet_gpu_passes_the_turn_and_a_turn_kept_by_the_same_side_is_not_probed() -> None:
-    head, base = _side("head", paused=False), _side("base", paused=True)
+def test_a_quiet_gpu_passes_the_turn_and_every_turn_is_probed(sides: list[Side]) -> None:
+    base, head, _ = sides
     clock = _Clock(latency_us=40.0)
-    turn([base, head], base, cast(GpuClock, clock))
-    assert head.ok and base.ok and clock.probes == 3
-    turn([base, head], base, cast(GpuClock, clock))  # base again: nobody else ran
-    assert clock.probes == 3
+    turn(sides, base, cast(GpuClock, clock))
+    assert all(side.ok for side in sides) and clock.probes == 3
+    turn(sides, head, cast(GpuClock, clock))
+    assert all(side.ok for side in sides) and clock.probes == 6
+    assert base.worker.paused and not head.worker.paused
+
+
+def test_without_a_gpu_clock_nothing_is_probed(sides: list[Side]) -> None:
+    base, head, _ = sides
+    turn(sides, base, None)
+    assert all(side.ok for side in sides) and head.worker.paused and not base.worker.paused
