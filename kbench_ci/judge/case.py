@@ -92,6 +92,8 @@ class Judge:
         self._overheads: dict[str, float] = {}
         #: why the event overhead could not be calibrated, where it could not (the report says so)
         self.overhead_refused: str | None = None
+        #: whether any side's code has been loaded in this judge's workers
+        self._loaded_code = False
         #: why the GPU clock could not be had, where it could not (the report says so)
         self.clock_refused: str | None = None
 
@@ -122,6 +124,10 @@ class Judge:
         if job.event_overhead_ms is not None:
             self._overheads.setdefault(key, job.event_overhead_ms)
         if key not in self._overheads:
+            if self._loaded_code:
+                # Sides' code has run in this judge's workers (a run whose first cases were not
+                # timed with events): nothing of theirs may run while the judge calibrates.
+                hold_all_but(None)
             try:
                 self._overheads[key] = CudaEventTimer(device, flush_l2=job.settings.flush_l2).calibrate_overhead()
             except RuntimeError as exc:  # out of memory for the flush, a lost context: uncorrected, and said
@@ -225,6 +231,7 @@ class Judge:
 
     def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[Side]:
         sides: list[Side] = []
+        self._loaded_code = True
         clock = self.clock(device) if job.settings.timing_method == "cuda_event" else None
         # Every worker this case needs starts now, together: each imports torch and creates its
         # CUDA context (seconds) while the others do; they load their code one at a time below.
