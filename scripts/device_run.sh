@@ -58,6 +58,7 @@ part_command() {
     probe) echo "python3 scripts/probes/calibration_probe.py" ;;
     meta) echo "python3 scripts/probes/kineto_metadata_probe.py" ;;
     install) echo "bash scripts/action_install_time.sh" ;;
+    judge-quiet) echo "python3 -m pytest tests/gpu/test_judge_quiet_gpu.py -q -rA -s -p no:cacheprovider" ;;
     overheadspread) echo "python3 scripts/probes/side_overhead_spread.py --processes 8; python3 scripts/probes/side_overhead_spread.py --processes 4 --flush" ;;
     processbias) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 2 --rounds 40 --repeats 3" ;;
     clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
