@@ -30,7 +30,8 @@ class VariantResult:
     rounds_ms: tuple[tuple[float, ...], ...] = ()
     #: which version of the inputs each sample's call was given (an index into the timed set's
     #: versions, 0 the original contents; base and head of a compare share one set and one order
-    #: per round), so a time that depends on the version can be seen in the raw data; () where not kept
+    #: per round), so a time that depends on the version can be seen in the raw data; () where not kept;
+    #: -1 (``--isolation judge``) a version made for that round alone (its probe, or every call's)
     round_versions: tuple[tuple[int, ...], ...] = ()
     #: the samples dropped as the first of each round (kept, never used in statistics)
     discarded_ms: tuple[float, ...] = ()
