@@ -6,7 +6,8 @@ side time one call, and checks the outputs its clock's snapshot holds. Where a v
 to make (:func:`fresh_each_call`), every timed call has one made for its round alone and no
 cache of contents can hit; elsewhere every round gives each side, at a random position among the
 calls it keeps, a version made for that round alone: the rounds' own samples then say whether a
-side is faster on contents it has seen (:func:`judge_outside_clock`). While one side has the turn, every other side's worker is paused
+side is faster on contents it has seen (:func:`judge_outside_clock`). While one side has the
+turn, every other worker is paused and, on a GPU, the turn passes only once the GPU is quiet
 (:func:`turn`).
 """
 
@@ -177,9 +178,10 @@ def time_in_rounds(
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
             picks = [picker.randrange(len(versions)) for _ in range(calls_per_round)]
-            # The round's probe: a version made for this round alone, at a random position
-            # among the calls kept, so that no side has seen it (made before any side's turn:
-            # the GPU's idle while the judge makes it falls on no one's call).
+            # The round's versions made for it alone (every call's, where they are cheap; else a
+            # probe at a random position among the calls kept), so that no side has seen them:
+            # made before any side's turn, the GPU's idle while the judge makes them falls on no
+            # one's call.
             if fresh:
                 probe_at, probe = None, None
                 this_round = None  # the last round's versions go before this round's are made
