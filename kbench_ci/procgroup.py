@@ -15,7 +15,8 @@ from contextlib import contextmanager
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
-    "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "parents"]
+    "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "end_strays_seen",
+    "parents"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -173,13 +174,17 @@ def parents() -> dict[int, int]:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
+        try:  # os.open/os.read: a third less time than open() (the judge reads /proc at every turn)
+            handle = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
+            try:
+                stat = os.read(handle, 4096)
+            finally:
+                os.close(handle)
         except OSError:
             continue
         # the command name (field 2) may hold spaces and parentheses: the fields after the last ")"
-        fields = stat[stat.rfind(b")") + 2:].split()
+        end = stat.rfind(b")")
+        fields = stat[end + 2 : end + 64].split(None, 2)
         if len(fields) > 1:
             found[int(entry)] = int(fields[1])
     return found
@@ -195,7 +200,14 @@ def end_strays(keep: Collection[int] = ()) -> list[int]:
     """SIGKILL every child of this process not in ``keep``, and each one's own descendants,
     then reap them: the processes user code left behind (with :func:`become_subreaper`, the
     daemons it double-forked too). The ids it ended."""
+    return end_strays_seen(keep)[0]
+
+
+def end_strays_seen(keep: Collection[int] = ()) -> tuple[list[int], dict[int, int]]:
+    """:func:`end_strays`, and the last read of /proc it made (:func:`parents`' form), in which
+    no stray was left."""
     ended: list[int] = []
+    tree: dict[int, int] = {}
     for _ in range(8):  # a stray may fork while it is being ended: look again a few times
         tree = parents()
         strays = [pid for pid in children_of(os.getpid(), tree) if pid not in keep]
@@ -213,7 +225,7 @@ def end_strays(keep: Collection[int] = ()) -> list[int]:
                 os.waitpid(pid, 0)
             except OSError:
                 pass
-    return ended
+    return ended, tree
 
 
 def descendants(pid: int, tree: Mapping[int, int] | None = None) -> list[int]:

@@ -32,7 +32,7 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants, end_strays, parents
+from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, parents
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
@@ -61,28 +61,32 @@ def hold_all_but(current: SideWorker | None) -> None:
         del _WORKERS[pid]
     others = [worker for worker in _WORKERS.values() if worker is not current]
     _stop(others)
-    end_side_strays()
-    _stop(others, again=True)
+    _, tree = end_strays_seen(keep=frozenset(_WORKERS))
+    _stop(others, again=True, tree=tree)
 
 
-def _stop(workers: Sequence[SideWorker], *, again: bool = False) -> None:
+def _stop(workers: Sequence[SideWorker], *, again: bool = False, tree: Mapping[int, int] | None = None) -> None:
     """SIGSTOP each of ``workers`` and every process under it, and wait until they have stopped.
     A process forked while the others were being stopped escaped the look that found them:
-    look again (one read of /proc a look) until a look finds nothing new. ``again``: stop even
-    what each worker holds stopped already, and wait for it."""
+    look again (one read of /proc a look; ``tree``, a read just made, serves as the first) until
+    a look finds nothing new, or found only processes stopped already (they fork nothing).
+    ``again``: stop even what each worker holds stopped already, and wait for it."""
     for worker in workers:
         if again:
             worker._paused = []
     for _ in range(STOP_LOOKS):
-        tree = parents()
+        tree = parents() if tree is None else tree
         found: list[int] = []
         for worker in workers:
             held = set(worker._paused)
             mine = [pid for pid in (worker.process.pid, *descendants(worker.process.pid, tree)) if pid not in held]
             worker._paused += mine
             found += mine
+        tree = None
         if not found:
             return
+        # Read before the signal: a process not stopped then may fork before the signal lands.
+        running = [pid for pid in found if _state(pid) not in ("T", "t", "Z", "X", None)]
         for pid in found:
             _signal(pid, signal.SIGSTOP)
         # A signal is delivered, not obeyed, when kill() returns: the turn passes only once they
@@ -93,6 +97,8 @@ def _stop(workers: Sequence[SideWorker], *, again: bool = False) -> None:
             waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
             if waiting:
                 time.sleep(50e-6)
+        if not running:
+            return
 
 
 class SideFailed(Exception):
