@@ -16,7 +16,7 @@ from contextlib import contextmanager
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
     "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "end_strays_seen",
-    "parents"]
+    "parents", "state"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -164,6 +164,29 @@ def become_subreaper() -> bool:
     return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The first fields of /proc/PID/stat after the command name (state, parent, ...), None
+    where the process is gone. The name (field 2) may hold spaces and parentheses: the fields
+    are those after the last ")". Read with os.open/os.read: a third less time than open() (the
+    judge reads /proc at every turn)."""
+    try:
+        handle = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            stat = os.read(handle, 4096)
+        finally:
+            os.close(handle)
+    except OSError:
+        return None
+    end = stat.rfind(b")")
+    return stat[end + 2 : end + 64].split(None, 2)
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (``R``, ``S``, ``T`` ...), None where it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else None
+
+
 def parents() -> dict[int, int]:
     """Every process's parent, by process id, from one read of /proc (empty where there is none)."""
     found: dict[int, int] = {}
@@ -172,21 +195,10 @@ def parents() -> dict[int, int]:
     except OSError:
         return found
     for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:  # os.open/os.read: a third less time than open() (the judge reads /proc at every turn)
-            handle = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
-            try:
-                stat = os.read(handle, 4096)
-            finally:
-                os.close(handle)
-        except OSError:
-            continue
-        # the command name (field 2) may hold spaces and parentheses: the fields after the last ")"
-        end = stat.rfind(b")")
-        fields = stat[end + 2 : end + 64].split(None, 2)
-        if len(fields) > 1:
-            found[int(entry)] = int(fields[1])
+        if entry.isdigit():
+            fields = _stat_fields(entry)
+            if fields is not None and len(fields) > 1:
+                found[int(entry)] = int(fields[1])
     return found
 
 

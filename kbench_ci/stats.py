@@ -1028,11 +1028,11 @@ class ClockTail:
 
 
 def clock_tail(side: Sequence[float], reference: Sequence[float], *, floor_us: float) -> ClockTail:
-    threshold = float(np.quantile(_as_samples(reference, "reference"), 0.99)) + floor_us
+    theirs = _as_samples(reference, "reference")
+    threshold = float(np.quantile(theirs, 0.99)) + floor_us
     return ClockTail(
         calls_beyond=int(np.sum(_as_samples(side, "side") > threshold)), calls=len(side),
-        reference_beyond=int(np.sum(_as_samples(reference, "reference") > threshold)), reference_calls=len(reference),
-        threshold_us=threshold,
+        reference_beyond=int(np.sum(theirs > threshold)), reference_calls=len(theirs), threshold_us=threshold,
     )
 
 

@@ -100,26 +100,25 @@ class GpuClock:
         """Enqueue the next stamp of the current call on ``stream``."""
         if self._next >= self._stamps.numel():
             raise ClockUnavailable("more calls stamped than the clock holds between reads")
-        address = ctypes.c_uint64(self._stamps.data_ptr() + 8 * self._next)
-        params = (ctypes.c_void_p * 1)(ctypes.addressof(address))
+        self._launch_stamp(self._stamps.data_ptr() + 8 * self._next, "launching the stamp kernel")
+        self._next += 1
+
+    def _launch_stamp(self, address: int, what: str) -> None:
+        """Enqueue on ``stream`` the stamp kernel, writing ``%globaltimer`` to device ``address``."""
+        pointer = ctypes.c_uint64(address)
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(pointer))
         self.ops.check(
             self.ops.lib.cuLaunchKernel(self._function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(self.stream.cuda_stream), params, None),
-            "launching the stamp kernel",
+            what,
         )
-        self._next += 1
 
     def idle_latency_us(self) -> float:
         """Host time (us) for one stamp kernel on the judge's idle stream to launch and finish:
         tens of us where no other context keeps the GPU busy, up to a time slice more where one
         does (kbench_ci.judge.quiet). The judge's own work is finished first."""
         torch.cuda.synchronize(self.device)
-        address = ctypes.c_uint64(self._probe_stamp.data_ptr())
-        params = (ctypes.c_void_p * 1)(ctypes.addressof(address))
         began = time.perf_counter()
-        self.ops.check(
-            self.ops.lib.cuLaunchKernel(self._function, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(self.stream.cuda_stream), params, None),
-            "launching the probe kernel",
-        )
+        self._launch_stamp(self._probe_stamp.data_ptr(), "launching the probe kernel")
         self.stream.synchronize()
         return (time.perf_counter() - began) * 1e6
 

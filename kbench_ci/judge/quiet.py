@@ -7,8 +7,8 @@ own times: a head slowing the base without touching it. So before the next side'
 judge, every side's worker stopped, launches a one-thread kernel of its own and times it from
 the host until it has run: tens of microseconds on a GPU no other context keeps busy, and up
 to a time slice more while one does. It waits until :data:`QUIET_RUN` such probes in a row are
-quick, at most :data:`QUIET_TIMEOUT_S`; a side whose context keeps the GPU busy past that is
-judged for it (:func:`kbench_ci.judge.trials.turn`).
+quick, at most :data:`QUIET_TIMEOUT_S`; a GPU still busy then makes the case not comparable
+(:func:`kbench_ci.judge.trials.settle_gpu`: busy work cannot be told from another process's).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 QUIET_LIMIT_US = 200.0
 #: this many quick probes in a row: quiet
 QUIET_RUN = 3
-#: seconds the judge waits for a busy GPU to go quiet before it blames the last side
+#: seconds the judge waits for a busy GPU to go quiet before the case is not comparable
 QUIET_TIMEOUT_S = 3.0
 
 

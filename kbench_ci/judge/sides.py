@@ -32,7 +32,7 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, parents
+from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, parents, state
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
@@ -86,7 +86,7 @@ def _stop(workers: Sequence[SideWorker], *, again: bool = False, tree: Mapping[i
         if not found:
             return
         # Read before the signal: a process not stopped then may fork before the signal lands.
-        running = [pid for pid in found if _state(pid) not in ("T", "t", "Z", "X", None)]
+        running = [pid for pid in found if not _stopped(pid)]
         for pid in found:
             _signal(pid, signal.SIGSTOP)
         # A signal is delivered, not obeyed, when kill() returns: the turn passes only once they
@@ -94,7 +94,7 @@ def _stop(workers: Sequence[SideWorker], *, again: bool = False, tree: Mapping[i
         deadline = time.monotonic() + STOP_TIMEOUT_S
         waiting = found
         while waiting and time.monotonic() < deadline:
-            waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "Z", "X", None)]
+            waiting = [pid for pid in waiting if not _stopped(pid)]
             if waiting:
                 time.sleep(50e-6)
         if not running:
@@ -243,15 +243,9 @@ STOP_TIMEOUT_S = 0.5
 STOP_LOOKS = 4
 
 
-def _state(pid: int) -> str | None:
-    """The process's state letter (/proc/PID/stat), None where it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[0].decode() if fields else None
+def _stopped(pid: int) -> bool:
+    """Stopped (or traced, or gone): it runs nothing, and forks nothing, until continued."""
+    return state(pid) in ("T", "t", "Z", "X", None)
 
 
 def _signal(pid: int, signum: int) -> None:
