@@ -70,10 +70,11 @@ from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
+from kbench_ci.suite.settings import judge_placements
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
-PLACEMENTS = int(os.environ.get("KBENCH_CI_JUDGE_PLACEMENTS", "4"))
+PLACEMENTS = judge_placements(os.environ)
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
 

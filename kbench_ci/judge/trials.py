@@ -51,6 +51,7 @@ from kbench_ci.stats import (
     compare_rounds,
     seen_faster,
 )
+from kbench_ci.suite.settings import judge_fresh_ms
 
 __all__ = [
     "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "check_correctness", "fresh_each_call", "judge_outside_clock",
@@ -61,9 +62,10 @@ __all__ = [
 VERSIONS = 8
 #: every timed call gets contents made for its round alone (no cache can hit) where the judge
 #: makes one version (the trusted setup() and the reference, to the device's sync) in at most
-#: this many ms; 0 turns it off. A round's versions are made before its first turn and given to
-#: every side at the same positions (each side meets each once).
-FRESH_CALL_MAX_MS = float(os.environ.get("KBENCH_CI_JUDGE_FRESH_MS", "1.0"))
+#: this many ms (KBENCH_CI_JUDGE_FRESH_MS, checked by the parent); 0 turns it off. A round's
+#: versions are made before its first turn and given to every side at the same positions (each
+#: side meets each once).
+FRESH_CALL_MAX_MS = judge_fresh_ms(os.environ)
 #: round_versions' entry for a version made for that round alone (its probe; every call's where
 #: contents are fresh on every call)
 PROBE_VERSION = -1

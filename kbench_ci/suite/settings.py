@@ -8,6 +8,7 @@ timing method becomes ``host_time`` (:func:`job_settings`): CUDA events need a G
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,6 +62,13 @@ ISOLATION_ENV = "KBENCH_CI_ISOLATION"
 #: environment of a judge: the side labels of the command's cases ("base,head" for compare),
 #: whose workers it starts while the parent still builds
 JUDGE_SIDES_ENV = "KBENCH_CI_JUDGE_SIDES"
+#: environment of a judge: the most ms the judge may take to make one version of the inputs for
+#: every timed call to get contents of its own (0: never; kbench_ci.judge.trials)
+JUDGE_FRESH_MS_ENV = "KBENCH_CI_JUDGE_FRESH_MS"
+DEFAULT_JUDGE_FRESH_MS = 1.0
+#: environment of a judge: placements (arenas) per side, one picked at random each round
+JUDGE_PLACEMENTS_ENV = "KBENCH_CI_JUDGE_PLACEMENTS"
+DEFAULT_JUDGE_PLACEMENTS = 4
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -247,6 +255,7 @@ def execution(
     isolation = check_isolation(
         options.isolation or source.get(ISOLATION_ENV) or suite.isolation or DEFAULT_ISOLATION,
         where="--isolation" if options.isolation else (ISOLATION_ENV if source.get(ISOLATION_ENV) else "isolation"),
+        environ=source,
     )
     no_cache = True if options.no_cache else _flag(source, NO_CACHE_ENV)
     if no_cache is None and suite.cache is not None:
@@ -258,11 +267,43 @@ def execution(
     return Execution(warm_worker=warm, cache_dir=Path(folder).expanduser().absolute(), isolation=isolation)
 
 
-def check_isolation(value: str, *, where: str) -> str:
-    """One of :data:`ISOLATIONS`, or a usage error naming where the value came from."""
+def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None = None) -> str:
+    """One of :data:`ISOLATIONS`, or a usage error naming where the value came from. For the
+    judge, its environment knobs are read here too, so that a bad one stops the command before
+    a judge starts (:func:`judge_fresh_ms`, :func:`judge_placements`)."""
     if value not in ISOLATIONS:
         raise UsageError(f"{where} {value!r} is not an isolation", hint=f"use one of: {', '.join(ISOLATIONS)}")
+    if value == "judge":
+        source = os.environ if environ is None else environ
+        judge_fresh_ms(source)
+        judge_placements(source)
     return value
+
+
+def judge_fresh_ms(environ: Mapping[str, str]) -> float:
+    """:data:`JUDGE_FRESH_MS_ENV`: a number of ms, 0 or more (unset: the default)."""
+    text = environ.get(JUDGE_FRESH_MS_ENV, "").strip()
+    if not text:
+        return DEFAULT_JUDGE_FRESH_MS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{JUDGE_FRESH_MS_ENV}={environ[JUDGE_FRESH_MS_ENV]!r} is not a number of milliseconds",
+                         hint=f"set {JUDGE_FRESH_MS_ENV}=1 (the default), or 0 for a pool of versions and a probe a round")
+    return value
+
+
+def judge_placements(environ: Mapping[str, str]) -> int:
+    """:data:`JUDGE_PLACEMENTS_ENV`: a whole number, 1 or more (unset: the default)."""
+    text = environ.get(JUDGE_PLACEMENTS_ENV, "").strip()
+    if not text:
+        return DEFAULT_JUDGE_PLACEMENTS
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{JUDGE_PLACEMENTS_ENV}={environ[JUDGE_PLACEMENTS_ENV]!r} is not a number of placements",
+                         hint=f"set {JUDGE_PLACEMENTS_ENV} to a whole number, 1 or more (default {DEFAULT_JUDGE_PLACEMENTS})")
+    return int(text)
 
 
 def parallel_builds(cpu_count: int | None = None) -> int:

@@ -12,6 +12,11 @@ stores never answer one: they read as the honest kernel reads, ``ok`` and neithe
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kbench_ci.judge.trials import PROBE_VERSION, fresh_each_call
@@ -48,3 +53,17 @@ def test_contents_of_their_own_need_a_cheap_version_and_memory_for_a_round_of_th
     assert not fresh_each_call(1.5, affordable=12, calls_per_round=11, max_ms=1.0)  # too slow to make
     assert not fresh_each_call(0.4, affordable=11, calls_per_round=11, max_ms=1.0)  # no room for the warm-ups' version
     assert not fresh_each_call(0.0, affordable=100, calls_per_round=11, max_ms=0.0)  # turned off
+
+
+def test_a_bad_fresh_contents_bound_is_one_line_and_exit_2_before_anything_runs(tmp_path: Path) -> None:
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "judge_clock"
+    completed = subprocess.run(
+        [sys.executable, "-m", "kbench_ci", "bench", str(fixtures / "honest.py"), "--implementation=pytorch",
+         f"--ref={fixtures / 'ref.py'}", "--N=64", "--device=cpu", "--isolation=judge", "--output-dir", str(tmp_path / "out")],
+        env={**os.environ, "KBENCH_CI_JUDGE_FRESH_MS": "fast"}, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 2, completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert lines == ["kbench-ci: error: KBENCH_CI_JUDGE_FRESH_MS='fast' is not a number of milliseconds (set "
+                     "KBENCH_CI_JUDGE_FRESH_MS=1 (the default), or 0 for a pool of versions and a probe a round)"], lines
+    assert not (tmp_path / "out" / "results.json").exists()

@@ -42,3 +42,24 @@ def test_kbench_toml_takes_judge_and_refuses_anything_else(tmp_path: Path) -> No
     assert suite.settings.isolation == "judge"
     message = load_error(tmp_path, "[defaults]\nisolation = \"jail\"\n\n" + MINIMAL)
     assert "isolation" in message and "'judge'" in message
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("KBENCH_CI_JUDGE_FRESH_MS", "fast"), ("KBENCH_CI_JUDGE_FRESH_MS", "-1"), ("KBENCH_CI_JUDGE_FRESH_MS", "inf"),
+    ("KBENCH_CI_JUDGE_PLACEMENTS", "0"), ("KBENCH_CI_JUDGE_PLACEMENTS", "2.5"),
+])
+def test_a_bad_judge_knob_stops_a_judged_command_and_names_itself(name: str, value: str) -> None:
+    with pytest.raises(UsageError) as info:
+        execution(SuiteSettings(), ExecutionOptions(isolation="judge"), environ={name: value})
+    assert info.value.one_line().startswith(f"{name}={value!r} is not a number of")
+    assert name in (info.value.hint or "")
+    # the in-process worker reads neither: a judge knob does not stop it
+    assert execution(SuiteSettings(), ExecutionOptions(isolation="process"), environ={name: value}).isolation == "process"
+
+
+def test_the_judge_knobs_read_their_values_and_defaults() -> None:
+    from kbench_ci.suite.settings import judge_fresh_ms, judge_placements
+
+    assert judge_fresh_ms({}) == 1.0 and judge_fresh_ms({"KBENCH_CI_JUDGE_FRESH_MS": "0"}) == 0.0
+    assert judge_fresh_ms({"KBENCH_CI_JUDGE_FRESH_MS": " 2.5 "}) == 2.5
+    assert judge_placements({}) == 4 and judge_placements({"KBENCH_CI_JUDGE_PLACEMENTS": "2"}) == 2
