@@ -567,12 +567,12 @@ def test_the_case_timeout_grows_with_the_suite_baselines_of_the_case(tmp_path: P
     assert sorted(worker.timeouts) == [(2, 0, 100.0), (2, 2, 200.0)]
 
 
-def _held_to_the_clock(result: VariantResult, resolution_us: float) -> VariantResult:
+def _held_to_the_clock(result: VariantResult, resolution_us: float, gap_us: float = 300.0) -> VariantResult:
     from dataclasses import replace
 
     from kbench_ci.results.model import OutsideClock
 
-    clock = OutsideClock(source="gpu-globaltimer", calls=10, gap_us=300.0, pre_us=40.0, post_us=5.0, reference="base",
+    clock = OutsideClock(source="gpu-globaltimer", calls=10, gap_us=gap_us, pre_us=40.0, post_us=5.0, reference="base",
                          reference_gap_us=300.0, resolution_us=resolution_us)
     return replace(result, outside_clock=clock)
 
@@ -588,3 +588,20 @@ def test_a_judged_head_is_faster_only_beyond_the_lie_its_clock_resolves() -> Non
     # a slower head is slower whatever the resolution: a lie about time only ever reads faster
     slower = case_result(variant("base", median=0.010), _held_to_the_clock(variant("head", median=0.0102, seed=2), 3.0))
     assert assess(slower, threshold=0.01).verdict is Verdict.SLOWER
+
+
+def test_a_lie_under_the_resolution_does_not_buy_a_judged_head_its_gain() -> None:
+    # The H200's escape_end head on a 4.4 us vector add: its own times read 0.7 us, its work ran
+    # on another stream after its end event, and the judge's clock saw 2.5 us a call more than the
+    # base's handoff: under the 3 us resolution, so not `incorrect`, and its 3.7 us "gain" is not
+    # a gain the clock can vouch for.
+    liar = case_result(variant("base", median=0.0044), _held_to_the_clock(variant("head", median=0.0007, seed=2), 3.0, 302.5))
+    assessment = assess(liar, threshold=0.01)
+    assert assessment.verdict is Verdict.UNCHANGED
+    assert assessment.message is not None and "2.50 us of which its own times left out" in assessment.message
+    # The same gain where the clock saw nothing left out is faster.
+    honest = case_result(variant("base", median=0.0044), _held_to_the_clock(variant("head", median=0.0007, seed=2), 3.0, 300.0))
+    assert assess(honest, threshold=0.01).verdict is Verdict.FASTER
+    # A head whose gap reads below the base's is not credited for it.
+    below = case_result(variant("base", median=0.0044), _held_to_the_clock(variant("head", median=0.0007, seed=2), 3.0, 298.0))
+    assert assess(below, threshold=0.01).verdict is Verdict.FASTER
