@@ -31,7 +31,7 @@ from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import Emit, Side, Version
-from kbench_ci.measure.correctness import compare_outputs
+from kbench_ci.measure.correctness import compare_outputs, outputs_match
 from kbench_ci.measure.inputs import changed_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
@@ -245,7 +245,8 @@ def _one_round(
             return False
         side.checked += 1
         if side.role == "solution":
-            failed = [check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
+            failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
+                check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "

@@ -89,3 +89,38 @@ def test_changed_inputs_sees_bytes_not_values_and_ignores_outputs() -> None:
     assert changed_inputs(pristine, untouched, ("y",)) == ()
     scribbled = {"x": torch.tensor([0.0, float("nan")]), "y": torch.ones(2), "n": 2}
     assert changed_inputs(pristine, scribbled, ("y",)) == ("x",)
+
+
+def _cases() -> list[tuple[str, dict[str, object], dict[str, torch.Tensor]]]:
+    expected = torch.linspace(-3.0, 3.0, 64)
+    one_off = expected.clone()
+    one_off[17] += 1.0
+    with_nan = expected.clone()
+    with_nan[3] = float("nan")
+    integers = torch.arange(16, dtype=torch.int32)
+    return [
+        ("equal", {"c": expected.clone()}, {"c": expected}),
+        ("within tolerance", {"c": expected + 1e-7}, {"c": expected}),
+        ("one element off", {"c": one_off}, {"c": expected}),
+        ("a NaN", {"c": with_nan}, {"c": expected}),
+        ("float64 given for float32", {"c": expected.double()}, {"c": expected}),
+        ("no tensor", {"c": 1.0}, {"c": expected}),
+        ("missing", {}, {"c": expected}),
+        ("flat for shaped", {"c": expected.clone()}, {"c": expected.reshape(8, 8)}),
+        ("wrong shape", {"c": expected.reshape(8, 8)}, {"c": expected.reshape(4, 16)}),
+        ("integers equal", {"i": integers.clone()}, {"i": integers}),
+        ("integers off by one", {"i": integers + 1}, {"i": integers}),
+        ("empty", {"c": torch.empty(0)}, {"c": torch.empty(0)}),
+        ("two outputs, the second off", {"c": expected.clone(), "d": one_off}, {"c": expected, "d": expected}),
+    ]
+
+
+@pytest.mark.parametrize(("actual", "expected"), [c[1:] for c in _cases()], ids=[c[0] for c in _cases()])
+def test_the_judges_quick_check_agrees_with_the_full_comparison(actual: dict[str, object], expected: dict[str, torch.Tensor]) -> None:
+    from kbench_ci.measure.correctness import compare_outputs, outputs_match
+
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        return resolve_tolerance(dtype, cli_atol=None, cli_rtol=None, ref_atol=None, ref_rtol=None)
+
+    full = all(check.passed for check in compare_outputs(actual, expected, tolerance_for))
+    assert outputs_match(actual, expected, tolerance_for) is full
