@@ -45,6 +45,9 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int) -> N
     for a, b, c in views:  # load the kernel and map every arena before anything is timed
         torch.add(a, b, out=c)
     torch.cuda.synchronize()
+    # Where this process mapped each arena: an IPC mapping's address is the importer's choice,
+    # and one not aligned to 2 MiB cannot use the GPU's large pages (a suspect for the bias)
+    conn.send([arena.data_ptr() for arena in arenas])
     while True:
         message = conn.recv()
         if message is None:
@@ -76,6 +79,10 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
         process.start()
         pipes.append(parent)
         processes.append(process)
+    mapped = [pipe.recv() for pipe in pipes]
+    for w, pointers in enumerate(mapped):
+        print(f"  worker {w} mapped the arenas at " + ", ".join(f"{p:#x} (mod 2 MiB {p % (2 << 20):#x})" for p in pointers))
+    print("  the judge's own: " + ", ".join(f"{a.data_ptr():#x}" for a in arenas))
     source = [_views(torch.randn(3 * args.n, device="cuda").view(torch.uint8), args.n) for _ in range(4)]
     times: dict[tuple[int, int], list[float]] = {}
     rng = random.Random()

@@ -28,7 +28,7 @@ def test_the_probe_is_quick_on_an_idle_gpu_and_slow_while_another_process_keeps_
     from kbench_ci.judge.clock import GpuClock
     from kbench_ci.judge.quiet import QUIET_LIMIT_US, wait_quiet
 
-    clock = GpuClock(torch.device("cuda"))
+    clock = GpuClock(torch.device("cuda", torch.cuda.current_device()))
     idle = [clock.idle_latency_us() for _ in range(50)]
     print(f"idle: median {statistics.median(idle):.1f} us, max {max(idle):.1f} us")
     assert wait_quiet(clock.idle_latency_us, timeout_s=1.0).quiet
