@@ -73,6 +73,8 @@ class GpuClock:
     between reads."""
 
     def __init__(self, device: torch.device, *, capacity: int = 64) -> None:
+        if device.index is None:  # torch.cuda.synchronize and the stream want the index
+            device = torch.device(device.type, torch.cuda.current_device())
         self.device = device
         torch.cuda.set_device(device)
         torch.empty(1, device=device)  # the primary context, current on this thread
