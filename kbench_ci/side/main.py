@@ -23,13 +23,19 @@ __all__ = ["main"]
 def main(argv: Sequence[str]) -> int:
     fd, *writable = argv
     layers = harden([Path(folder) for folder in writable])
-    sys.dont_write_bytecode = True
     channel = socket.socket(fileno=int(fd))
     # Imported once hardened: torch starts threads, and Landlock binds only the calling thread
     # and what it starts afterwards.
     from kbench_ci.side.serve import serve, warm_up  # noqa: PLC0415
 
     warm_up(os.environ.get(SIDE_DEVICE_ENV, ""), [name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
+    # No bytecode of the side's own code (its modules load after this line), as in the
+    # in-process worker (measure/child.serve). torch's and the preloaded modules' bytecode goes
+    # to the side's cache folder (PYTHONPYCACHEPREFIX, where the environment sets it): set
+    # before the imports, it left every side on the H200 compiling torch's ~1,000 modules from
+    # source at each start (3.5 s of cProfile's compile() a side, 2026-12-05). The folder is the
+    # side's own and writable to its code anyway (docs/isolation.md).
+    sys.dont_write_bytecode = True
 
     try:
         return serve(channel, layers)

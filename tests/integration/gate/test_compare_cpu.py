@@ -163,7 +163,8 @@ def test_the_parent_process_never_imports_torch(history: TempRepo, tmp_path: Pat
     assert "workers stopped" in timeline[-1]
 
 
-def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["process", "judge"])
+def test_dirty_tree_is_compared_as_it_is(tmp_path: Path, isolation: str) -> None:
     repo = make_suite_repo(tmp_path / "repo", BASE_KERNELS[:2])
     # It imports a helper beside it, as kernels do (the helper's bytecode must not appear either).
     broken = "import scale_helper  # noqa: F401\n" + suite_files([{**BASE_KERNELS[1], "variant": "wrong"}])["kernels/scale.py"]
@@ -175,7 +176,8 @@ def test_dirty_tree_is_compared_as_it_is(tmp_path: Path) -> None:
     # The caller allows bytecode ("": unset for Python): still none may appear beside a kernel,
     # from the warm worker either (it starts before any case).
     completed = kbench(repo.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out),
-                       "--kernel", "scale", env={"KBENCH_CI_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": ""})
+                       "--kernel", "scale", "--isolation", isolation,
+                       env={"KBENCH_CI_CACHE_DIR": str(cache), "PYTHONDONTWRITEBYTECODE": ""})
     assert completed.returncode == 1, completed.stderr
     data = results(out)
     assert verdicts(data) == {"scale": "incorrect"}
