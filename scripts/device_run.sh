@@ -60,6 +60,7 @@ part_command() {
     install) echo "bash scripts/action_install_time.sh" ;;
     judge-quiet) echo "python3 -m pytest tests/gpu/test_judge_quiet_gpu.py -q -rA -s -p no:cacheprovider" ;;
     overheadspread) echo "python3 scripts/probes/side_overhead_spread.py --processes 8; python3 scripts/probes/side_overhead_spread.py --processes 4 --flush" ;;
+    processbias2) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 5 --rotate --touch; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 5 --rotate" ;;
     processbias) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 6 --rotate; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 6 --rotate --own-buffers" ;;
     clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
     clockprobe2) echo "for go in event value; do for hold in 300 1500; do python3 scripts/probes/outside_clock_probe.py --calls 100 --go \$go --hold-us \$hold --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve; done; done" ;;
