@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
@@ -62,6 +62,10 @@ def make_non_dumpable() -> bool:
         return False
 
 
+#: seconds :func:`kill_process_group` waits for a killed group's leader to be reaped
+REAP_TIMEOUT_S = 5.0
+
+
 def kill_process_group(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole group (nvcc's cicc/ptxas, a worker's kernel) and reap it.
 
@@ -73,7 +77,12 @@ def kill_process_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    process.communicate()
+    # Bounded: a process killed while it waits in the kernel (a page fault on a loaded machine)
+    # dies only when that wait ends, and a parent stopping on Ctrl-C or SIGTERM must not wait
+    # for it without end (CI saw a stopped bench still running 30 s after the signal, twice).
+    # Killed is killed; Popen reaps it later.
+    with suppress(subprocess.TimeoutExpired):
+        process.communicate(timeout=REAP_TIMEOUT_S)
 
 
 #: processes started by threads other than the main one (parallel builds), for :func:`kill_tracked`

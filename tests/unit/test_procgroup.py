@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -58,3 +59,31 @@ def test_descendants_and_strays_from_one_read_of_proc() -> None:
     assert {found["kept"], found["tree"]} <= set(found["children"])
     assert found["tree"] in found["ended"] and found["kept"] not in found["ended"]
     assert found["kept_alive"] and found["under_gone"]
+
+
+def test_killing_a_group_does_not_wait_for_a_pipe_held_outside_it() -> None:
+    """The group's leader dies at once, but a process it started in a session of its own keeps
+    the leader's stdout open: an unbounded wait for EOF kept a stopping parent alive."""
+    import signal as signals
+    import subprocess
+    import sys
+    import time
+
+    from kbench_ci.procgroup import REAP_TIMEOUT_S, kill_process_group
+
+    holder = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
+    leader = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, start_new_session=True)
+    assert leader.stdout is not None
+    outside = int(leader.stdout.readline())
+    try:
+        began = time.monotonic()
+        kill_process_group(leader)
+        waited = time.monotonic() - began
+        assert leader.poll() is not None  # the leader itself is gone and reaped
+        assert waited < REAP_TIMEOUT_S + 3.0, waited
+    finally:
+        os.kill(outside, signals.SIGKILL)
