@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.signals import heed_stop_signals
+
 ROOT = Path(__file__).resolve().parents[3]
 CHEATS = ROOT / "tests" / "fixtures" / "cheats_py"
 USERFILES = ROOT / "tests" / "fixtures" / "userfiles"
@@ -242,7 +244,7 @@ def test_interrupting_the_parent_kills_the_worker(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "kbench_ci", "bench", str(CHEATS / "hangs.py"), "--implementation=pytorch",
          f"--ref={CHEATS / 'ref.py'}", f"--output-dir={tmp_path}", "--device=cpu", "--N=64"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=heed_stop_signals,
     )
     try:
         deadline = time.monotonic() + 60

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.signals import heed_stop_signals
 from tests.support.suite_repo import make_suite_repo
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -84,7 +85,8 @@ def test_a_failed_bench_leaves_no_report_of_the_previous_run(tmp_path: Path) -> 
 def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first = subprocess.Popen([sys.executable, "-c", _SHIM, *bench(CHEATS / "hangs.py", out)], cwd=ROOT,
-                             env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=heed_stop_signals)
     try:
         deadline = time.monotonic() + 60
         while not subprocess.run(["pgrep", "-P", str(first.pid), "-f", "kbench_ci.measure.worker"],

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.signals import heed_stop_signals
 from tests.support.suite_repo import make_suite_repo, suite_files
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,7 +33,7 @@ def _environment(tmpdir: Path | None = None) -> dict[str, str]:
 def _start(args: list[str], cwd: Path, tmpdir: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", _SHIM, *args], cwd=cwd, env=_environment(tmpdir),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=heed_stop_signals,
     )
 
 
@@ -171,7 +172,8 @@ def test_compare_dies_with_its_step_shell_killed_by_sigkill(tmp_path: Path) -> N
     command = " ".join([sys.executable, "-c", repr(_SHIM), "compare", "--base", "main", "--device", "cpu",
                         "--output-dir", str(out)])
     step = subprocess.Popen(["bash", "-c", f"{command} & wait"], cwd=repo.root, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=heed_stop_signals)
     try:
         deadline = time.monotonic() + 90
         compare: list[str] = []
@@ -250,6 +252,7 @@ def test_the_action_step_compare_and_its_worker_end_when_the_runner_is_killed(tm
     runner = subprocess.Popen(
         ["bash", "-c", f"{sys.executable} -m kbench_ci.github.action compare & wait"], cwd=repo.root,
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=heed_stop_signals,
     )
     step_pid: int | None = None
     compare_pid: int | None = None

@@ -15,6 +15,7 @@ import pytest
 
 from kbench_ci.github import action as action_steps
 from tests.integration.github.test_action_steps import GIT_ENV, Repos, event, fake_report, git, outputs
+from tests.support.signals import heed_stop_signals
 
 PACKAGE_ROOT = Path(action_steps.__file__).parents[2]
 
@@ -62,7 +63,7 @@ def test_compare_step_gives_compare_time_to_clean_up_after_a_cancel(tmp_path: Pa
     env = {**os.environ, **runner, "KBENCH_CLI": str(fake), "KBENCH_BASE": "abc",
            "KBENCH_REPORT_DIR": str(tmp_path / "report")}
     step = subprocess.Popen([sys.executable, "-m", "kbench_ci.github.action", "compare"], env=env, cwd=PACKAGE_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=heed_stop_signals)
     try:
         deadline = time.monotonic() + 30
         while not (fake.parent / "started").exists():
