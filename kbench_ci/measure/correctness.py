@@ -88,29 +88,13 @@ def compare_output(
         )
 
     numel = expected.numel()
-    if not isinstance(actual, torch.Tensor):
-        return failed(f"the kernel produced no tensor (got {type(actual).__name__})", numel)
-    if actual.dtype != expected.dtype:
-        return failed(
-            f"dtype mismatch: kernel gives {_dtype_name(actual.dtype)}, reference gives {_dtype_name(expected.dtype)}",
-            numel,
-        )
-    if actual.shape != expected.shape:
-        # A .cu output is a flat buffer; a reference naturally returns it shaped. Same element
-        # count and a 1-D buffer on one side is the same data, not a mismatch.
-        if actual.numel() == numel and (actual.dim() == 1 or expected.dim() == 1):
-            actual = actual.reshape(-1)
-            expected = expected.reshape(-1)
-        else:
-            return failed(
-                f"shape mismatch: kernel gives {tuple(actual.shape)}, reference gives {tuple(expected.shape)}",
-                numel,
-            )
+    aligned = _aligned(actual, expected)
+    if isinstance(aligned, str):
+        return failed(aligned, numel)
     if numel == 0:
         return OutputCheck(name, True, None, 0.0, 0.0, 0, 0, tolerance.atol, tolerance.rtol, tolerance.source)
 
-    actual = actual.detach()
-    expected = expected.detach().to(actual.device)
+    actual, expected = aligned
     ok = close_elements(actual, expected, tolerance)
     mismatched = int((~ok).sum().item())
     diff, magnitude = _abs_errors(actual, expected)
@@ -159,19 +143,29 @@ def outputs_match(
     compare's wall time. Where this says False, :func:`compare_outputs` says why."""
     verdicts = []
     for name, reference_value in expected.items():
-        value = actual.get(name)
-        if not isinstance(value, torch.Tensor) or value.dtype != reference_value.dtype:
+        aligned = _aligned(actual.get(name), reference_value)
+        if isinstance(aligned, str):
             return False
-        reference = reference_value.detach()
-        value = value.detach()
-        if value.shape != reference.shape:
-            if value.numel() != reference.numel() or (value.dim() != 1 and reference.dim() != 1):
-                return False
-            value, reference = value.reshape(-1), reference.reshape(-1)
-        if reference.numel() == 0:
-            continue
-        verdicts.append(close_elements(value, reference.to(value.device), tolerance_for(reference.dtype)).all())
+        value, reference = aligned
+        if reference.numel():
+            verdicts.append(close_elements(value, reference, tolerance_for(reference.dtype)).all())
     return not verdicts or bool(torch.stack([v.to(verdicts[0].device) for v in verdicts]).all().item())
+
+
+def _aligned(actual: object, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """``actual`` and ``expected`` as two tensors to compare element by element (detached, on
+    ``actual``'s device), or why they cannot be: no tensor, another dtype, another shape."""
+    if not isinstance(actual, torch.Tensor):
+        return f"the kernel produced no tensor (got {type(actual).__name__})"
+    if actual.dtype != expected.dtype:
+        return f"dtype mismatch: kernel gives {_dtype_name(actual.dtype)}, reference gives {_dtype_name(expected.dtype)}"
+    if actual.shape != expected.shape:
+        # A .cu output is a flat buffer; a reference naturally returns it shaped. Same element
+        # count and a 1-D buffer on one side is the same data, not a mismatch.
+        if actual.numel() != expected.numel() or (actual.dim() != 1 and expected.dim() != 1):
+            return f"shape mismatch: kernel gives {tuple(actual.shape)}, reference gives {tuple(expected.shape)}"
+        actual, expected = actual.reshape(-1), expected.reshape(-1)
+    return actual.detach(), expected.detach().to(actual.device)
 
 
 def close_elements(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> torch.Tensor:
