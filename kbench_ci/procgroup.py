@@ -78,8 +78,8 @@ def kill_process_group(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     # Bounded: a process killed while it waits in the kernel (a page fault on a loaded machine)
-    # dies only when that wait ends, and a parent stopping on Ctrl-C or SIGTERM must not wait
-    # for it without end (CI saw a stopped bench still running 30 s after the signal, twice).
+    # dies only when that wait ends, and a pipe a process outside the group still holds never
+    # reads EOF; a parent stopping on Ctrl-C or SIGTERM must not wait for either without end.
     # Killed is killed; Popen reaps it later.
     with suppress(subprocess.TimeoutExpired):
         process.communicate(timeout=REAP_TIMEOUT_S)
