@@ -48,6 +48,9 @@ class LoadRequest:
     side: SideSpec | None = None
     baseline: str | None = None
     ref: str | None = None
+    #: bytes between the reads that bring a lent GPU arena's address translations in after the
+    #: go word and before the start event of a handed-over call (0: none; suite.settings)
+    touch_stride: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,14 @@ DEFAULT_JUDGE_FRESH_MS = 1.0
 #: environment of a judge: placements (arenas) per side, one picked at random each round
 JUDGE_PLACEMENTS_ENV = "KBENCH_CI_JUDGE_PLACEMENTS"
 DEFAULT_JUDGE_PLACEMENTS = 4
+#: environment of a judge: bytes between the reads with which a side's worker brings its lent
+#: buffers' address translations in after the judge's go and before its start event (0: none).
+#: Two processes take turns on the GPU, so each handed-over call begins just after a switch of
+#: context, its translations cold; in one process (and under ncu) they are warm, and how long a
+#: cold walk takes differed from one worker process to the next (docs/statistics.md, "The bias
+#: follows the process"). 64 KiB: the GPU's smaller page; one byte per page, ~0.002% of them.
+JUDGE_TOUCH_STRIDE_ENV = "KBENCH_CI_JUDGE_TOUCH_STRIDE"
+DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -277,6 +285,7 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
         source = os.environ if environ is None else environ
         judge_fresh_ms(source)
         judge_placements(source)
+        judge_touch_stride(source)
     return value
 
 
@@ -303,6 +312,19 @@ def judge_placements(environ: Mapping[str, str]) -> int:
     if not text.isdigit() or int(text) < 1:
         raise UsageError(f"{JUDGE_PLACEMENTS_ENV}={environ[JUDGE_PLACEMENTS_ENV]!r} is not a number of placements",
                          hint=f"set {JUDGE_PLACEMENTS_ENV} to a whole number, 1 or more (default {DEFAULT_JUDGE_PLACEMENTS})")
+    return int(text)
+
+
+def judge_touch_stride(environ: Mapping[str, str]) -> int:
+    """:data:`JUDGE_TOUCH_STRIDE_ENV`: a whole number of bytes, 0 (no reads) or more (unset: the
+    default)."""
+    text = environ.get(JUDGE_TOUCH_STRIDE_ENV, "").strip()
+    if not text:
+        return DEFAULT_JUDGE_TOUCH_STRIDE
+    if not text.isdigit():
+        raise UsageError(f"{JUDGE_TOUCH_STRIDE_ENV}={environ[JUDGE_TOUCH_STRIDE_ENV]!r} is not a number of bytes",
+                         hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
+                              f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
     return int(text)
 
 
