@@ -396,10 +396,11 @@ class Run:
     output: Path
 
 
-def compare_environment(cache: Path) -> dict[str, str]:
+def compare_environment(cache: Path, code: Path | None = None) -> dict[str, str]:
+    """``code``: a folder holding another kbench_ci/ (``--code``), imported instead of this checkout's."""
     env = {key: value for key, value in os.environ.items() if key not in CACHE_VARIABLES}
     env["KBENCH_CI_CACHE_DIR"] = str(cache)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code or REPO), os.environ.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -413,7 +414,7 @@ def run_compare(repo: Path, run: Run, base: str, cache: Path, args: argparse.Nam
                "--device", args.device, "--threshold", args.threshold, "--time-budget", str(args.time_budget),
                "--no-fail", *run.extra_args]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=repo, env=compare_environment(cache), capture_output=True, text=True,
+    done = subprocess.run(command, cwd=repo, env=compare_environment(cache, args.code), capture_output=True, text=True,
                           timeout=args.timeout)
     wall = time.perf_counter() - started
     (run.output.parent / f"{run.output.name}.stderr").write_text(done.stderr)
@@ -624,6 +625,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threshold", default="0.01", help="every compare's --threshold (default 0.01)")
     parser.add_argument("--time-budget", type=float, default=None, help="every compare's --time-budget (default 3; smoke 1)")
     parser.add_argument("--device", default=None, help="every compare's --device (default cuda; smoke cpu)")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="a folder holding kbench_ci/ as it was at another revision (git archive REV kbench_ci), "
+                             "run instead of this checkout's: the cost of the code at an issue's start, same lease")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per compare before it is killed (default 900)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.smoke else "cuda")
@@ -645,6 +649,8 @@ def prepare(out: Path, suite: Suite) -> tuple[Path, Path, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.code is not None:
+        args.code = args.code.resolve()  # the compares run in the suite's repository
     suite = smoke_suite() if args.smoke else gpu_suite()
     out = args.out.resolve()
     repo, cache, base = prepare(out, suite)

@@ -52,6 +52,7 @@ part_command() {
     cost) echo "python3 scripts/gate_wall_time.py --old-code .carry/old --time-budget 5" ;;
     staging) echo "python3 scripts/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0" ;;
     changed) echo "python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed" ;;
+    changed-old) echo "python3 scripts/changed_only_wall.py --code $PWD/.carry/old37 --out /tmp/kb_out/changed_old" ;;
     judge-changed) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/changed_only_wall.py --out /tmp/kb_out/judge_changed" ;;
     changed-prof) echo "KBENCH_PROFILE_DIR=$out/prof PYTHONPATH=$PWD/scripts/probes/profile_site:\$PYTHONPATH python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed_prof; python3 scripts/probes/profile_report.py $out/prof --top 45 > $out/prof_report.txt" ;;
     changed-bytecode) echo "env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/kb_pycache python3 scripts/changed_only_wall.py --out /tmp/kb_out/changed_bytecode" ;;
