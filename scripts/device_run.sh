@@ -37,7 +37,7 @@ part_command() {
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
-    judge-aa-notouch) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_TOUCH_STRIDE=0 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_nt --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_nt" ;;
+    judge-aa-bare) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_TOUCH_STRIDE=0 KBENCH_CI_JUDGE_SETTLE_US=0 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_bare --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_bare" ;;
     judge-truth) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu --out /tmp/kb_out/judge_truth" ;;
     judge-aa2) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa2 --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa2" ;;
     judge-clock-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
@@ -64,6 +64,7 @@ part_command() {
     judge-quiet) echo "python3 -m pytest tests/gpu/test_judge_quiet_gpu.py -q -rA -s -p no:cacheprovider" ;;
     overheadspread) echo "python3 scripts/probes/side_overhead_spread.py --processes 8; python3 scripts/probes/side_overhead_spread.py --processes 4 --flush" ;;
     processbias2) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 5 --rotate --touch; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 5 --rotate" ;;
+    processbias3) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate --variants plain,both --pin-numa" ;;
     processbias) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 6 --rotate; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 6 --rotate --own-buffers" ;;
     clockprobe) echo "python3 scripts/probes/outside_clock_probe.py --calls 200" ;;
     clockprobe2) echo "for go in event value; do for hold in 300 1500; do python3 scripts/probes/outside_clock_probe.py --calls 100 --go \$go --hold-us \$hold --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve; done; done" ;;

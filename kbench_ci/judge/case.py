@@ -70,13 +70,15 @@ from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
-from kbench_ci.suite.settings import judge_placements, judge_touch_stride
+from kbench_ci.suite.settings import judge_placements, judge_settle_us, judge_touch_stride
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
 PLACEMENTS = judge_placements(os.environ)
 #: a side's reads of its lent buffers' pages before each handed-over call (suite.settings)
 TOUCH_STRIDE = judge_touch_stride(os.environ)
+#: a side's spin after those reads, before its start event (suite.settings)
+SETTLE_US = judge_settle_us(os.environ)
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
 
@@ -245,7 +247,8 @@ class Judge:
         # A side reports raw event times (no overhead of its own to calibrate): the judge
         # subtracts its one calibration from every side's (Judge.event_overhead_ms).
         common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
-                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0, "touch_stride": TOUCH_STRIDE}
+                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0, "touch_stride": TOUCH_STRIDE,
+                  "settle_us": SETTLE_US}
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
         entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))  # type: ignore[arg-type]
                     for name in job.baselines]

@@ -51,6 +51,8 @@ class LoadRequest:
     #: bytes between the reads that bring a lent GPU arena's address translations in after the
     #: go word and before the start event of a handed-over call (0: none; suite.settings)
     touch_stride: int = 0
+    #: us its stream spins after those reads, before the start event (suite.settings)
+    settle_us: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

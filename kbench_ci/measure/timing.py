@@ -96,10 +96,12 @@ class Timer(Protocol):
         """Do now any calibration the first timed call would otherwise start with."""
 
     def measure_gated(
-        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None]
+        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
+        settle_us: float = 0.0,
     ) -> tuple[float, float | None]:
         """One call between ``before(stream)`` and ``after(stream)`` (a stream's handle):
-        its time (ms), and how long its enqueue took (us; None where nothing is enqueued)."""
+        its time (ms), and how long its enqueue took (us; None where nothing is enqueued).
+        ``settle_us``: a spin between ``before`` and the start (GPU only)."""
         ...
 
     def describe(self) -> str: ...
@@ -172,16 +174,28 @@ class CudaEventTimer:
         self._overhead_ms()
 
     def measure_gated(
-        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None]
+        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
+        settle_us: float = 0.0,
     ) -> tuple[float, float | None]:
-        """One call handed over by another process (kbench_ci.judge.clock): no flush and no hold
-        of its own; ``before`` makes the stream wait for the other's go, ``after`` signals its
-        end. The sample is corrected as in :meth:`measure`."""
+        """One call handed over by another process (kbench_ci.judge.clock): no flush of its own;
+        ``before`` makes the stream wait for the other's go, ``after`` signals its end. The
+        sample is corrected as in :meth:`measure`.
+
+        ``settle_us``: a spin after ``before`` and ahead of the start event. The go comes with a
+        switch of the GPU from the judge's context to this one; with nothing running ahead of the
+        start event, the GPU's front end would fetch the launch's commands (this process's
+        memory) after that event, inside the timed interval, and how long that takes is this
+        process's own. A held stream in one process has them fetched during its hold."""
         overhead = self._overhead_ms()
+        # The spin's rate now (the warm-up has normally measured it): measured after the go's
+        # wait, it would run on the stream that wait holds
+        settle_cycles = max(1, int(settle_us * self._spin_rate())) if settle_us > 0 else 0
         stream = torch.cuda.current_stream(self.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         began = time.perf_counter()
         before(stream.cuda_stream)
+        if settle_cycles:
+            torch.cuda._sleep(settle_cycles)
         start.record(stream)
         fn()
         end.record(stream)
@@ -347,9 +361,10 @@ class HostTimer:
         """Nothing to calibrate."""
 
     def measure_gated(
-        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None]
+        self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
+        settle_us: float = 0.0,
     ) -> tuple[float, float | None]:
-        """One call as :meth:`measure` times it; on a GPU, after the stream has waited for the
+        """One call as :meth:`measure` times it (``settle_us`` is not needed: the host waits); on a GPU, after the stream has waited for the
         other process's go (``before``) and with its end signalled (``after``). On a CPU the
         judge times the request itself (its monotonic clock)."""
         if not self._is_cuda:

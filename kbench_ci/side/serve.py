@@ -75,6 +75,8 @@ class _Case:
     stream_ops: StreamOps | None = None
     #: bytes between the page reads before a handed-over call's start event (0: none)
     touch_stride: int = 0
+    #: us the stream spins after those reads, before the start event (0: none)
+    settle_us: float = 0.0
     #: per placement, one byte of every ``touch_stride`` of its arena (a strided view)
     pages: dict[int, torch.Tensor] = field(default_factory=dict)
     #: where those reads sum to (nothing reads it: the reads are what counts)
@@ -155,7 +157,8 @@ def _load(request: LoadRequest, layers: tuple[str, ...]) -> tuple[_Case | None, 
         return None, Loaded(error=exc.one_line(), exit_code=int(exc.exit_code), hint=exc.hint, notes=layers)
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return None, Loaded(error=f"loading failed: {describe_error(exc)}", notes=layers)
-    case = _Case(kernel, device, timer, request.num_warmup, make_inputs=make_inputs, touch_stride=request.touch_stride)
+    case = _Case(kernel, device, timer, request.num_warmup, make_inputs=make_inputs, touch_stride=request.touch_stride,
+                 settle_us=request.settle_us)
     return case, replace(loaded, notes=(*layers, *notes), compile_ms=first[0], first_call_ms=first[1])
 
 
@@ -314,7 +317,8 @@ def _handed_over(
     def signal_done(stream: int) -> None:
         ops.write(stream, go + DONE_OFFSET, token)
 
-    sample, enqueue_us = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done)
+    sample, enqueue_us = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done,
+                                                  settle_us=case.settle_us)
     sync(case.device)
     return Called(samples_ms=(sample,), enqueue_us=enqueue_us)
 

@@ -77,6 +77,11 @@ DEFAULT_JUDGE_PLACEMENTS = 4
 #: follows the process"). 64 KiB: the GPU's smaller page; one byte per page, ~0.002% of them.
 JUDGE_TOUCH_STRIDE_ENV = "KBENCH_CI_JUDGE_TOUCH_STRIDE"
 DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
+#: environment of a judge: us a side's worker spins after the judge's go (and its page reads),
+#: before its start event, so that the GPU has fetched the call's launch by then, as it has
+#: behind a held stream in one process (measure.timing.CudaEventTimer.measure_gated; 0: none)
+JUDGE_SETTLE_US_ENV = "KBENCH_CI_JUDGE_SETTLE_US"
+DEFAULT_JUDGE_SETTLE_US = 5.0
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -286,6 +291,7 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
         judge_fresh_ms(source)
         judge_placements(source)
         judge_touch_stride(source)
+        judge_settle_us(source)
     return value
 
 
@@ -326,6 +332,21 @@ def judge_touch_stride(environ: Mapping[str, str]) -> int:
                          hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
                               f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
     return int(text)
+
+
+def judge_settle_us(environ: Mapping[str, str]) -> float:
+    """:data:`JUDGE_SETTLE_US_ENV`: a number of us, 0 (no spin) up to 1000 (unset: the default)."""
+    text = environ.get(JUDGE_SETTLE_US_ENV, "").strip()
+    if not text:
+        return DEFAULT_JUDGE_SETTLE_US
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1000:  # NaN fails both
+        raise UsageError(f"{JUDGE_SETTLE_US_ENV}={environ[JUDGE_SETTLE_US_ENV]!r} is not a number of microseconds",
+                         hint=f"set {JUDGE_SETTLE_US_ENV} to 0..1000 us, or 0 for no spin (default {DEFAULT_JUDGE_SETTLE_US:g})")
+    return value
 
 
 def parallel_builds(cpu_count: int | None = None) -> int:

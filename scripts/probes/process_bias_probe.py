@@ -10,12 +10,20 @@ Printed: the median time per worker, per arena, and per (worker, arena); then th
 fresh worker processes, ``--repeats`` times. A bias that follows the worker row is the
 process's; one that follows the arena column is the placement's.
 
+``--variants plain,touch,settle,both`` takes what each call does between the go and its start
+event in turn inside the same workers (nothing; a read of one byte per 64 KiB of its arena; a
+spin of ``--settle-us``; both), so a variant that takes the workers' spread away shows it in
+the same processes that keep it under another. ``--pin-numa`` runs the workers on the GPU's
+NUMA node (a stream's commands live in host memory; the probe prints each worker's CPU and node).
+
     python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate
+    python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -37,36 +45,61 @@ def _views(arena: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, tor
     return f[:n], f[n : 2 * n], f[2 * n : 3 * n]
 
 
+VARIANTS = ("plain", "touch", "settle", "both")
+
+
+def _where() -> str:
+    """The CPU this process runs on now and its NUMA node (a CUDA stream's commands live in host
+    memory of some node: a process on the GPU's far node may fetch them slower)."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = int(fields[36])
+    nodes = [p.name for p in Path(f"/sys/devices/system/cpu/cpu{cpu}").glob("node*")]
+    return f"cpu {cpu} {nodes[0] if nodes else 'node?'}"
+
+
 def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int, own: bool = False,  # type: ignore[no-untyped-def]
-           touch: bool = False) -> None:
+           settle_us: float = 5.0, pin: list[int] | None = None) -> None:
+    if pin:
+        os.sched_setaffinity(0, pin)
     ops = StreamOps()
     go, done = mailbox.data_ptr(), mailbox.data_ptr() + 64
     stream = torch.cuda.current_stream()
     if own:  # buffers of this process's own (no IPC mapping): does the bias follow the mapping?
         arenas = [torch.zeros(3 * 4 * n + 4096, dtype=torch.uint8, device="cuda") for _ in arenas]
     views = [_views(arena, n) for arena in arenas]
-    # --touch: one float of every 64 KiB of a call's buffers read after the go and before the
-    # start event (~200 cache lines): if the process's bias is the GPU's address translation
-    # coming back cold after the context switch, this takes it out of the timed interval
-    sparse = [[view[::16384] for view in three] for three in views]
-    scratch = torch.empty(1, device="cuda")
+    # touch: one byte of every 64 KiB of the call's arena read after the go and before the start
+    # event: if the process's bias is the GPU's address translation coming back cold after the
+    # context switch, this takes it out of the timed interval. settle: a spin of settle_us after
+    # the go, so the GPU's front end has fetched the start event and the launch (commands in this
+    # process's host memory) before the start event runs, as a held stream has in one process.
+    sparse = [arena.view(torch.uint8)[::65536] for arena in arenas]
+    scratch = torch.empty((), dtype=torch.int64, device="cuda")
     for a, b, c in views:  # load the kernel and map every arena before anything is timed
         torch.add(a, b, out=c)
+    torch.cuda._sleep(1000)
     torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    end.synchronize()
+    cycles_per_us = 1_000_000 / (start.elapsed_time(end) * 1e3)
     # Where this process mapped each arena: an IPC mapping's address is the importer's choice,
     # and one not aligned to 2 MiB cannot use the GPU's large pages (a suspect for the bias)
-    conn.send([arena.data_ptr() for arena in arenas])
+    conn.send(([arena.data_ptr() for arena in arenas], _where()))
     while True:
         message = conn.recv()
         if message is None:
+            conn.send(_where())
             return
-        index, token = message
+        index, token, variant = message
         a, b, c = views[index]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ops.wait_equal(stream.cuda_stream, go, token)
-        if touch:
-            for view in sparse[index]:
-                torch.sum(view, dim=0, keepdim=True, out=scratch)
+        if variant in ("touch", "both"):
+            torch.sum(sparse[index], dim=0, out=scratch)
+        if variant in ("settle", "both"):
+            torch.cuda._sleep(int(settle_us * cycles_per_us))
         start.record(stream)
         torch.add(a, b, out=c)
         end.record(stream)
@@ -75,8 +108,29 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int, own:
         conn.send(start.elapsed_time(end) * 1e3)
 
 
+def _gpu_local_cpus() -> list[int] | None:
+    """The CPUs of the GPU's own NUMA node (sysfs), None where it does not say."""
+    props = torch.cuda.get_device_properties(0)
+    try:
+        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:  # an older torch
+        return None
+    for device in [Path(f"/sys/bus/pci/devices/{address}")]:
+        try:
+            node = int((device / "numa_node").read_text())
+            text = Path(f"/sys/devices/system/node/node{node}/cpulist").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        cpus: list[int] = []
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus.extend(range(int(low), int(high or low) + 1))
+        return cpus
+    return None
+
+
 def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Tensor], flush: torch.Tensor,
-               token: list[int]) -> dict[tuple[int, int], list[float]]:
+               token: list[int]) -> dict[tuple[int, int, str], list[float]]:
     ctx = mp.get_context("spawn")
     mailboxes = []
     for _ in range(args.workers):
@@ -86,16 +140,17 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
     pipes, processes = [], []
     for w in range(args.workers):
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=worker, args=(child, arenas, mailboxes[w][0], args.n, args.own_buffers, args.touch))
+        process = ctx.Process(target=worker, args=(child, arenas, mailboxes[w][0], args.n, args.own_buffers, args.settle_us,
+                                                   args.pin))
         process.start()
         pipes.append(parent)
         processes.append(process)
     mapped = [pipe.recv() for pipe in pipes]
-    for w, pointers in enumerate(mapped):
-        print(f"  worker {w} mapped the arenas at " + ", ".join(f"{p:#x} (mod 2 MiB {p % (2 << 20):#x})" for p in pointers))
+    for w, (pointers, where) in enumerate(mapped):
+        print(f"  worker {w} ({where}) mapped the arenas at " + ", ".join(f"{p:#x} (mod 2 MiB {p % (2 << 20):#x})" for p in pointers))
     print("  the judge's own: " + ", ".join(f"{a.data_ptr():#x}" for a in arenas))
     source = [_views(torch.randn(3 * args.n, device="cuda").view(torch.uint8), args.n) for _ in range(4)]
-    times: dict[tuple[int, int], list[float]] = {}
+    times: dict[tuple[int, int, str], list[float]] = {}
     rng = random.Random()
     for round_index in range(args.rounds):
         order = list(range(args.workers))
@@ -106,7 +161,9 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
             go = mailboxes[w][0].data_ptr()
             for call in range(args.calls):
                 token[0] += 1
-                pipes[w].send((arena, token[0]))
+                # every variant in every round and at every call position, in the same workers
+                variant = args.variants[(round_index + call) % len(args.variants)]
+                pipes[w].send((arena, token[0], variant))
                 x, y, _ = source[rng.randrange(len(source))]
                 with torch.cuda.stream(clock.stream):
                     clock.hold(args.hold_us)
@@ -124,9 +181,10 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
                 own_us = pipes[w].recv()
                 clock.read()
                 if call >= args.discard:
-                    times.setdefault((w, arena), []).append(own_us)
-    for pipe in pipes:
+                    times.setdefault((w, arena, variant), []).append(own_us)
+    for w, pipe in enumerate(pipes):
         pipe.send(None)
+        print(f"  worker {w} ended on {pipe.recv()}")
     for process in processes:
         process.join()
     return times
@@ -143,12 +201,22 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1 << 20)
     parser.add_argument("--hold-us", type=float, default=400.0)
     parser.add_argument("--rotate", action="store_true")
-    parser.add_argument("--touch", action="store_true",
-                        help="each call first reads one float per 64 KiB of its buffers, before its start event")
+    parser.add_argument("--touch", action="store_true", help="as --variants touch")
+    parser.add_argument("--variants", default="plain",
+                        help=f"comma list of {', '.join(VARIANTS)}: what each call does between the go and its start event, "
+                             "taken in turn inside the same workers")
+    parser.add_argument("--settle-us", type=float, default=5.0, help="the spin of the settle variants (us)")
+    parser.add_argument("--pin-numa", action="store_true", help="every worker on the CPUs of the GPU's NUMA node")
     parser.add_argument("--own-buffers", action="store_true",
                         help="each worker computes on buffers of its own, not the judge's arenas (the judge still stages and flushes)")
     args = parser.parse_args()
+    args.variants = ["touch"] if args.touch else [v.strip() for v in args.variants.split(",")]
+    if not set(args.variants) <= set(VARIANTS):
+        parser.error(f"--variants: each of {', '.join(VARIANTS)}")
     torch.cuda.set_device(0)
+    args.pin = _gpu_local_cpus() if args.pin_numa else None
+    nodes = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
+    print(f"NUMA nodes: {', '.join(nodes) or 'none listed'}; the GPU's local CPUs: {_gpu_local_cpus()}; pinned: {args.pin}")
     clock = GpuClock(torch.device("cuda:0"), capacity=2)
     arenas, pools = [], []
     for _ in range(args.arenas):
@@ -159,20 +227,26 @@ def main() -> None:
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
     token = [0]
     print(f"vector add of {args.n} floats; {args.workers} workers x {args.arenas} arenas; {args.rounds} rounds of {args.calls} "
-          f"calls; rotate={args.rotate}; own buffers={args.own_buffers}; touch={args.touch}; medians in us")
+          f"calls; rotate={args.rotate}; own buffers={args.own_buffers}; variants={','.join(args.variants)} "
+          f"(settle {args.settle_us:g} us); medians in us")
     for repeat in range(args.repeats):
         times = one_repeat(args, clock, arenas, flush, token)
-        everything = statistics.median(t for ts in times.values() for t in ts)
-        print(f"repeat {repeat + 1}: all {everything:.3f}")
-        for w in range(args.workers):
-            mine = [t for (ww, _), ts in times.items() if ww == w for t in ts]
-            cells = "  ".join(f"a{a}: {statistics.median(ts):.3f}" for (ww, a), ts in sorted(times.items()) if ww == w)
-            print(f"  worker {w}: {statistics.median(mine):.3f} ({statistics.median(mine) / everything - 1:+.2%})   {cells}")
-        for a in range(args.arenas):
-            theirs = [t for (_, aa), ts in times.items() if aa == a for t in ts]
-            if theirs:
-                print(f"  arena {a}: {statistics.median(theirs):.3f} ({statistics.median(theirs) / everything - 1:+.2%})")
-
+        for variant in args.variants:
+            mine = {key: ts for key, ts in times.items() if key[2] == variant}
+            everything = statistics.median(t for ts in mine.values() for t in ts)
+            print(f"repeat {repeat + 1}, {variant}: all {everything:.3f}")
+            medians = []
+            for w in range(args.workers):
+                own = [t for (ww, _, _), ts in mine.items() if ww == w for t in ts]
+                medians.append(statistics.median(own))
+                cells = "  ".join(f"a{a}: {statistics.median(ts):.3f}" for (ww, a, _), ts in sorted(mine.items()) if ww == w)
+                print(f"  worker {w}: {medians[-1]:.3f} ({medians[-1] / everything - 1:+.2%})   {cells}")
+            if len(medians) > 1:
+                print(f"  worker spread ({variant}): {(max(medians) / min(medians) - 1):.2%}")
+            for a in range(args.arenas):
+                theirs = [t for (_, aa, _), ts in mine.items() if aa == a for t in ts]
+                if theirs:
+                    print(f"  arena {a}: {statistics.median(theirs):.3f} ({statistics.median(theirs) / everything - 1:+.2%})")
 
 if __name__ == "__main__":
     main()

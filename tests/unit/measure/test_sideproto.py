@@ -25,7 +25,8 @@ from kbench_ci.measure.sideproto import (
 
 def test_requests_and_replies_round_trip() -> None:
     load = LoadRequest(device="cpu", dims={"N": 8}, timing_method="host_time", num_warmup=1, event_overhead_ms=None,
-                       side=SideSpec(label="head", solution="s.py", ref="r.py", implementation="pytorch"), touch_stride=65536)
+                       side=SideSpec(label="head", solution="s.py", ref="r.py", implementation="pytorch"), touch_stride=65536,
+                       settle_us=5.0)
     lend = LendRequest(slot=1, arena_kind="file", arena="/dev/shm/x", arena_bytes=512,
                        tensors=(LentTensor("x", "float32", (8,), (1,), 0, 0),), scalars={"N": 8}, output_names=("y",),
                        mailbox_byte_offset=256)
