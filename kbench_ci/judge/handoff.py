@@ -48,6 +48,8 @@ class Judged:
     sample_ms: float
     stamps: CallStamps
     outputs: dict[str, torch.Tensor]
+    #: the side's own span from the go to its start event (us; None where it reported none)
+    lead_us: float | None = None
 
 
 @dataclass(slots=True)
@@ -166,7 +168,7 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(self._corrected(reply), stamps, outputs)
+        return Judged(self._corrected(reply), stamps, outputs, reply.lead_us)
 
     def _corrected(self, reply: Called) -> float:
         """The side's one time, less the judge's event overhead."""

@@ -42,6 +42,8 @@ class Side:
     arenas_extra: list[Arena] = field(default_factory=list)
     #: its timed calls as the judge's clock saw them, with its own time of each (ms)
     judged: list[tuple[CallStamps, float]] = field(default_factory=list)
+    #: per judged call where it reported one: its own span from the go to its start event (us)
+    leads: list[float] = field(default_factory=list)
     #: the versions (Version.number) it has been given, and pairs of the judge's spans (us) of a
     #: call on a version new to it and, next to that call in the same round, of one on a version
     #: it had seen

@@ -259,6 +259,8 @@ def _one_round(
         samples.append(judged.sample_ms)
         spans.append(judged.stamps.span_us)
         side.judged.append((judged.stamps, judged.sample_ms))
+        if judged.lead_us is not None:
+            side.leads.append(judged.lead_us)
     first = job.settings.discard_first
     side.rounds.append(tuple(samples[first:]))
     side.round_versions.append(tuple(
@@ -292,6 +294,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         "gap": [stamps.span_us - ms * 1e3 for side in trusted for stamps, ms in side.judged],
         "pre": [stamps.pre_us for side in trusted for stamps, _ in side.judged],
         "post": [stamps.post_us for side in trusted for stamps, _ in side.judged],
+        "lead": [lead for side in trusted for lead in side.leads],
     }
     for side in sides:
         if not side.judged:
@@ -306,6 +309,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         figures = OutsideClock(
             source=handoff.source, calls=len(spans), gap_us=statistics.median(gaps), pre_us=statistics.median(pre),
             post_us=statistics.median(post), span_us=spans, reported_us=reported, pre_call_us=pre, post_call_us=post,
+            lead_us=statistics.median(side.leads) if side.leads else None,
         )
         finding = None
         if not _trusted(side) and reference["gap"]:
@@ -314,6 +318,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                 figures, reference=", ".join(s.label for s in trusted), reference_gap_us=gap.reference_us,
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
                 resolution_us=gap.resolution_us,
+                reference_lead_us=statistics.median(reference["lead"]) if reference["lead"] else None,
             )
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
             if finding is None and on_gpu:

@@ -186,6 +186,9 @@ class Called:
     error: str | None = None
     #: how long the side took to enqueue a handed-over call (us): the judge sizes its hold by it
     enqueue_us: float | None = None
+    #: from the go to its start event (its page reads and spin; us): a trusted side's is how much
+    #: work a head could hide there (gate.verdicts)
+    lead_us: float | None = None
 
 
 Reply = Loaded | Called | Made
@@ -214,7 +217,7 @@ def decode_reply(line: bytes, expected: type[Reply]) -> Reply:
     tag = data.pop("reply", None)
     if expected is Called and tag == "called":
         return Called(samples_ms=_samples(data.get("samples_ms")), error=_optional_text(data.get("error")),
-                      enqueue_us=_optional_number(data.get("enqueue_us")))
+                      enqueue_us=_optional_number(data.get("enqueue_us")), lead_us=_optional_number(data.get("lead_us")))
     if expected is Loaded and tag == "loaded":
         return Loaded(
             error=_optional_text(data.get("error")),

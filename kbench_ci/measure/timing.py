@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
@@ -97,14 +98,25 @@ class Timer(Protocol):
 
     def measure_gated(
         self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
-        settle_us: float = 0.0,
-    ) -> tuple[float, float | None]:
-        """One call between ``before(stream)`` and ``after(stream)`` (a stream's handle):
-        its time (ms), and how long its enqueue took (us; None where nothing is enqueued).
-        ``settle_us``: a spin between ``before`` and the start (GPU only)."""
+        lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedSample:
+        """One call between ``before(stream)`` and ``after(stream)`` (a stream's handle), with
+        ``lead_in`` and a spin of ``settle_us`` between ``before`` and the start (GPU only)."""
         ...
 
     def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GatedSample:
+    """One handed-over call as its side's timer saw it."""
+
+    #: its time (ms)
+    sample_ms: float
+    #: how long its enqueue took (us; None where nothing is enqueued)
+    enqueue_us: float | None = None
+    #: from the go to the start event: the lead-in and the spin (ms; None where there is none)
+    lead_ms: float | None = None
 
 
 class CudaEventTimer:
@@ -175,34 +187,45 @@ class CudaEventTimer:
 
     def measure_gated(
         self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
-        settle_us: float = 0.0,
-    ) -> tuple[float, float | None]:
+        lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedSample:
         """One call handed over by another process (kbench_ci.judge.clock): no flush of its own;
         ``before`` makes the stream wait for the other's go, ``after`` signals its end. The
         sample is corrected as in :meth:`measure`.
 
-        ``settle_us``: a spin after ``before`` and ahead of the start event. The go comes with a
-        switch of the GPU from the judge's context to this one; with nothing running ahead of the
-        start event, the GPU's front end would fetch the launch's commands (this process's
-        memory) after that event, inside the timed interval, and how long that takes is this
-        process's own. A held stream in one process has them fetched during its hold."""
+        ``lead_in`` (the side's page reads) and a spin of ``settle_us`` run after ``before`` and
+        ahead of the start event, and their span is returned (an event after the go). The go
+        comes with a switch of the GPU from the judge's context to this one; with nothing
+        running ahead of the start event, the GPU's front end would fetch the launch's commands
+        (this process's memory) after that event, inside the timed interval, and how long that
+        takes is this process's own. A held stream in one process has them fetched during its
+        hold. The judge counts the lead's span as time a side could fill with work its clock
+        cannot tell from the lead (gate.verdicts)."""
         overhead = self._overhead_ms()
         # The spin's rate now (the warm-up has normally measured it): measured after the go's
         # wait, it would run on the stream that wait holds
         settle_cycles = max(1, int(settle_us * self._spin_rate())) if settle_us > 0 else 0
         stream = torch.cuda.current_stream(self.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        led = torch.cuda.Event(enable_timing=True) if lead_in is not None or settle_cycles else None
         began = time.perf_counter()
         before(stream.cuda_stream)
-        if settle_cycles:
-            torch.cuda._sleep(settle_cycles)
+        if led is not None:
+            led.record(stream)
+            if lead_in is not None:
+                lead_in()
+            if settle_cycles:
+                torch.cuda._sleep(settle_cycles)
         start.record(stream)
         fn()
         end.record(stream)
         after(stream.cuda_stream)
         enqueue_us = (time.perf_counter() - began) * 1e6
         end.synchronize()
-        return shift_samples([start.elapsed_time(end)], overhead)[0], enqueue_us
+        return GatedSample(
+            sample_ms=shift_samples([start.elapsed_time(end)], overhead)[0], enqueue_us=enqueue_us,
+            lead_ms=None if led is None else led.elapsed_time(start),
+        )
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         """Device time of each call, less the calibrated event overhead (see calibrate_overhead)."""
@@ -362,13 +385,13 @@ class HostTimer:
 
     def measure_gated(
         self, fn: Callable[[], object], *, before: Callable[[int], None], after: Callable[[int], None],
-        settle_us: float = 0.0,
-    ) -> tuple[float, float | None]:
-        """One call as :meth:`measure` times it (``settle_us`` is not needed: the host waits); on a GPU, after the stream has waited for the
+        lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedSample:
+        """One call as :meth:`measure` times it (no lead-in: the host waits for the GPU); on a GPU, after the stream has waited for the
         other process's go (``before``) and with its end signalled (``after``). On a CPU the
         judge times the request itself (its monotonic clock)."""
         if not self._is_cuda:
-            return self.measure(fn, 1)[0], None
+            return GatedSample(self.measure(fn, 1)[0])
         stream = torch.cuda.current_stream().cuda_stream
         before(stream)
         self._sync()
@@ -377,7 +400,7 @@ class HostTimer:
         self._sync()
         sample_ms = (time.perf_counter() - began) * 1e3
         after(stream)
-        return sample_ms, None
+        return GatedSample(sample_ms)
 
     def describe(self) -> str:
         where = "device synchronised before and after" if self._is_cuda else f"CPU, {torch.get_num_threads()} intra-op thread(s)"

@@ -8,7 +8,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from kbench_ci.results.model import BaselineSpeedup, CaseResult, SpeedOfLight, VariantResult
+from kbench_ci.results.model import BaselineSpeedup, CaseResult, OutsideClock, SpeedOfLight, VariantResult
 from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
 from kbench_ci.stats import Summary, summarize
 
@@ -306,6 +306,13 @@ def _micro(value_us: float | None) -> str:
     return f"{value_us:.2f} us" if abs(value_us) < 1000 else f"{value_us / 1000:.3f} ms"
 
 
+def _resolution(clock: OutsideClock) -> str:
+    """The clock's resolution, and the trusted sides' lead-in a head's gain must also pass."""
+    if clock.resolution_us is None or not clock.reference_lead_us:
+        return _micro(clock.resolution_us)
+    return f"{_micro(clock.resolution_us)} + {_micro(clock.reference_lead_us)} lead-in"
+
+
 def clock_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | None:
     """The judge's own clock over each variant's timed calls (``--isolation judge``): its own
     median next to what the judge's clock saw beyond it (the gap), against the trusted sides'
@@ -327,7 +334,7 @@ def clock_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | No
         on_gpu = clock.source == "gpu-globaltimer"
         rows.append([
             label, _micro(own), str(clock.calls), _micro(clock.gap_us), _micro(clock.reference_gap_us),
-            ("+" if excess is not None and excess >= 0 else "") + _micro(excess), _micro(clock.resolution_us),
+            ("+" if excess is not None and excess >= 0 else "") + _micro(excess), _resolution(clock),
             f"{_micro(clock.pre_us)} / {_micro(clock.post_us)}" if on_gpu else "— (a CPU: not stamped)", result,
         ])
     return table(

@@ -362,7 +362,8 @@ OUTSIDE_CLOCK = _object({
     "source": STR, "calls": COUNT, "gap_us": FLOAT, "pre_us": FLOAT, "post_us": FLOAT, "reference": _optional(STR),
     "reference_gap_us": _optional(FLOAT), "reference_pre_us": _optional(FLOAT), "reference_post_us": _optional(FLOAT),
     "resolution_us": _optional(FLOAT), "finding": _optional(STR), "span_us": _list(FLOAT), "reported_us": _list(FLOAT),
-    "pre_call_us": _list(FLOAT), "post_call_us": _list(FLOAT),
+    "pre_call_us": _list(FLOAT), "post_call_us": _list(FLOAT), "lead_us": _optional(FLOAT),
+    "reference_lead_us": _optional(FLOAT),
 }, need=("source", "calls", "gap_us", "pre_us", "post_us"))
 SPEED_OF_LIGHT = _object({
     "source": STR, "bytes": _optional(NUMBER), "flops": _optional(NUMBER), "median_ms": NUMBER,

@@ -203,6 +203,11 @@ class OutsideClock:
     reported_us: tuple[float, ...] = ()
     pre_call_us: tuple[float, ...] = ()
     post_call_us: tuple[float, ...] = ()
+    #: the side's own median span from the judge's go to its start event (its page reads and
+    #: spin; its own clock's account), and the trusted sides': a head can do that much work there
+    #: unseen by the judge's clock, so a head's gain counts only beyond it (gate.verdicts)
+    lead_us: float | None = None
+    reference_lead_us: float | None = None
 
     @property
     def unexplained_us(self) -> float | None:

@@ -118,7 +118,7 @@ def outside_clock_from_json(data: Mapping[str, Any] | None) -> OutsideClock | No
         reference_post_us=optional("reference_post_us"), resolution_us=optional("resolution_us"),
         finding=data.get("finding"),
         span_us=floats("span_us"), reported_us=floats("reported_us"), pre_call_us=floats("pre_call_us"),
-        post_call_us=floats("post_call_us"),
+        post_call_us=floats("post_call_us"), lead_us=optional("lead_us"), reference_lead_us=optional("reference_lead_us"),
     )
 
 

@@ -312,15 +312,18 @@ def _handed_over(
 
     def wait_for_go(stream: int) -> None:
         ops.wait_equal(stream, go, token)
+
+    def touch() -> None:
         _touch_pages(case, request.slot)
 
     def signal_done(stream: int) -> None:
         ops.write(stream, go + DONE_OFFSET, token)
 
-    sample, enqueue_us = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done,
-                                                  settle_us=case.settle_us)
+    gated = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done,
+                                     lead_in=touch if request.slot in case.pages else None, settle_us=case.settle_us)
     sync(case.device)
-    return Called(samples_ms=(sample,), enqueue_us=enqueue_us)
+    return Called(samples_ms=(gated.sample_ms,), enqueue_us=gated.enqueue_us,
+                  lead_us=None if gated.lead_ms is None else gated.lead_ms * 1e3)
 
 
 def _write_back(case: _Case, kwargs: dict[str, Any], returned: object) -> None:

@@ -567,13 +567,14 @@ def test_the_case_timeout_grows_with_the_suite_baselines_of_the_case(tmp_path: P
     assert sorted(worker.timeouts) == [(2, 0, 100.0), (2, 2, 200.0)]
 
 
-def _held_to_the_clock(result: VariantResult, resolution_us: float, gap_us: float = 300.0) -> VariantResult:
+def _held_to_the_clock(result: VariantResult, resolution_us: float, gap_us: float = 300.0,
+                       lead_us: float | None = None) -> VariantResult:
     from dataclasses import replace
 
     from kbench_ci.results.model import OutsideClock
 
     clock = OutsideClock(source="gpu-globaltimer", calls=10, gap_us=gap_us, pre_us=40.0, post_us=5.0, reference="base",
-                         reference_gap_us=300.0, resolution_us=resolution_us)
+                         reference_gap_us=300.0, resolution_us=resolution_us, lead_us=lead_us, reference_lead_us=lead_us)
     return replace(result, outside_clock=clock)
 
 
@@ -605,3 +606,19 @@ def test_a_lie_under_the_resolution_does_not_buy_a_judged_head_its_gain() -> Non
     # A head whose gap reads below the base's is not credited for it.
     below = case_result(variant("base", median=0.0044), _held_to_the_clock(variant("head", median=0.0007, seed=2), 3.0, 298.0))
     assert assess(below, threshold=0.01).verdict is Verdict.FASTER
+
+
+def test_the_lead_in_before_the_start_event_does_not_buy_a_judged_head_a_gain() -> None:
+    # A side's stream reads its pages and spins between the judge's go and its start event (the
+    # trusted base's took 7 us a call): a head that did 4 us of its work there instead, and so
+    # reads 4 us faster, leaves the judge's clock with the same gap as the base's.
+    hidden = case_result(variant("base", median=0.0050), _held_to_the_clock(variant("head", median=0.0010, seed=2), 3.0, 300.0, 7.0))
+    assessment = assess(hidden, threshold=0.01)
+    assert assessment.verdict is Verdict.UNCHANGED
+    assert assessment.message is not None and "the 7.00 us lead-in before its start event" in assessment.message
+    # A gain beyond the resolution and the lead-in together is faster.
+    beyond = case_result(variant("base", median=0.0200), _held_to_the_clock(variant("head", median=0.0080, seed=2), 3.0, 300.0, 7.0))
+    assert assess(beyond, threshold=0.01).verdict is Verdict.FASTER
+    # Without a lead-in (the judge asked for none) the same 4 us gain is faster, as before.
+    bare = case_result(variant("base", median=0.0050), _held_to_the_clock(variant("head", median=0.0010, seed=2), 3.0, 300.0))
+    assert assess(bare, threshold=0.01).verdict is Verdict.FASTER

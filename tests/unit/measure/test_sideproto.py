@@ -34,7 +34,7 @@ def test_requests_and_replies_round_trip() -> None:
         assert decode_request(encode_request(request)) == request
     for reply in (Loaded(notes=("not-dumpable",), template={"x": "float32 (8,) (1,)"}, first_call_ms=1.5),
                   Loaded(error="boom", exit_code=2, hint="fix it"), Called(samples_ms=(0.1, 0.2)), Called(error="raised"),
-                  Called(samples_ms=(0.1,), enqueue_us=42.0)):
+                  Called(samples_ms=(0.1,), enqueue_us=42.0), Called(samples_ms=(0.1,), enqueue_us=42.0, lead_us=6.5)):
         assert decode_reply(encode_reply(reply), type(reply)) == reply
 
 

@@ -35,6 +35,16 @@ def test_each_judged_variant_gets_a_row_that_says_what_the_clock_found() -> None
     assert "45.10 us / 5.00 us" in rows["head"]
 
 
+def test_the_lead_in_a_heads_gain_must_pass_shows_beside_the_resolution() -> None:
+    head = _variant("head", "solution")
+    assert head.outside_clock is not None
+    led = replace(head, outside_clock=replace(head.outside_clock, lead_us=6.9, reference_lead_us=7.1))
+    text = clock_rows([("head", led)])
+    assert text is not None and "3.00 us + 7.10 us lead-in" in text
+    plain = clock_rows([("head", head)])
+    assert plain is not None and "lead-in" not in plain
+
+
 def test_a_cpu_run_shows_milliseconds_and_no_stamped_steps() -> None:
     text = clock_rows([("head", _variant("head", "solution", gap=11221.1, own_us=10736.3, source="host-monotonic"))])
     assert text is not None and "11.221 ms" in text and "10.736 ms" in text and "— (a CPU: not stamped)" in text
