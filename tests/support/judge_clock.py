@@ -25,7 +25,7 @@ CHEATS = ("rebind_timer", "replay_seen", "replay_until_new", "skip_flush", "rhyt
 CONTROL = "honest_control"
 HEADS = (*CHEATS, CONTROL)
 #: cheats that need a GPU to play their trick (GPU work left running when a turn ends)
-GPU_CHEATS = ("linger",)
+GPU_CHEATS = ("linger", "work_in_lead")
 #: modules the heads import (committed beside them in both trees)
 HELPERS = ("honest", "memo")
 #: what the judge's defence says of each cheat it names (issue 38 items 1 and 3)
