@@ -82,35 +82,23 @@ def bench_median_us(kernel: Kernel, mode: str, old: Path | None, out: Path, tria
 
 
 def run_probe(name: str) -> int:
-    """The kernel's calls as ncu should see them: staged, L2 filled, held, called (one stream)."""
+    """The kernel's calls as ncu should see them: staged (issue 23's script's stager: another
+    content copied in, outputs poisoned), L2 filled, held, called (one stream)."""
     import torch
 
-    from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
-    from kbench_ci.measure.impls.python_solution import load_python_solution
     from kbench_ci.measure.timing import CacheFlush
-    from kbench_ci.measure.usercode import load_problem
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from speed_of_light_truth import _load  # the same loading and staging as issue 23's probe
 
     kernel = next(k for k in KERNELS if k.name == name)
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
-    if kernel.implementation == "cuda-cpp":
-        loaded = load_cuda_solution(kernel.solution, kind=kernel.implementation, label="solution", problem=load_problem(kernel.ref),
-                                    dims=kernel.dims, device=device, ptr_sizes={}, ptr_size=None)
-    else:
-        loaded = load_python_solution(kernel.solution, kind=kernel.implementation, label="solution", dims=kernel.dims, device=device)
-    inputs = loaded.make_inputs(42)
-    kwargs = inputs.fresh_copy()
-    versions = [loaded.make_inputs(seed).kwargs for seed in (43, 44)]
+    device, call, stage = _load(kernel)  # type: ignore[arg-type]  (a Kernel of the same fields)
     flush = CacheFlush(device, enabled=True)
     for index in range(NCU_WARMUP + NCU_CALLS):
-        for name_, value in versions[index % 2].items():
-            if isinstance(value, torch.Tensor) and name_ not in inputs.output_names:
-                kwargs[name_].copy_(value)
-        for name_ in inputs.output_names:
-            kwargs[name_].fill_(float("nan"))
+        stage.before(index)
         flush()
         torch.cuda._sleep(HOLD_CYCLES)
-        loaded.kernel.call(kwargs)
+        call()
     torch.cuda.synchronize(device)
     print(f"probe: {flush.nbytes / 2**20:.0f} MiB fill before each of {NCU_WARMUP + NCU_CALLS} calls")
     return 0

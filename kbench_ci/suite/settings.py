@@ -297,17 +297,8 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
 
 def judge_fresh_ms(environ: Mapping[str, str]) -> float:
     """:data:`JUDGE_FRESH_MS_ENV`: a number of ms, 0 or more (unset: the default)."""
-    text = environ.get(JUDGE_FRESH_MS_ENV, "").strip()
-    if not text:
-        return DEFAULT_JUDGE_FRESH_MS
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"{JUDGE_FRESH_MS_ENV}={environ[JUDGE_FRESH_MS_ENV]!r} is not a number of milliseconds",
+    return _judge_number(environ, JUDGE_FRESH_MS_ENV, DEFAULT_JUDGE_FRESH_MS, math.inf, "milliseconds",
                          hint=f"set {JUDGE_FRESH_MS_ENV}=1 (the default), or 0 for a pool of versions and a probe a round")
-    return value
 
 
 def judge_placements(environ: Mapping[str, str]) -> int:
@@ -336,16 +327,22 @@ def judge_touch_stride(environ: Mapping[str, str]) -> int:
 
 def judge_settle_us(environ: Mapping[str, str]) -> float:
     """:data:`JUDGE_SETTLE_US_ENV`: a number of us, 0 (no spin) up to 1000 (unset: the default)."""
-    text = environ.get(JUDGE_SETTLE_US_ENV, "").strip()
+    return _judge_number(environ, JUDGE_SETTLE_US_ENV, DEFAULT_JUDGE_SETTLE_US, 1000.0, "microseconds",
+                         hint=f"set {JUDGE_SETTLE_US_ENV} to 0..1000 us, or 0 for no spin (default {DEFAULT_JUDGE_SETTLE_US:g})")
+
+
+def _judge_number(environ: Mapping[str, str], name: str, default: float, most: float, unit: str, *, hint: str) -> float:
+    """A judge knob that holds a number from 0 to ``most`` (unset: ``default``), or a usage
+    error that names it."""
+    text = environ.get(name, "").strip()
     if not text:
-        return DEFAULT_JUDGE_SETTLE_US
+        return default
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 <= value <= 1000:  # NaN fails both
-        raise UsageError(f"{JUDGE_SETTLE_US_ENV}={environ[JUDGE_SETTLE_US_ENV]!r} is not a number of microseconds",
-                         hint=f"set {JUDGE_SETTLE_US_ENV} to 0..1000 us, or 0 for no spin (default {DEFAULT_JUDGE_SETTLE_US:g})")
+    if not (math.isfinite(value) and 0 <= value <= most):
+        raise UsageError(f"{name}={environ[name]!r} is not a number of {unit}", hint=hint)
     return value
 
 
