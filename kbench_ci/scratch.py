@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_stale"]
+__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_left_by", "remove_stale"]
 
 #: the prefixes of every temporary folder kbench-ci makes
 PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-")
@@ -59,6 +59,24 @@ def _owner_alive(folder: Path) -> bool | None:
         return None
     now = _start_time(pid)
     return now is not None and (start == "?" or now == start)
+
+
+def remove_left_by(pid: int, root: Path | None = None) -> list[Path]:
+    """Remove the folders under ``root`` (default: the temp folder) that process ``pid`` made,
+    once it no longer runs: a worker or judge process ends by SIGKILL (its lifeline), so it
+    never removes its own; the process that stopped it does. Returns them."""
+    base = Path(root if root is not None else tempfile.gettempdir())
+    removed: list[Path] = []
+    for prefix in PREFIXES:
+        for folder in base.glob(f"{prefix}*"):
+            try:
+                owner = (folder / OWNER_FILE).read_text(encoding="utf-8").split()[0]
+            except (OSError, IndexError):
+                continue
+            if owner == str(pid) and not folder.is_symlink() and _owner_alive(folder) is False:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
 
 
 def remove_stale(root: Path | None = None, *, now: float | None = None) -> list[Path]:

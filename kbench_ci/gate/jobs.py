@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
@@ -43,8 +44,20 @@ def make_job(
         settings=settings if rounds is None else replace(settings, rounds=rounds),
         stopping=stopping,
         accept_changed_reference=accept_changed_reference,
+        head_reference_changed=reference_changed(sides),
         placement_pad_bytes=placement_pad_bytes,
     )
+
+
+def reference_changed(sides: Sequence[SideSpec]) -> bool:
+    """Two sides (a compare) whose ref.py files differ: the head changed what it is checked
+    against."""
+    if len(sides) != 2:
+        return False
+    try:
+        return Path(sides[0].ref).read_bytes() != Path(sides[1].ref).read_bytes()
+    except OSError:
+        return False
 
 
 def select_kernels(

@@ -46,6 +46,7 @@ from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
     FRESH_CALL_MAX_MS,
     VERSIONS,
+    OwnReference,
     check_correctness,
     fresh_each_call,
     judge_outside_clock,
@@ -101,6 +102,8 @@ class Judge:
         self._loaded_code = False
         #: why the GPU clock could not be had, where it could not (the report says so)
         self.clock_refused: str | None = None
+        #: the case's head reference worker's load failure (message, hint, exit code), if it failed
+        self._reference_failure: tuple[str, str | None, int] | None = None
 
     def clock(self, device: torch.device) -> GpuClock | None:
         """The judge's GPU clock on ``device``, made once; None on a CPU or where the driver refuses it."""
@@ -174,11 +177,15 @@ class Judge:
             maker, maker_source = None, ""
         overhead_ms = self.event_overhead_ms(device, job)  # before any side's code of the case loads
         sides = self._load(job, problem, device, emit)
+        reference = next((side for side in sides if side.label == HEAD_REFERENCE), None)
+        if reference is not None:
+            sides.remove(reference)
+        self._reference_failed(job, sides, emit)
         description = "judged apart: nothing was timed (the case's inputs could not be made)"
         try:
             if maker is None:
                 maker, maker_source = _side_maker(sides, job, device)
-            description = _judge(sides, job, problem, maker, maker_source, device, emit, self)
+            description = _judge(sides, job, problem, maker, maker_source, device, emit, self, reference)
             if _failed_beside_the_head(sides):
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         except (SideFailed, _NoInputs) as exc:
@@ -189,10 +196,22 @@ class Judge:
                     side.fail("error", f"its own setup() could not make the inputs: {exc}" if side.label == job.sides[0].label
                               else f"not judged: the inputs could not be made ({exc})")
         finally:
-            self._end(sides)
+            self._end([*sides, *((reference,) if reference is not None else ())])
         for side in sides:
             emit(VariantDone(side.result))
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
+
+    def _reference_failed(self, job: CaseJob, sides: list[Side], emit: Emit) -> None:
+        """The head's changed ref.py could not be loaded in its worker: the head cannot be checked,
+        and it is the user's file to fix (exit 2), as in process."""
+        if self._reference_failure is None:
+            return
+        message, hint, exit_code = self._reference_failure
+        for side in sides:
+            if side.label == job.sides[1].label and side.ok:
+                side.fail("error", f"{message} ({hint})" if hint else message)
+                emit(LoadError(side.label, "UserFileError" if exit_code == 2 else "KbenchError", exit_code, message, hint,
+                               "user" if exit_code == 2 else "kernel"))
 
     def _end(self, sides: list[Side]) -> None:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
@@ -241,7 +260,10 @@ class Judge:
         # Every worker this case needs starts now, together: each imports torch and creates its
         # CUDA context (seconds) while the others do; they load their code one at a time below.
         witness = _needs_witness(job)
-        for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ())):
+        own_reference = _runs_head_reference(job)
+        self._reference_failure = None
+        for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ()),
+                      *((HEAD_REFERENCE,) if own_reference else ())):
             if label not in job.skip:
                 self.worker(label, job.settings.device)
         # A side reports raw event times (no overhead of its own to calibrate): the judge
@@ -254,6 +276,9 @@ class Judge:
                     for name in job.baselines]
         if witness:
             entries.append((WITNESS, "baseline", LoadRequest(baseline=WITNESS_BASELINE, ref=str(problem.path), **common)))  # type: ignore[arg-type]
+        if own_reference:  # the head's ref.py, loaded by that worker alone (the judge only names it)
+            entries.append((HEAD_REFERENCE, "baseline",
+                            LoadRequest(baseline=WITNESS_BASELINE, ref=job.sides[1].ref, **common)))  # type: ignore[arg-type]
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
@@ -270,14 +295,22 @@ class Judge:
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:
                 emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
+                if label == HEAD_REFERENCE:
+                    self._reference_failure = (f"{Path(job.sides[1].ref).name} could not be loaded: {exc}", None, 2)
                 continue
             assert isinstance(loaded, Loaded)
+            if label == HEAD_REFERENCE and loaded.error is not None:
+                self._reference_failure = (loaded.error.removesuffix(f" ({loaded.hint})") if loaded.hint else loaded.error,
+                                           loaded.hint, loaded.exit_code)
             if loaded.error is not None:
                 status = "unavailable" if role == "baseline" and loaded.exit_code != 1 else "error"
                 emit(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
                 if index == 0 and role == "solution":
+                    # The first side's: a compare's base (trusted), or bench's and run's solution,
+                    # the user's own. Exit 2 is the user's files or settings, as in process.
+                    message = loaded.error.removesuffix(f" ({loaded.hint})") if loaded.hint else loaded.error
                     emit(LoadError(label, "UserFileError" if loaded.exit_code == 2 else "KbenchError", loaded.exit_code,
-                                   loaded.error, loaded.hint))
+                                   message, loaded.hint, "user" if loaded.exit_code == 2 else "kernel"))
                 continue
             notes = tuple(note for note in loaded.notes if note not in _LAYERS)
             result = replace(result, notes=notes, first_call_ms=loaded.first_call_ms, compile_ms=loaded.compile_ms)
@@ -295,10 +328,10 @@ class Judge:
 
 def _judge(
     sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
-    judge: Judge,
+    judge: Judge, reference: Side | None = None,
 ) -> str:
     """Correctness and timing of ``sides`` (their results are set, not emitted); the timing
-    description of the case."""
+    description of the case. ``reference``: the worker of the head's changed ref.py."""
     tolerance_for = _tolerance_function(job, problem)
     try:
         template = maker(entropy_seed())
@@ -307,21 +340,28 @@ def _judge(
     except Exception as exc:
         raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
     _check_goalposts(sides, template, job)
-    placements = _lend(sides, template, device)
+    placements = _lend([*sides, *((reference,) if reference is not None else ())], template, device)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
     handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job))
+    own = None if reference is None else OwnReference(
+        side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name)
     for side in sides:
         if side.ok:
             turn(sides, side, handoff.clock)
         if side.ok:
-            check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit)
+            check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit,
+                              own_reference=own if own is not None and side.label == job.sides[1].label else None)
     live = [side for side in sides if side.ok]
+    if (reason := job.why_not_timed({side.label: side.result.status for side in sides})) is not None:
+        for side in live:
+            side.result = replace(side.result, not_timed=reason)
+        live = []
     if live:
         versions, make_ms = [], []
         for _ in range(2):
             began = time.perf_counter()
-            versions.append(make_version(maker, problem, device))
+            versions.append(make_version(maker, problem, device, label=live[0].label, emit=emit))
             sync(device)
             make_ms.append((time.perf_counter() - began) * 1e3)
         # Each version holds its inputs and its expected outputs in the judge: the in-process
@@ -332,8 +372,9 @@ def _judge(
         calls_per_round = job.settings.trials_per_round + job.settings.discard_first
         fresh = fresh_each_call(max(make_ms), affordable, calls_per_round)
         while not fresh and len(versions) < min(VERSIONS, affordable):
-            versions.append(make_version(maker, problem, device))
-        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh)
+            versions.append(make_version(maker, problem, device, label=live[0].label, emit=emit))
+        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh,
+                       own_reference=own)
         judge_outside_clock(sides, handoff, on_gpu=clock is not None)
         source = f"the inputs from {maker_source} at seeds drawn from the OS's entropy, made and kept by the judge"
         if fresh:
@@ -396,13 +437,25 @@ def _needs_witness(job: CaseJob) -> bool:
     return not job.baselines and [spec.label for spec in job.sides] == ["solution"]
 
 
+#: the worker of a compare's head's own ref.py, where the pull request changed it
+#: (kbench_ci.judge.trials.OwnReference): never timed, never reported as a variant
+HEAD_REFERENCE = "head-reference"
+
+
+def _runs_head_reference(job: CaseJob) -> bool:
+    """A compare whose head changed ref.py (the parent compared the files): its reference runs
+    in a worker of its own, for the head's own correctness and, accepted, its timed calls."""
+    return job.head_reference_changed and len(job.sides) == 2 and job.sides[1].label not in job.skip
+
+
 def _without_witness(emit: Emit) -> Emit:
-    """``emit``, less every event of the witness (the parent knows no such variant): its
-    progress, its load, its result."""
+    """``emit``, less every event of the witness and the head's reference worker (the parent
+    knows no such variants): their progress, their load, their results."""
 
     def emit_others(event: WorkerEvent) -> None:
         result = getattr(event, "result", None)
-        if getattr(event, "variant", None) != WITNESS and getattr(result, "label", None) != WITNESS:
+        hidden = (WITNESS, HEAD_REFERENCE)
+        if getattr(event, "variant", None) not in hidden and getattr(result, "label", None) not in hidden:
             emit(event)
 
     return emit_others

@@ -70,7 +70,7 @@ def main(argv: Sequence[str]) -> int:
         early = {label: SideWorker(label, warm_device, scratch, side_environment, preload) for label in labels}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
 
-    from kbench_ci.errors import KbenchError  # noqa: PLC0415
+    from kbench_ci.errors import ExitCode, KbenchError  # noqa: PLC0415
     from kbench_ci.judge.case import Judge  # noqa: PLC0415
     from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state  # noqa: PLC0415
     from kbench_ci.measure.protocol import (  # noqa: PLC0415
@@ -111,7 +111,14 @@ def main(argv: Sequence[str]) -> int:
                 try:
                     judge.run_case(job, emit)
                 except KbenchError as exc:
-                    emit(LoadError(job.sides[0].label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint))
+                    # What escapes a case here is the trusted code's: the user's ref.py, setup()
+                    # or settings (exit 2: "fix your files", blamed on the user as the in-process
+                    # worker does), or the machine (3). Every side was checked against that
+                    # reference, so each carries the error (a compare reads the head's).
+                    user = exc.exit_code == ExitCode.USAGE
+                    for side in job.sides:
+                        emit(LoadError(side.label, type(exc).__name__, int(exc.exit_code), exc.message, exc.hint,
+                                       "user" if user else "kernel"))
                     for label in job.variant_labels():
                         emit(VariantDone(job.failed_result(label, exc.one_line())))
                 if device.type == "cuda":

@@ -49,6 +49,9 @@ class Side:
     #: it had seen
     seen: set[int] = field(default_factory=set)
     memo_pairs: list[tuple[float, float]] = field(default_factory=list)
+    #: a compare's head whose changed ref.py was accepted: checked against its own reference's
+    #: outputs (Version.own_expected), not the base's
+    own_reference: bool = False
 
     @property
     def ok(self) -> bool:
@@ -64,3 +67,6 @@ class Version:
     expected: dict[str, Any]
     #: unique in the judge's process: which versions a side has seen
     number: int = 0
+    #: where a compare's head changed ref.py: its own reference's outputs for these inputs,
+    #: computed in a process of its own (the pull request's code), copied into the judge
+    own_expected: dict[str, Any] | None = None

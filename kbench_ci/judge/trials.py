@@ -19,12 +19,12 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from kbench_ci.errors import UserFileError
+from kbench_ci.errors import ExitCode, UserFileError
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
@@ -33,9 +33,10 @@ from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs, outputs_match
 from kbench_ci.measure.inputs import changed_inputs
-from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule
+from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, StoppingRule
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
+from kbench_ci.measure.sideproto import Called, CallRequest
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
 from kbench_ci.stats import (
@@ -54,8 +55,8 @@ from kbench_ci.stats import (
 from kbench_ci.suite.settings import judge_fresh_ms
 
 __all__ = [
-    "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "check_correctness", "fresh_each_call", "judge_outside_clock",
-    "make_version", "settle_gpu", "time_in_rounds", "turn",
+    "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "OwnReference", "OwnReferenceFailed", "check_correctness",
+    "fresh_each_call", "judge_outside_clock", "make_version", "settle_gpu", "time_in_rounds", "turn",
 ]
 
 #: versions of the timed contents (each with its expected outputs kept in the judge)
@@ -105,18 +106,69 @@ def settle_gpu(clock: GpuClock, sides: Sequence[Side]) -> None:
             ))
 
 
-def make_version(maker: Maker, problem: Problem, device: torch.device) -> Version:
+def make_version(maker: Maker, problem: Problem, device: torch.device, *, label: str = "", emit: Emit | None = None) -> Version:
+    """Contents from the OS's entropy and the trusted reference's outputs for them. With
+    ``emit``, the reference's call is announced as checking ``label``: a reference that hangs is
+    then the user's ref.py's to blame (the parent reads it so), not that side's."""
     seed = entropy_seed()
     inputs = maker(seed)
     # The trusted reference's outputs on a private copy: they never leave the judge.
     try:
-        expected = reference_outputs(problem, inputs, device)
+        expected = reference_outputs(problem, inputs, device, label=label, emit=emit)
     except CudaContextLost as exc:
         raise UserFileError(
             f"{problem.path.name} reference() left the CUDA context unusable: {exc}",
             hint="fix reference(): every variant is checked against it",
         ) from exc
     return Version(inputs, expected, next(_NUMBERS))
+
+
+class OwnReferenceFailed(Exception):
+    """The head's own (changed) ref.py failed: the user's file to fix (exit 2), said as ``message``."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
+
+
+@dataclass(slots=True)
+class OwnReference:
+    """A compare's head changed ref.py: its reference, the pull request's code, runs in a worker
+    of its own (``side``: a ``pytorch-eager`` baseline over the head's ref.py), never in the
+    judge. The judge stages each version's inputs into that worker's buffers, lets it compute,
+    and copies its outputs into the judge's own memory: what the head's outputs are checked
+    against where the change is accepted, and what tells "right by its own reference" apart."""
+
+    side: Side
+    sides: list[Side]
+    clock: GpuClock | None
+    device: torch.device
+    #: the head's ref.py's file name, for messages
+    name: str
+
+    def attach(self, version: Version) -> Version:
+        """``version`` with the head's own reference's outputs for its inputs. The reference's
+        worker has the device meanwhile; the caller's next turn takes it back. Raises
+        :class:`OwnReferenceFailed`."""
+        if not self.side.ok or not self.side.arenas:
+            raise OwnReferenceFailed(f"{self.name} could not be run: {self.side.result.message}", _FIX_REFERENCE)
+        turn(self.sides, self.side, self.clock)
+        arena = self.side.arenas[0]
+        stage(arena, version.inputs)
+        sync(self.device)
+        try:
+            reply = self.side.worker.ask(CallRequest(slot=arena.slot, count=1), Called, timeout_s=CALL_TIMEOUT_S)
+        except SideFailed as exc:
+            raise OwnReferenceFailed(f"{self.name} reference() failed: {exc} (seed {version.inputs.seed})", _FIX_REFERENCE) from exc
+        assert isinstance(reply, Called)
+        if reply.error is not None:
+            raise OwnReferenceFailed(f"{self.name} reference() raised {reply.error} (seed {version.inputs.seed})", _FIX_REFERENCE)
+        own = {name: arena.views[name].clone() for name in version.inputs.output_names}
+        sync(self.device)
+        return replace(version, own_expected=own)
+
+
+_FIX_REFERENCE = "fix reference(): every variant is checked against it"
 
 
 def fresh_each_call(make_ms: float, affordable: int, calls_per_round: int, *, max_ms: float = FRESH_CALL_MAX_MS) -> bool:
@@ -128,14 +180,27 @@ def fresh_each_call(make_ms: float, affordable: int, calls_per_round: int, *, ma
 
 def check_correctness(
     side: Side, job: CaseJob, problem: Problem, maker: Maker, tolerance_for: Callable[[torch.dtype], Tolerance],
-    device: torch.device, handoff: Handoff, emit: Emit,
+    device: torch.device, handoff: Handoff, emit: Emit, *, own_reference: OwnReference | None = None,
 ) -> None:
+    """``side``'s correctness trials, each on a version made for it. ``own_reference`` (a
+    compare's head that changed ref.py): its trials are checked against its own reference, and
+    each also against the base's (:func:`_judge_changed_reference`)."""
     trials: list[TrialCheck] = []
+    against_base: list[TrialCheck] = []
     arena = side.arenas[0]
     for trial in range(job.settings.correctness_trials):
         emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(side.label, "correctness"))
-        version = make_version(maker, problem, device)
+        version = make_version(maker, problem, device, label=side.label, emit=emit)
+        if own_reference is not None:
+            try:
+                version = own_reference.attach(version)
+            except OwnReferenceFailed as exc:
+                side.fail("error", exc.message)
+                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
+                return
+            turn(own_reference.sides, side, own_reference.clock)
+            emit(Begin(side.label, "correctness"))
         try:
             judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
@@ -145,21 +210,64 @@ def check_correctness(
                 return
             continue
         side.seen.add(version.number)
-        checks = compare_outputs(judged.outputs, version.expected, tolerance_for)
+        expected = version.own_expected if version.own_expected is not None else version.expected
+        checks = compare_outputs(judged.outputs, expected, tolerance_for)
         modified = changed_inputs(version.inputs.kwargs, arena.views, version.inputs.output_names)
         trials.append(TrialCheck(seed=version.inputs.seed, outputs=checks, modified_inputs=modified))
+        if version.own_expected is not None:
+            against_base.append(TrialCheck(seed=version.inputs.seed, outputs=compare_outputs(judged.outputs, version.expected,
+                                                                                           tolerance_for)))
     result = CorrectnessResult(trials=tuple(trials))
     side.result = replace(side.result, status="ok" if result.passed else "incorrect", correctness=result,
                           message=result.first_failure())
+    if own_reference is not None and side.ok:
+        _judge_changed_reference(side, CorrectnessResult(trials=tuple(against_base)), job)
+
+
+def _judge_changed_reference(side: Side, against_base: CorrectnessResult, job: CaseJob) -> None:
+    """A head right by its own changed ref.py, checked on the same inputs against the base's
+    reference too (the in-process worker's rule, measure.child): one that passes only its own
+    is ``incorrect`` unless the case is accepted, and then it is checked against its own in
+    its timed calls as well."""
+    if against_base.passed:
+        _note(side, "its ref.py changed in this pull request: it also passes the base's reference() on the base's inputs")
+    elif job.accept_changed_reference:
+        side.own_reference = True
+        _note(side, f"its ref.py changed and it fails the base's reference() (accepted): {against_base.first_failure()}")
+    else:
+        side.fail("incorrect", (
+            f"passes only its own changed ref.py: checked on the base's inputs against the base's reference() it "
+            f"fails ({against_base.first_failure()}); keep the reference, or accept the change (--accept / the accept label)"
+        ))
+
+
+def _note(side: Side, note: str) -> None:
+    side.result = replace(side.result, notes=(*side.result.notes, note))
 
 
 def time_in_rounds(
     live: list[Side], sides: list[Side], versions: list[Version], job: CaseJob, problem: Problem, maker: Maker,
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
-    *, fresh: bool = False,
+    *, fresh: bool = False, own_reference: OwnReference | None = None,
 ) -> None:
     """The timed rounds. ``versions`` is the pool the timed calls draw from (``fresh``: only the
-    warm-ups do; every timed call has a version made for its round alone)."""
+    warm-ups do; every timed call has a version made for its round alone). ``own_reference``:
+    a side is checked against the head's own reference (an accepted change of ref.py), so
+    every version made for a round gets its outputs too."""
+
+    def made(version: Version) -> Version:
+        owners = [side for side in live if side.own_reference and side.ok]
+        if own_reference is None or not owners:
+            return version
+        try:
+            return own_reference.attach(version)
+        except OwnReferenceFailed as exc:  # the head's own ref.py's fault (exit 2): it is not timed on
+            for side in owners:
+                side.fail("error", exc.message)
+                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
+            return version
+
+    versions = [made(version) for version in versions]  # the pool, for a head checked against its own reference
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
@@ -179,6 +287,7 @@ def time_in_rounds(
     while batch := plan.next_batch(round_index, time.perf_counter() - started):
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
+            checking = live[0].label if live else ""  # whom a hanging reference's blame names
             picks = [picker.randrange(len(versions)) for _ in range(calls_per_round)]
             # The round's versions made for it alone (every call's, where they are cheap; else a
             # probe at a random position among the calls kept), so that no side has seen them:
@@ -187,10 +296,11 @@ def time_in_rounds(
             if fresh:
                 probe_at, probe = None, None
                 this_round = None  # the last round's versions go before this round's are made
-                this_round = [make_version(maker, problem, device) for _ in range(calls_per_round)]
+                this_round = [made(make_version(maker, problem, device, label=checking, emit=emit))
+                              for _ in range(calls_per_round)]
             else:
                 probe_at = picker.choice(kept) if kept else None
-                probe = make_version(maker, problem, device) if probe_at is not None else None
+                probe = made(make_version(maker, problem, device, label=checking, emit=emit)) if probe_at is not None else None
                 this_round = None
             total = max(job.settings.rounds, round_index + 1)
             for side in order:
@@ -245,8 +355,9 @@ def _one_round(
             return False
         side.checked += 1
         if side.role == "solution":
-            failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
-                check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
+            expected = version.own_expected if side.own_reference and version.own_expected is not None else version.expected
+            failed = [] if outputs_match(judged.outputs, expected, tolerance_for) else [
+                check for check in compare_outputs(judged.outputs, expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "

@@ -412,19 +412,12 @@ def _check_head_against_base_reference(variants: list[Variant], job: CaseJob, de
 
 
 def _to_time(variants: list[Variant], job: CaseJob) -> list[Variant]:
-    """The variants to time: each that passed its checks, unless the job is a compare (sides
-    base, head) whose head failed them (incorrect, raised, or skipped after a crash). Then the
-    verdict is the head's failure whatever the times, and the base's time (and the baselines',
-    which are timed to say the head's speed-up) would be compared with nothing: a trial spent
-    37 of 235 s on it. Those stay ``ok``, with ``not_timed`` saying why."""
+    """The variants to time: each that passed its checks, unless :meth:`CaseJob.why_not_timed`
+    says why not. Those stay ``ok``, with ``not_timed`` saying why."""
     passed = [variant for variant in variants if variant.result.status == "ok"]
-    if len(job.sides) < 2:
-        return passed  # bench and run: one side, timed with its baselines
-    heads = {side.label for side in job.sides[1:]}
-    if any(variant.label in heads for variant in passed):
+    reason = job.why_not_timed({variant.label: variant.result.status for variant in variants})
+    if reason is None:
         return passed
-    statuses = {variant.result.status for variant in variants if variant.label in heads}
-    reason = "the head is incorrect" if "incorrect" in statuses else "the head failed"
     for variant in passed:
         variant.result = replace(variant.result, not_timed=reason)
     return []

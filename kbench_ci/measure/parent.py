@@ -53,7 +53,7 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
-from kbench_ci.scratch import make_scratch
+from kbench_ci.scratch import make_scratch, remove_left_by
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
@@ -121,6 +121,9 @@ class _Worker:
             os.close(self.lifeline)
             self.lifeline = -1
         kill_process_group(self.process)
+        # A judge makes a scratch folder of its own (its sides' folders in it), and a SIGKILL
+        # leaves it behind
+        remove_left_by(self.process.pid)
 
 
 class WorkerPoolClosed(RuntimeError):

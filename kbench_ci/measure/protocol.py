@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,6 +84,9 @@ class CaseJob:
     #: compare: the case is accepted (``--accept``), so a head that fails the base's reference
     #: after changing ref.py is noted, not failed
     accept_changed_reference: bool = False
+    #: compare: the head's ref.py differs from the base's (the parent compared the files): under
+    #: the judge, which never loads the pull request's code, it runs in a process of its own
+    head_reference_changed: bool = False
     #: bytes the worker allocates before it loads anything, held for the whole case: a
     #: re-measurement lays its buffers out elsewhere (see gate/compare_case.py)
     placement_pad_bytes: int = 0
@@ -103,6 +107,20 @@ class CaseJob:
 
     def variant_labels(self) -> tuple[str, ...]:
         return tuple(side.label for side in self.sides) + tuple(self.baselines)
+
+    def why_not_timed(self, statuses: Mapping[str, str]) -> str | None:
+        """Why the variants that passed their checks are not timed, or None to time them. A
+        compare (sides base, head) whose head failed its checks (incorrect, raised, or skipped
+        after a crash) has its verdict whatever the times, and the base's time (and the
+        baselines', timed to say the head's speed-up) would be compared with nothing: a trial
+        spent 37 of 235 s on it. ``statuses``: label -> status of the variants checked (a head
+        that is not there was skipped)."""
+        if len(self.sides) < 2:
+            return None  # bench and run: one side, timed with its baselines
+        heads = [side.label for side in self.sides[1:]]
+        if any(statuses.get(label) == "ok" for label in heads):
+            return None
+        return "the head is incorrect" if any(statuses.get(label) == "incorrect" for label in heads) else "the head failed"
 
     def failed_result(self, label: str, message: str) -> VariantResult:
         """The final result of variant ``label`` (a side or a baseline) that could not be measured."""

@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import KbenchError, UserFileError
+from kbench_ci.errors import KbenchError, UsageError, UserFileError
 from kbench_ci.measure.inputs import InputSet, seed_everything
+from kbench_ci.measure.reference import describe_error
 from kbench_ci.measure.usercode import call_by_name, takes_seed
 
 
@@ -25,6 +26,35 @@ class SetupFailed(Exception):  # noqa: N818  (a failure of the user's function, 
         self.cause = cause
         self.seed = seed
         self.in_ref = in_ref
+
+
+#: a dimension at least this large cannot be an int32 size: the first suspect when sizes overflow
+_LARGE_DIMENSION = 2**31
+
+
+def setup_blame(exc: SetupFailed, dims: Mapping[str, Any], ref_name: str) -> KbenchError | None:
+    """The user's error for a ``setup()`` that raised, or None where it is the solution's own.
+
+    Sizes that overflow 64 bits (``Storage size calculation overflowed`` for ``--N=2**63-1``)
+    are the settings' (exit 2), naming the dimension to shrink; a ref.py's setup() (``ref_name``)
+    is the reference's (exit 2); a solution's own setup() fails that solution (None)."""
+    cause = exc.cause
+    if isinstance(cause, OverflowError) or "overflow" in str(cause).lower():
+        sizes = {name: value for name, value in dims.items() if isinstance(value, int) and not isinstance(value, bool)}
+        large = {name: value for name, value in sizes.items() if abs(value) >= _LARGE_DIMENSION} or sizes
+        if large:
+            shown = ", ".join(f"{name}={value}" for name, value in large.items())
+            names = " / ".join(large)
+            said = (str(cause).strip().splitlines() or [""])[0]
+            return UsageError(
+                f"{shown} is too large: {exc.where} cannot make inputs whose sizes overflow 64 bits "
+                f"({type(cause).__name__}: {said})",
+                hint=f"use a smaller {names}: --{next(iter(large))}=VALUE on the command line, or the kernel's shapes "
+                "in kbench.toml",
+            )
+    if exc.in_ref:
+        return UserFileError(f"{exc.where} raised {describe_error(cause)} (seed {exc.seed})", hint=f"fix setup() in {ref_name}")
+    return None
 
 
 def inputs_from_setup(

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import KbenchError, UsageError, UserFileError
+from kbench_ci.errors import KbenchError
 from kbench_ci.measure.impls import Kernel, Solution
 from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
@@ -23,6 +23,7 @@ from kbench_ci.measure.reference import (
     snapshot,
     sync,
 )
+from kbench_ci.measure.setup_inputs import setup_blame
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import Tolerance, VariantResult
@@ -106,33 +107,11 @@ def call_on_poisoned_outputs(
     sync(device)  # the whole device: a side stream's late writes must not reach the next call
     return copies
 
-#: a dimension at least this large cannot be an int32 size: the first suspect when sizes overflow
-_LARGE_DIMENSION = 2**31
-
-
 def setup_failure(variant: Variant, exc: SetupFailed, dims: Mapping[str, Any], emit: Emit) -> None:
-    """Whose fault a ``setup()`` that raised is, said with ``setup()`` named.
-
-    Sizes that overflow 64 bits (``Storage size calculation overflowed`` for ``--N=2**63-1``)
-    are the settings' (exit 2), naming the dimension to shrink; a ref.py's setup() is the
-    reference's (exit 2); a solution's own setup() fails that solution (exit 1)."""
-    cause = exc.cause
-    where = f"{exc.where} raised {describe_error(cause)} (seed {exc.seed})"
-    if isinstance(cause, OverflowError) or "overflow" in str(cause).lower():
-        sizes = {name: value for name, value in dims.items() if isinstance(value, int) and not isinstance(value, bool)}
-        large = {name: value for name, value in sizes.items() if abs(value) >= _LARGE_DIMENSION} or sizes
-        if large:
-            shown = ", ".join(f"{name}={value}" for name, value in large.items())
-            names = " / ".join(large)
-            said = (str(cause).strip().splitlines() or [""])[0]
-            usage_failure(variant, UsageError(
-                f"{shown} is too large: {exc.where} cannot make inputs whose sizes overflow 64 bits "
-                f"({type(cause).__name__}: {said})",
-                hint=f"use a smaller {names}: --{next(iter(large))}=VALUE on the command line, or the kernel's shapes "
-                "in kbench.toml",
-            ), emit)
-            return
-    if exc.in_ref:
-        usage_failure(variant, UserFileError(where, hint=f"fix setup() in {variant.problem.path.name}"), emit)
+    """Whose fault a ``setup()`` that raised is (:func:`setup_blame`), said with ``setup()`` named:
+    the user's (exit 2) or the solution's own (it fails)."""
+    blamed = setup_blame(exc, dims, variant.problem.path.name)
+    if blamed is not None:
+        usage_failure(variant, blamed, emit)
         return
-    fail(variant, "error", where)
+    fail(variant, "error", f"{exc.where} raised {describe_error(exc.cause)} (seed {exc.seed})")

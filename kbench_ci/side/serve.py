@@ -33,6 +33,7 @@ from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
 from kbench_ci.measure.lending import lent_view
 from kbench_ci.measure.protocol import CaseJob
+from kbench_ci.measure.setup_inputs import SetupFailed, setup_blame
 from kbench_ci.measure.sideproto import (
     DONE_OFFSET,
     Called,
@@ -155,6 +156,15 @@ def _load(request: LoadRequest, layers: tuple[str, ...]) -> tuple[_Case | None, 
             make_inputs, loaded, first, notes = None, Loaded(), (None, None), ()
     except KbenchError as exc:
         return None, Loaded(error=exc.one_line(), exit_code=int(exc.exit_code), hint=exc.hint, notes=layers)
+    except SetupFailed as exc:
+        # Sizes past 64 bits are the settings' and a ref.py's setup() the reference's (exit 2),
+        # as in the in-process worker; the solution's own setup() fails it
+        ref_name = Path(request.side.ref).name if request.side is not None else "ref.py"
+        blamed = setup_blame(exc, request.dims, ref_name)
+        if blamed is not None:
+            return None, Loaded(error=blamed.one_line(), exit_code=int(blamed.exit_code), hint=blamed.hint, notes=layers)
+        return None, Loaded(error=f"loading failed: {exc.where} raised {describe_error(exc.cause)} (seed {exc.seed})",
+                            notes=layers)
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return None, Loaded(error=f"loading failed: {describe_error(exc)}", notes=layers)
     case = _Case(kernel, device, timer, request.num_warmup, make_inputs=make_inputs, touch_stride=request.touch_stride,

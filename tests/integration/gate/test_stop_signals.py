@@ -224,6 +224,27 @@ def test_folders_left_by_a_killed_run_are_removed_by_the_next(tmp_path: Path) ->
     assert live.is_dir() and new_unowned.is_dir() and other.is_dir()
 
 
+def test_a_stopped_process_s_own_folders_are_removed_by_the_one_that_stopped_it(tmp_path: Path) -> None:
+    """A judge makes its scratch folder itself and ends by SIGKILL (its lifeline): the parent
+    that stopped it removes that folder, and nothing of another process's."""
+    from kbench_ci.scratch import OWNER_FILE, remove_left_by
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    start = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    its = tmp_path / "kbench-judge-abc"
+    (its / "side-head").mkdir(parents=True)
+    (its / OWNER_FILE).write_text(f"{child.pid} {start}")
+    mine = tmp_path / "kbench-worker-def"
+    mine.mkdir()
+    me = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (mine / OWNER_FILE).write_text(f"{os.getpid()} {me}")
+    assert remove_left_by(child.pid, tmp_path) == []  # it still runs: its folder stays
+    child.kill()
+    child.wait()
+    assert remove_left_by(child.pid, tmp_path) == [its] and not its.exists()
+    assert mine.is_dir() and remove_left_by(os.getpid(), tmp_path) == []  # a running owner's stays
+
+
 def test_the_action_step_compare_and_its_worker_end_when_the_runner_is_killed(tmp_path: Path) -> None:
     """Issue 36, item 9: the runner's worker (a .NET process) starts the compare step, which
     `exec`s ``python -m kbench_ci.github.action compare``, which runs ``kbench-ci compare``.
