@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import KbenchError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
@@ -65,8 +65,8 @@ from kbench_ci.measure.protocol import (
     VariantDone,
     WorkerEvent,
 )
-from kbench_ci.measure.reference import sync
-from kbench_ci.measure.sideproto import EndRequest, Loaded, LoadRequest, Made, MakeRequest
+from kbench_ci.measure.reference import describe_error, sync
+from kbench_ci.measure.sideproto import LEND_FAILED, Called, CallRequest, EndRequest, Loaded, LoadRequest, Made, MakeRequest
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
@@ -529,13 +529,51 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device) -> int:
             continue
         try:
             arena = make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
-            side.arenas.append(arena)
+        except RuntimeError as exc:  # the judge's own export of the buffers (CUDA IPC) refused
+            raise _lending_refused(device, describe_error(exc)) from exc
+        side.arenas.append(arena)
+        try:
             side.worker.send(arena.request)
         except SideFailed as exc:
             side.fail("error", f"could not be lent its buffers: {exc}")
     for side in sides:
         side.arenas.sort(key=lambda arena: arena.slot)
+        if side.ok:
+            hold_all_but(side.worker)  # its own turn to read the requests: every other worker stopped
+            side.worker.resume()
+            _mapped(side, device)
+    hold_all_but(None)
     return placements
+
+
+def _mapped(side: Side, device: torch.device) -> None:
+    """Ask ``side`` for a call of nothing on each placement: it says there whether it mapped the
+    buffers. A trusted side (a compare's base, a baseline) that could not is the machine's
+    problem (exit 3), never that side's failure, which would read as a head that ``fixed`` it;
+    a side that runs pull-request code could say so falsely, so its word fails it alone."""
+    for arena in side.arenas:
+        if not side.ok:
+            return
+        try:
+            reply = side.worker.ask(CallRequest(slot=arena.slot, count=0), Called, timeout_s=LOAD_TIMEOUT_S)
+        except SideFailed as exc:
+            side.fail("error", f"could not be lent its buffers: {exc}")
+            return
+        assert isinstance(reply, Called)
+        if reply.error is None:
+            continue
+        if reply.error.startswith(LEND_FAILED) and side.label != HEAD_REFERENCE and (side.role == "baseline" or side.label == "base"):
+            raise _lending_refused(device, reply.error)
+        side.fail("error", reply.error)
+
+
+def _lending_refused(device: torch.device, why: str) -> EnvironmentProblem:
+    way = "CUDA IPC" if device.type == "cuda" else "a shared file"
+    return EnvironmentProblem(
+        f"this machine refuses what --isolation judge lends its sides' buffers through ({way}): {why}",
+        hint="run with --isolation process here (one worker process for every side: docs/isolation.md says what that "
+             "leaves within the kernel's reach), or on a runner that allows it (a container needs the host's IPC namespace)",
+    )
 
 
 def _placements(sides: int, need_bytes: int, device: torch.device) -> int:

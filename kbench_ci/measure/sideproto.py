@@ -88,6 +88,8 @@ class LendRequest:
 
 #: bytes from the judge's "go" word to the side's "done" word in a mailbox
 DONE_OFFSET = 64
+#: how a side's reply starts where it could not map a placement the judge lent it
+LEND_FAILED = "could not map the buffers the judge lent it for placement"
 
 
 @dataclass(frozen=True, slots=True)

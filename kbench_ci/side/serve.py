@@ -36,6 +36,7 @@ from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.setup_inputs import SetupFailed, setup_blame
 from kbench_ci.measure.sideproto import (
     DONE_OFFSET,
+    LEND_FAILED,
     Called,
     CallRequest,
     EndRequest,
@@ -82,6 +83,8 @@ class _Case:
     pages: dict[int, torch.Tensor] = field(default_factory=dict)
     #: where those reads sum to (nothing reads it: the reads are what counts)
     page_sum: torch.Tensor | None = None
+    #: per placement this process could not map (CUDA IPC refused, a shared file gone): why
+    lend_errors: dict[int, str] = field(default_factory=dict)
 
 
 def warm_up(device: str, preload: Sequence[str] = ()) -> None:
@@ -248,10 +251,16 @@ def describe_argument(value: torch.Tensor) -> str:
 
 
 def _lend(case: _Case, request: LendRequest) -> None:
-    if request.arena_kind == "file":
-        arena = torch.from_file(request.arena, shared=True, size=request.arena_bytes, dtype=torch.uint8)
-    else:
-        arena = pickle.loads(base64.b64decode(request.arena))  # noqa: S301  (from the judge, which this process trusts)
+    """Map the placement's arena and its views. A mapping that fails (a container that refuses
+    CUDA IPC) is said in reply to the placement's next call, which the judge makes at once."""
+    try:
+        if request.arena_kind == "file":
+            arena = torch.from_file(request.arena, shared=True, size=request.arena_bytes, dtype=torch.uint8)
+        else:
+            arena = pickle.loads(base64.b64decode(request.arena))  # noqa: S301  (from the judge, which this process trusts)
+    except Exception as exc:  # noqa: BLE001  (said to the judge, which decides whose failure it is)
+        case.lend_errors[request.slot] = describe_error(exc)
+        return
     case.arenas.append(arena)
     kwargs: dict[str, Any] = dict(request.scalars)
     for lent in request.tensors:
@@ -276,6 +285,9 @@ def _touch_pages(case: _Case, slot: int) -> None:
 
 
 def _call(case: _Case, request: CallRequest) -> Called:
+    if request.slot in case.lend_errors or request.slot not in case.slots:
+        why = case.lend_errors.get(request.slot, "nothing was lent there")
+        return Called(error=f"{LEND_FAILED} {request.slot}: {why}")
     kwargs = case.slots[request.slot]
     returned: list[object] = [None]
 
