@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
@@ -187,6 +187,10 @@ class Judge:
                 maker, maker_source = _side_maker(sides, job, device)
             description = _judge(sides, job, problem, maker, maker_source, device, emit, self, reference)
             if _failed_beside_the_head(sides):
+                # The head's reference worker runs the pull request's code too: gone with the head
+                # before the base is measured alone, its memory with it
+                self._retire_reference(reference)
+                reference = None
                 sides, description = self._base_alone(sides, job, problem, maker, maker_source, device, emit, description)
         except (SideFailed, _NoInputs) as exc:
             # Only a solution's own setup() run in its worker fails this way (a trusted one's
@@ -196,22 +200,32 @@ class Judge:
                     side.fail("error", f"its own setup() could not make the inputs: {exc}" if side.label == job.sides[0].label
                               else f"not judged: the inputs could not be made ({exc})")
         finally:
-            self._end([*sides, *((reference,) if reference is not None else ())])
+            self._end(sides)
+            self._retire_reference(reference)
         for side in sides:
             emit(VariantDone(side.result))
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
 
+    def _retire_reference(self, reference: Side | None) -> None:
+        """The head's reference worker ended, its buffers released (never kept warm: it runs the
+        pull request's code, which must hold nothing past its case)."""
+        if reference is not None:
+            self._end([reference])
+        worker = self.workers.pop(HEAD_REFERENCE, None)
+        if worker is not None:
+            worker.stop()
+
     def _reference_failed(self, job: CaseJob, sides: list[Side], emit: Emit) -> None:
         """The head's changed ref.py could not be loaded in its worker: the head cannot be checked,
-        and it is the user's file to fix (exit 2), as in process."""
+        and it is the user's file to fix (exit 2), as in process. The worker runs the pull
+        request's code, so its own word on the exit code is not taken (a 3 would stop the run)."""
         if self._reference_failure is None:
             return
-        message, hint, exit_code = self._reference_failure
+        message, hint, _ = self._reference_failure
         for side in sides:
             if side.label == job.sides[1].label and side.ok:
                 side.fail("error", f"{message} ({hint})" if hint else message)
-                emit(LoadError(side.label, "UserFileError" if exit_code == 2 else "KbenchError", exit_code, message, hint,
-                               "user" if exit_code == 2 else "kernel"))
+                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), message, hint, "user"))
 
     def _end(self, sides: list[Side]) -> None:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
@@ -340,12 +354,15 @@ def _judge(
     except Exception as exc:
         raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
     _check_goalposts(sides, template, job)
-    placements = _lend([*sides, *((reference,) if reference is not None else ())], template, device)
+    placements = _lend(sides, template, device)
+    if reference is not None:
+        _lend([reference], template, device, placements=1)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
     handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job))
     own = None if reference is None else OwnReference(
-        side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name)
+        side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name,
+        head=job.sides[1].label, emit=emit)
     for side in sides:
         if side.ok:
             turn(sides, side, handoff.clock)
@@ -514,14 +531,15 @@ def _failed_beside_the_head(sides: list[Side]) -> bool:
     return len(solutions) == 2 and solutions[0].label == "base" and not solutions[0].ok and solutions[1].ok
 
 
-def _lend(sides: list[Side], template: InputSet, device: torch.device) -> int:
+def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placements: int | None = None) -> int:
     """Each side's arenas, allocated in a random order across the sides (neither side always
-    gets the memory allocated first); how many placements each side got."""
+    gets the memory allocated first); how many placements each side got (``placements``: so
+    many, where the memory allows them)."""
     need = sum(
         (value.storage_offset() + arena_extent(tuple(value.shape), tuple(value.stride()))) * value.element_size()
         for value in template.kwargs.values() if isinstance(value, torch.Tensor)
     )
-    placements = _placements(len(sides), int(need), device)
+    placements = min(placements or PLACEMENTS, _placements(len(sides), int(need), device))
     order = [(side, slot) for side in sides if side.ok for slot in range(placements)]
     random.SystemRandom().shuffle(order)
     for side, slot in order:

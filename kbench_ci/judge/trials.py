@@ -32,8 +32,8 @@ from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import Emit, Side, Version
 from kbench_ci.measure.correctness import compare_outputs, outputs_match
-from kbench_ci.measure.inputs import changed_inputs
-from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, StoppingRule
+from kbench_ci.measure.inputs import InputSet, changed_inputs
+from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall, StoppingRule
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.sideproto import Called, CallRequest
@@ -135,9 +135,13 @@ class OwnReferenceFailed(Exception):
 class OwnReference:
     """A compare's head changed ref.py: its reference, the pull request's code, runs in a worker
     of its own (``side``: a ``pytorch-eager`` baseline over the head's ref.py), never in the
-    judge. The judge stages each version's inputs into that worker's buffers, lets it compute,
-    and copies its outputs into the judge's own memory: what the head's outputs are checked
-    against where the change is accepted, and what tells "right by its own reference" apart."""
+    judge. The judge stages a version's inputs into that worker's buffers, lets it compute, and
+    copies its outputs into the judge's own memory: what the head's outputs are checked against
+    where the change is accepted, and what tells "right by its own reference" apart.
+
+    Always after the head's call on those inputs, never before: the reference and the head are
+    both the pull request's, and a reference given contents first could pass its answers to the
+    head (a file both can read) before the head is called on them."""
 
     side: Side
     sides: list[Side]
@@ -145,27 +149,37 @@ class OwnReference:
     device: torch.device
     #: the head's ref.py's file name, for messages
     name: str
+    #: the head's label (the reference's work is announced as checking it) and the events
+    head: str
+    emit: Emit
 
-    def attach(self, version: Version) -> Version:
-        """``version`` with the head's own reference's outputs for its inputs. The reference's
-        worker has the device meanwhile; the caller's next turn takes it back. Raises
-        :class:`OwnReferenceFailed`."""
+    def outputs(self, inputs: InputSet) -> dict[str, torch.Tensor] | None:
+        """The head's own reference's outputs for ``inputs`` (None where its turn could not be
+        had: the GPU stayed busy, and every side is an error of the run already). The
+        reference's worker has the device meanwhile; the caller's next turn takes it back.
+        Raises :class:`OwnReferenceFailed`."""
         if not self.side.ok or not self.side.arenas:
             raise OwnReferenceFailed(f"{self.name} could not be run: {self.side.result.message}", _FIX_REFERENCE)
         turn(self.sides, self.side, self.clock)
+        if not self.side.ok:
+            return None
         arena = self.side.arenas[0]
-        stage(arena, version.inputs)
+        stage(arena, inputs)
         sync(self.device)
+        # Announced as the head's reference: a reference that hangs is the head's ref.py's to blame
+        # (the parent reads the event so), never the base that the last event named
+        self.emit(ReferenceCall(self.head, running=True))
         try:
             reply = self.side.worker.ask(CallRequest(slot=arena.slot, count=1), Called, timeout_s=CALL_TIMEOUT_S)
         except SideFailed as exc:
-            raise OwnReferenceFailed(f"{self.name} reference() failed: {exc} (seed {version.inputs.seed})", _FIX_REFERENCE) from exc
+            raise OwnReferenceFailed(f"{self.name} reference() failed: {exc} (seed {inputs.seed})", _FIX_REFERENCE) from exc
+        self.emit(ReferenceCall(self.head, running=False))
         assert isinstance(reply, Called)
         if reply.error is not None:
-            raise OwnReferenceFailed(f"{self.name} reference() raised {reply.error} (seed {version.inputs.seed})", _FIX_REFERENCE)
-        own = {name: arena.views[name].clone() for name in version.inputs.output_names}
+            raise OwnReferenceFailed(f"{self.name} reference() raised {reply.error} (seed {inputs.seed})", _FIX_REFERENCE)
+        own = {name: arena.views[name].clone() for name in inputs.output_names}
         sync(self.device)
-        return replace(version, own_expected=own)
+        return own
 
 
 _FIX_REFERENCE = "fix reference(): every variant is checked against it"
@@ -191,16 +205,11 @@ def check_correctness(
     for trial in range(job.settings.correctness_trials):
         emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(side.label, "correctness"))
+        # The trusted reference runs in the judge with every worker stopped (a side's thread
+        # could take the memory it needs and have its failure blamed on the user's ref.py)
+        hold_all_but(None)
         version = make_version(maker, problem, device, label=side.label, emit=emit)
-        if own_reference is not None:
-            try:
-                version = own_reference.attach(version)
-            except OwnReferenceFailed as exc:
-                side.fail("error", exc.message)
-                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
-                return
-            turn(own_reference.sides, side, own_reference.clock)
-            emit(Begin(side.label, "correctness"))
+        side.worker.resume()
         try:
             judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
@@ -210,6 +219,12 @@ def check_correctness(
                 return
             continue
         side.seen.add(version.number)
+        if own_reference is not None:  # after the head's call (OwnReference says why)
+            own = _own_outputs(own_reference, side, version.inputs)
+            if own is None:
+                return
+            version = replace(version, own_expected=own)
+            turn(own_reference.sides, side, own_reference.clock)
         expected = version.own_expected if version.own_expected is not None else version.expected
         checks = compare_outputs(judged.outputs, expected, tolerance_for)
         modified = changed_inputs(version.inputs.kwargs, arena.views, version.inputs.output_names)
@@ -222,6 +237,18 @@ def check_correctness(
                           message=result.first_failure())
     if own_reference is not None and side.ok:
         _judge_changed_reference(side, CorrectnessResult(trials=tuple(against_base)), job)
+
+
+def _own_outputs(own_reference: OwnReference, side: Side, inputs: InputSet) -> dict[str, torch.Tensor] | None:
+    """The head's own reference's outputs for ``inputs``; None where ``side`` failed meanwhile
+    (its reference failed: the user's file to fix, exit 2, said here; or the GPU stayed busy)."""
+    try:
+        own = own_reference.outputs(inputs)
+    except OwnReferenceFailed as exc:
+        side.fail("error", exc.message)
+        own_reference.emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
+        return None
+    return own if side.ok else None
 
 
 def _judge_changed_reference(side: Side, against_base: CorrectnessResult, job: CaseJob) -> None:
@@ -252,22 +279,8 @@ def time_in_rounds(
 ) -> None:
     """The timed rounds. ``versions`` is the pool the timed calls draw from (``fresh``: only the
     warm-ups do; every timed call has a version made for its round alone). ``own_reference``:
-    a side is checked against the head's own reference (an accepted change of ref.py), so
-    every version made for a round gets its outputs too."""
-
-    def made(version: Version) -> Version:
-        owners = [side for side in live if side.own_reference and side.ok]
-        if own_reference is None or not owners:
-            return version
-        try:
-            return own_reference.attach(version)
-        except OwnReferenceFailed as exc:  # the head's own ref.py's fault (exit 2): it is not timed on
-            for side in owners:
-                side.fail("error", exc.message)
-                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
-            return version
-
-    versions = [made(version) for version in versions]  # the pool, for a head checked against its own reference
+    a side checked against the head's own reference (an accepted change of ref.py) has its
+    round's outputs checked against it after its round (:func:`_check_against_own`)."""
     calls_per_round = job.settings.trials_per_round + job.settings.discard_first
     kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
@@ -293,23 +306,29 @@ def time_in_rounds(
             # probe at a random position among the calls kept), so that no side has seen them:
             # made before any side's turn, the GPU's idle while the judge makes them falls on no
             # one's call.
+            # The trusted reference runs in the judge with every worker stopped (the last turn's
+            # side is still running)
+            hold_all_but(None)
             if fresh:
                 probe_at, probe = None, None
                 this_round = None  # the last round's versions go before this round's are made
-                this_round = [made(make_version(maker, problem, device, label=checking, emit=emit))
-                              for _ in range(calls_per_round)]
+                this_round = [make_version(maker, problem, device, label=checking, emit=emit) for _ in range(calls_per_round)]
             else:
                 probe_at = picker.choice(kept) if kept else None
-                probe = made(make_version(maker, problem, device, label=checking, emit=emit)) if probe_at is not None else None
+                probe = make_version(maker, problem, device, label=checking, emit=emit) if probe_at is not None else None
                 this_round = None
             total = max(job.settings.rounds, round_index + 1)
             for side in order:
                 emit(Begin(side.label, "timing"))
                 emit(Progress(side.label, "timing", round_index, total))
                 turn(sides, side, handoff.clock)
+                deferred: list[tuple[Version, dict[str, torch.Tensor], int]] | None = (
+                    [] if side.own_reference and own_reference is not None else None)
                 if not side.ok or not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff,
-                                                 picker, round_index, this_round):
+                                                 picker, round_index, this_round, deferred):
                     live = [s for s in live if s is not side]
+                elif deferred and own_reference is not None:
+                    _check_against_own(side, deferred, own_reference, tolerance_for, round_index)
             live = [s for s in live if s.ok]
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
@@ -333,7 +352,10 @@ def _one_round(
     side: Side, picks: list[int], versions: list[Version], probe_at: int | None, probe: Version | None, job: CaseJob,
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, picker: random.SystemRandom,
     round_index: int, this_round: list[Version] | None = None,
+    deferred: list[tuple[Version, dict[str, torch.Tensor], int]] | None = None,
 ) -> bool:
+    """One side's calls of one round. ``deferred``: its outputs are not checked here but kept
+    (version, a copy of the outputs, call number) for :func:`_check_against_own`."""
     # The round's calls go round the side's placements from a random start: each round's median
     # then averages over them (one placement a round made the rounds' ratios swing with it).
     start = picker.randrange(len(side.arenas))
@@ -354,10 +376,11 @@ def _one_round(
             side.fail("error", f"failed while timing: {exc}")
             return False
         side.checked += 1
-        if side.role == "solution":
-            expected = version.own_expected if side.own_reference and version.own_expected is not None else version.expected
-            failed = [] if outputs_match(judged.outputs, expected, tolerance_for) else [
-                check for check in compare_outputs(judged.outputs, expected, tolerance_for) if not check.passed]
+        if deferred is not None:
+            deferred.append((version, {name: output.clone() for name, output in judged.outputs.items()}, call))
+        elif side.role == "solution":
+            failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
+                check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
@@ -379,6 +402,27 @@ def _one_round(
     side.discarded.extend(samples[:first])
     side.memo_pairs.extend(_pairs(spans, new, first))
     return True
+
+
+def _check_against_own(
+    side: Side, deferred: list[tuple[Version, dict[str, torch.Tensor], int]], own_reference: OwnReference,
+    tolerance_for: Callable[[torch.dtype], Tolerance], round_index: int,
+) -> None:
+    """A head checked against its own (accepted) reference: each call of its round, after the
+    round, against what that reference makes of the same contents (OwnReference says why after)."""
+    for version, outputs, call in deferred:
+        own = _own_outputs(own_reference, side, version.inputs)
+        if own is None:
+            return
+        failed = [] if outputs_match(outputs, own, tolerance_for) else [
+            check for check in compare_outputs(outputs, own, tolerance_for) if not check.passed]
+        if failed:
+            side.fail("incorrect", (
+                f"timed call (round {round_index + 1}, call {call + 1}) was given new input contents by the judge and its "
+                f"output '{failed[0].name}' does not match its own accepted reference for them "
+                f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
+            ))
+            return
 
 
 def _pairs(samples: Sequence[float], new: Sequence[bool], first: int) -> list[tuple[float, float]]:

@@ -309,7 +309,7 @@ def judge_placements(environ: Mapping[str, str]) -> int:
     text = environ.get(JUDGE_PLACEMENTS_ENV, "").strip()
     if not text:
         return DEFAULT_JUDGE_PLACEMENTS
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise UsageError(f"{JUDGE_PLACEMENTS_ENV}={environ[JUDGE_PLACEMENTS_ENV]!r} is not a number of placements",
                          hint=f"set {JUDGE_PLACEMENTS_ENV} to a whole number, 1 or more (default {DEFAULT_JUDGE_PLACEMENTS})")
     return int(text)
@@ -321,7 +321,7 @@ def judge_touch_stride(environ: Mapping[str, str]) -> int:
     text = environ.get(JUDGE_TOUCH_STRIDE_ENV, "").strip()
     if not text:
         return DEFAULT_JUDGE_TOUCH_STRIDE
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise UsageError(f"{JUDGE_TOUCH_STRIDE_ENV}={environ[JUDGE_TOUCH_STRIDE_ENV]!r} is not a number of bytes",
                          hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
                               f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")

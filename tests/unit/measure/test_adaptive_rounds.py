@@ -167,10 +167,13 @@ def test_a_case_the_budget_ends_undecided_says_what_it_can_resolve() -> None:
     results = {e.result.label: e.result for e in events if isinstance(e, VariantDone)}
     notes = [note for note in results["head"].notes if note.startswith("stopped after")]
     # Which limit comes first depends on this machine's speed (400 rounds of a CPU kernel can
-    # take less than the budget): the note must name the one that did.
+    # take less than the budget; on a busy machine the projection of the rounds the budget
+    # allows can end them early): the note must name the one that did.
     done = len(results["head"].rounds_ms)
     limit = "the round cap" if done >= 400 else "the time budget"
-    assert len(notes) == 1 and f"stopped after {done} rounds at {limit}, undecided" in notes[0] and "can resolve ±" in notes[0]
+    early = f"stopped after {done} rounds, undecided: the time budget allows about"
+    assert len(notes) == 1 and "can resolve ±" in notes[0], notes
+    assert f"stopped after {done} rounds at {limit}, undecided" in notes[0] or notes[0].startswith(early), notes
     assert not any(note.startswith("stopped after") for note in results["base"].notes)
     decided = _job(_rule(threshold=10.0, budget_s=0.5))
     events = []
