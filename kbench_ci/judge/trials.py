@@ -205,9 +205,9 @@ def check_correctness(
     for trial in range(job.settings.correctness_trials):
         emit(Progress(side.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(side.label, "correctness"))
-        # The trusted reference runs in the judge with every worker stopped (a side's thread
-        # could take the memory it needs and have its failure blamed on the user's ref.py)
-        hold_all_but(None)
+        # The trusted reference runs in the judge with the side's worker stopped too (a thread of
+        # its own could take the memory the reference needs and have that blamed on ref.py)
+        side.worker.pause()
         version = make_version(maker, problem, device, label=side.label, emit=emit)
         side.worker.resume()
         try:
@@ -306,9 +306,11 @@ def time_in_rounds(
             # probe at a random position among the calls kept), so that no side has seen them:
             # made before any side's turn, the GPU's idle while the judge makes them falls on no
             # one's call.
-            # The trusted reference runs in the judge with every worker stopped (the last turn's
-            # side is still running)
-            hold_all_but(None)
+            # The trusted reference runs in the judge with every worker stopped: the last turn's
+            # side is still running (the others are stopped already)
+            for side in (*sides, *((own_reference.side,) if own_reference is not None else ())):
+                if side.worker.alive() and not side.worker.paused:
+                    side.worker.pause()
             if fresh:
                 probe_at, probe = None, None
                 this_round = None  # the last round's versions go before this round's are made
