@@ -135,6 +135,8 @@ def main() -> int:
     if args.probe:
         return run_probe(args.probe)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.old_code is not None:
+        args.old_code = args.old_code.resolve()  # each bench runs in a folder under --out
     if args.ncu == "auto":
         sys.path.insert(0, str(ROOT / "scripts"))
         from speed_of_light_truth import find_ncu
