@@ -17,7 +17,7 @@ from pathlib import Path
 from kbench_ci.errors import KbenchError, UsageError
 from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured
-from kbench_ci.gate.jobs import implementation_of, job_timeout_s, make_job
+from kbench_ci.gate.jobs import files_differ, implementation_of, job_timeout_s, make_job
 from kbench_ci.gate.profile import profile_sides
 from kbench_ci.gate.verdicts import _percent, assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun, run_worker
@@ -284,11 +284,8 @@ def moved_goalposts(
     if base is None or base_suite is None:
         return ()
     changes: list[str] = []
-    try:
-        if Path(base.ref).read_bytes() != Path(head.ref).read_bytes():
-            changes.append(f"{Path(head.ref).name} (its reference() or setup())")
-    except OSError:
-        pass
+    if files_differ(base.ref, head.ref):
+        changes.append(f"{Path(head.ref).name} (its reference() or setup())")
     for name in ("atol", "rtol", "threshold"):
         before, after = getattr(base, name), getattr(head, name)
         if before != after:

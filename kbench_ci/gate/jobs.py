@@ -51,11 +51,14 @@ def make_job(
 
 def reference_changed(sides: Sequence[SideSpec]) -> bool:
     """Two sides (a compare) whose ref.py files differ: the head changed what it is checked
-    against."""
-    if len(sides) != 2:
-        return False
+    against (the workers read it from the job: CaseJob.head_reference_changed)."""
+    return len(sides) == 2 and files_differ(sides[0].ref, sides[1].ref)
+
+
+def files_differ(first: str | Path, second: str | Path) -> bool:
+    """Two files whose contents differ; False where either cannot be read."""
     try:
-        return Path(sides[0].ref).read_bytes() != Path(sides[1].ref).read_bytes()
+        return Path(first).read_bytes() != Path(second).read_bytes()
     except OSError:
         return False
 

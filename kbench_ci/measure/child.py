@@ -30,7 +30,7 @@ import torch
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError
 from kbench_ci.measure import baselines as baseline_registry
-from kbench_ci.measure.correctness import compare_outputs, resolve_tolerance
+from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, resolve_tolerance
 from kbench_ci.measure.cupti import first_line
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Solution
@@ -391,24 +391,17 @@ def _check_head_against_base_reference(variants: list[Variant], job: CaseJob, de
     if len(job.sides) != 2 or len(solutions) != 2 or solutions[1].result.status != "ok":
         return
     base, head = solutions
-    if base.side.label != job.sides[0].label or base.problem.path.read_bytes() == head.problem.path.read_bytes():
+    if base.side.label != job.sides[0].label or not job.head_reference_changed:
         return
     probe = replace(head, role="cross-check", problem=base.problem, solution=base.solution, result=head.result)
     _check_correctness(probe, job, device, emit)
     head.settle()
     checked = probe.result
-    if checked.status == "ok":
-        _add_note(head, "its ref.py changed in this pull request: it also passes the base's reference() on the base's inputs")
-    elif checked.status == "incorrect" and job.accept_changed_reference:
-        _add_note(head, f"its ref.py changed and it fails the base's reference() (accepted): {checked.message}")
-    elif checked.status == "incorrect":
-        fail(head, "incorrect", (
-            f"passes only its own changed ref.py: checked on the base's inputs against the base's reference() it "
-            f"fails ({checked.message}); keep the reference, or accept the change (--accept / the accept label)"
-        ))
+    fails, words = changed_reference_ruling(checked.status, checked.message, accepted=job.accept_changed_reference)
+    if fails:
+        fail(head, "incorrect", words)
     else:
-        _add_note(head, (f"its ref.py changed and the base's reference() cannot check it ({checked.message}): "
-                         "checked against its own reference only"))
+        _add_note(head, words)
 
 
 def _to_time(variants: list[Variant], job: CaseJob) -> list[Variant]:

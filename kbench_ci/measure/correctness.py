@@ -152,6 +152,23 @@ def outputs_match(
     return not verdicts or bool(torch.stack([v.to(verdicts[0].device) for v in verdicts]).all().item())
 
 
+def changed_reference_ruling(status: str, message: str | None, *, accepted: bool) -> tuple[bool, str]:
+    """A compare's head that changed ref.py, checked on the base's inputs against the base's
+    reference (``status`` and ``message`` of that check): whether it fails (``incorrect``,
+    with the words) or keeps its status (with the words as a note). One rule for the in-process
+    worker and the judge: a head that passes only its own new reference has moved the goalposts,
+    unless the case is accepted."""
+    if status == "ok":
+        return False, "its ref.py changed in this pull request: it also passes the base's reference() on the base's inputs"
+    if status == "incorrect" and accepted:
+        return False, f"its ref.py changed and it fails the base's reference() (accepted): {message}"
+    if status == "incorrect":
+        return True, (f"passes only its own changed ref.py: checked on the base's inputs against the base's reference() it "
+                      f"fails ({message}); keep the reference, or accept the change (--accept / the accept label)")
+    return False, (f"its ref.py changed and the base's reference() cannot check it ({message}): "
+                   "checked against its own reference only")
+
+
 def _aligned(actual: object, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | str:
     """``actual`` and ``expected`` as two tensors to compare element by element (detached, on
     ``actual``'s device), or why they cannot be: no tensor, another dtype, another shape."""
