@@ -34,14 +34,14 @@ from typing import Any
 
 import torch
 
-from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UserFileError
+from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays, hold_all_but
-from kbench_ci.judge.state import Emit, Side
+from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
     FRESH_CALL_MAX_MS,
@@ -53,7 +53,9 @@ from kbench_ci.judge.trials import (
     make_version,
     settle_gpu,
     time_in_rounds,
+    trusted,
     turn,
+    users_error,
 )
 from kbench_ci.measure.correctness import resolve_tolerance
 from kbench_ci.measure.inputs import InputSet
@@ -102,8 +104,8 @@ class Judge:
         self._loaded_code = False
         #: why the GPU clock could not be had, where it could not (the report says so)
         self.clock_refused: str | None = None
-        #: the case's head reference worker's load failure (message, hint, exit code), if it failed
-        self._reference_failure: tuple[str, str | None, int] | None = None
+        #: the case's head reference worker's load failure (message, hint), if it failed
+        self._reference_failure: tuple[str, str | None] | None = None
 
     def clock(self, device: torch.device) -> GpuClock | None:
         """The judge's GPU clock on ``device``, made once; None on a CPU or where the driver refuses it."""
@@ -221,11 +223,11 @@ class Judge:
         request's code, so its own word on the exit code is not taken (a 3 would stop the run)."""
         if self._reference_failure is None:
             return
-        message, hint, _ = self._reference_failure
+        message, hint = self._reference_failure
         for side in sides:
             if side.label == job.sides[1].label and side.ok:
                 side.fail("error", f"{message} ({hint})" if hint else message)
-                emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), message, hint, "user"))
+                emit(users_error(side.label, message, hint))
 
     def _end(self, sides: list[Side]) -> None:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
@@ -310,19 +312,19 @@ class Judge:
             except SideFailed as exc:
                 emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
                 if label == HEAD_REFERENCE:
-                    self._reference_failure = (f"{Path(job.sides[1].ref).name} could not be loaded: {exc}", None, 2)
+                    self._reference_failure = (f"{Path(job.sides[1].ref).name} could not be loaded: {exc}", None)
                 continue
             assert isinstance(loaded, Loaded)
-            if label == HEAD_REFERENCE and loaded.error is not None:
-                self._reference_failure = (loaded.error.removesuffix(f" ({loaded.hint})") if loaded.hint else loaded.error,
-                                           loaded.hint, loaded.exit_code)
             if loaded.error is not None:
+                # Loaded.error is the message with its hint in brackets (KbenchError.one_line)
+                message = loaded.error.removesuffix(f" ({loaded.hint})") if loaded.hint else loaded.error
+                if label == HEAD_REFERENCE:
+                    self._reference_failure = (message, loaded.hint)
                 status = "unavailable" if role == "baseline" and loaded.exit_code != 1 else "error"
                 emit(VariantDone(replace(result, status=status, message=loaded.error)))  # type: ignore[arg-type]
                 if index == 0 and role == "solution":
                     # The first side's: a compare's base (trusted), or bench's and run's solution,
                     # the user's own. Exit 2 is the user's files or settings, as in process.
-                    message = loaded.error.removesuffix(f" ({loaded.hint})") if loaded.hint else loaded.error
                     emit(LoadError(label, "UserFileError" if loaded.exit_code == 2 else "KbenchError", loaded.exit_code,
                                    message, loaded.hint, "user" if loaded.exit_code == 2 else "kernel"))
                 continue
@@ -454,11 +456,6 @@ def _needs_witness(job: CaseJob) -> bool:
     return not job.baselines and [spec.label for spec in job.sides] == ["solution"]
 
 
-#: the worker of a compare's head's own ref.py, where the pull request changed it
-#: (kbench_ci.judge.trials.OwnReference): never timed, never reported as a variant
-HEAD_REFERENCE = "head-reference"
-
-
 def _runs_head_reference(job: CaseJob) -> bool:
     """A compare whose head changed ref.py (the parent compared the files): its reference runs
     in a worker of its own, for the head's own correctness and, accepted, its timed calls."""
@@ -580,7 +577,7 @@ def _mapped(side: Side, device: torch.device) -> None:
         assert isinstance(reply, Called)
         if reply.error is None:
             continue
-        if reply.error.startswith(LEND_FAILED) and side.label != HEAD_REFERENCE and (side.role == "baseline" or side.label == "base"):
+        if reply.error.startswith(LEND_FAILED) and trusted(side):
             raise _lending_refused(device, reply.error)
         side.fail("error", reply.error)
 

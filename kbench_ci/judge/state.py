@@ -17,6 +17,11 @@ from kbench_ci.results.model import VariantResult
 
 Emit = Callable[[WorkerEvent], None]
 
+#: the worker of a compare's head's own ref.py, where the pull request changed it
+#: (kbench_ci.judge.trials.OwnReference): the pull request's code under a baseline's role, never
+#: timed, never trusted, never reported as a variant
+HEAD_REFERENCE = "head-reference"
+
 
 @dataclass(slots=True)
 class Side:

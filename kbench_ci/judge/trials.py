@@ -30,8 +30,8 @@ from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed, hold_all_but
-from kbench_ci.judge.state import Emit, Side, Version
-from kbench_ci.measure.correctness import compare_outputs, outputs_match
+from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side, Version
+from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, outputs_match
 from kbench_ci.measure.inputs import InputSet, changed_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall, StoppingRule
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
@@ -56,7 +56,8 @@ from kbench_ci.suite.settings import judge_fresh_ms
 
 __all__ = [
     "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "OwnReference", "OwnReferenceFailed", "check_correctness",
-    "fresh_each_call", "judge_outside_clock", "make_version", "settle_gpu", "time_in_rounds", "turn",
+    "fresh_each_call", "judge_outside_clock", "make_version", "settle_gpu", "time_in_rounds", "trusted", "turn",
+    "users_error",
 ]
 
 #: versions of the timed contents (each with its expected outputs kept in the judge)
@@ -185,6 +186,12 @@ class OwnReference:
 _FIX_REFERENCE = "fix reference(): every variant is checked against it"
 
 
+def users_error(label: str, message: str, hint: str | None) -> LoadError:
+    """Variant ``label`` failed on the user's ref.py, setup() or settings: exit 2, blamed on the
+    user (kbench_ci.measure.variant.emit_load_error's event for a UserFileError)."""
+    return LoadError(label, "UserFileError", int(ExitCode.USAGE), message, hint, "user")
+
+
 def fresh_each_call(make_ms: float, affordable: int, calls_per_round: int, *, max_ms: float = FRESH_CALL_MAX_MS) -> bool:
     """Whether every timed call can have contents of its own: one version made within
     ``max_ms``, and a round's worth of them (plus the pool's version for warm-ups) within the
@@ -246,30 +253,23 @@ def _own_outputs(own_reference: OwnReference, side: Side, inputs: InputSet) -> d
         own = own_reference.outputs(inputs)
     except OwnReferenceFailed as exc:
         side.fail("error", exc.message)
-        own_reference.emit(LoadError(side.label, "UserFileError", int(ExitCode.USAGE), exc.message, exc.hint, "user"))
+        own_reference.emit(users_error(side.label, exc.message, exc.hint))
         return None
     return own if side.ok else None
 
 
 def _judge_changed_reference(side: Side, against_base: CorrectnessResult, job: CaseJob) -> None:
     """A head right by its own changed ref.py, checked on the same inputs against the base's
-    reference too (the in-process worker's rule, measure.child): one that passes only its own
+    reference too (the in-process worker's rule, correctness.changed_reference_ruling): one that passes only its own
     is ``incorrect`` unless the case is accepted, and then it is checked against its own in
     its timed calls as well."""
-    if against_base.passed:
-        _note(side, "its ref.py changed in this pull request: it also passes the base's reference() on the base's inputs")
-    elif job.accept_changed_reference:
-        side.own_reference = True
-        _note(side, f"its ref.py changed and it fails the base's reference() (accepted): {against_base.first_failure()}")
-    else:
-        side.fail("incorrect", (
-            f"passes only its own changed ref.py: checked on the base's inputs against the base's reference() it "
-            f"fails ({against_base.first_failure()}); keep the reference, or accept the change (--accept / the accept label)"
-        ))
-
-
-def _note(side: Side, note: str) -> None:
-    side.result = replace(side.result, notes=(*side.result.notes, note))
+    fails, words = changed_reference_ruling("ok" if against_base.passed else "incorrect", against_base.first_failure(),
+                                            accepted=job.accept_changed_reference)
+    if fails:
+        side.fail("incorrect", words)
+        return
+    side.result = replace(side.result, notes=(*side.result.notes, words))
+    side.own_reference = not against_base.passed  # accepted: its timed calls are checked against its own
 
 
 def time_in_rounds(
@@ -446,12 +446,12 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
     the baselines): a side whose own times leave out more of the GPU's time than theirs, whose
     GPU work lengthened the judge's own steps, or that is faster on contents it had seen, is
     ``incorrect``. Every judged side's figures go into its result."""
-    trusted = [side for side in sides if _trusted(side) and side.ok and side.judged]
+    references = [side for side in sides if trusted(side) and side.ok and side.judged]
     reference = {
-        "gap": [stamps.span_us - ms * 1e3 for side in trusted for stamps, ms in side.judged],
-        "pre": [stamps.pre_us for side in trusted for stamps, _ in side.judged],
-        "post": [stamps.post_us for side in trusted for stamps, _ in side.judged],
-        "lead": [lead for side in trusted for lead in side.leads],
+        "gap": [stamps.span_us - ms * 1e3 for side in references for stamps, ms in side.judged],
+        "pre": [stamps.pre_us for side in references for stamps, _ in side.judged],
+        "post": [stamps.post_us for side in references for stamps, _ in side.judged],
+        "lead": [lead for side in references for lead in side.leads],
     }
     for side in sides:
         if not side.judged:
@@ -469,10 +469,10 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             lead_us=statistics.median(side.leads) if side.leads else None,
         )
         finding = None
-        if not _trusted(side) and reference["gap"]:
+        if not trusted(side) and reference["gap"]:
             gap = clock_check(gaps, reference["gap"], floor_us=floor_us)
             figures = replace(
-                figures, reference=", ".join(s.label for s in trusted), reference_gap_us=gap.reference_us,
+                figures, reference=", ".join(s.label for s in references), reference_gap_us=gap.reference_us,
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
                 resolution_us=gap.resolution_us,
                 reference_lead_us=statistics.median(reference["lead"]) if reference["lead"] else None,
@@ -480,7 +480,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
-        if finding is None and side.role == "solution" and not _trusted(side):
+        if finding is None and side.role == "solution" and not trusted(side):
             finding = _memo(side, floor_us, own_us)
         if side.ok and finding is not None:
             side.fail("incorrect", finding)
@@ -489,9 +489,10 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         side.result = replace(side.result, outside_clock=replace(figures, finding=finding))
 
 
-def _trusted(side: Side) -> bool:
-    """Code the threat model trusts: a compare's base, and the baselines (kbench-ci's own)."""
-    return side.role == "baseline" or side.label == "base"
+def trusted(side: Side) -> bool:
+    """Code the threat model trusts: a compare's base, and the baselines (kbench-ci's own), but
+    not the worker that runs a head's changed ref.py as one."""
+    return (side.role == "baseline" or side.label == "base") and side.label != HEAD_REFERENCE
 
 
 def _lie(gap: ClockCheck, tail: ClockTail, on_gpu: bool) -> str | None:
