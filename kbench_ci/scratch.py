@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_left_by", "remove_stale"]
@@ -50,52 +51,58 @@ def make_scratch(prefix: str) -> Path:
     return folder
 
 
-def _owner_alive(folder: Path) -> bool | None:
-    """True/False when the owner file tells; None without one."""
+def _owner(folder: Path) -> tuple[int, str] | None:
+    """The pid and start time its owner file holds; None without one."""
     try:
         pid_text, start = (folder / OWNER_FILE).read_text(encoding="utf-8").split()
-        pid = int(pid_text)
+        return int(pid_text), start
     except (OSError, ValueError):
         return None
+
+
+def _alive(owner: tuple[int, str]) -> bool:
+    pid, start = owner
     now = _start_time(pid)
     return now is not None and (start == "?" or now == start)
+
+
+def _folders(root: Path | None) -> Iterator[Path]:
+    """Every kbench-ci folder under ``root`` (default: the temp folder), links left out."""
+    base = Path(root if root is not None else tempfile.gettempdir())
+    for prefix in PREFIXES:
+        for folder in base.glob(f"{prefix}*"):
+            if folder.is_dir() and not folder.is_symlink():
+                yield folder
 
 
 def remove_left_by(pid: int, root: Path | None = None) -> list[Path]:
     """Remove the folders under ``root`` (default: the temp folder) that process ``pid`` made,
     once it no longer runs: a worker or judge process ends by SIGKILL (its lifeline), so it
     never removes its own; the process that stopped it does. Returns them."""
-    base = Path(root if root is not None else tempfile.gettempdir())
     removed: list[Path] = []
-    for prefix in PREFIXES:
-        for folder in base.glob(f"{prefix}*"):
-            try:
-                owner = (folder / OWNER_FILE).read_text(encoding="utf-8").split()[0]
-            except (OSError, IndexError):
-                continue
-            if owner == str(pid) and not folder.is_symlink() and _owner_alive(folder) is False:
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder)
+    for folder in _folders(root):
+        owner = _owner(folder)
+        if owner is not None and owner[0] == pid and not _alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
     return removed
 
 
 def remove_stale(root: Path | None = None, *, now: float | None = None) -> list[Path]:
     """Remove every kbench-ci folder under ``root`` (default: the temp folder) whose owner no
     longer runs; returns them. Folders of running kbench-ci processes are left alone."""
-    base = Path(root if root is not None else tempfile.gettempdir())
     current = time.time() if now is None else now
     removed: list[Path] = []
-    for prefix in PREFIXES:
-        for folder in base.glob(f"{prefix}*"):
-            if not folder.is_dir() or folder.is_symlink():
+    for folder in _folders(root):
+        owner = _owner(folder)
+        if owner is not None:
+            alive = _alive(owner)
+        else:
+            try:
+                alive = current - folder.stat().st_mtime < UNOWNED_STALE_S
+            except OSError:
                 continue
-            alive = _owner_alive(folder)
-            if alive is None:
-                try:
-                    alive = current - folder.stat().st_mtime < UNOWNED_STALE_S
-                except OSError:
-                    continue
-            if not alive:
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder)
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
     return removed
