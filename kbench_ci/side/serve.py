@@ -271,7 +271,8 @@ def _lend(case: _Case, request: LendRequest) -> None:
         case.mailboxes[request.slot] = arena.data_ptr() + request.mailbox_byte_offset
         if case.touch_stride > 0:
             case.pages[request.slot] = arena.view(torch.uint8)[:: case.touch_stride]
-            case.page_sum = torch.empty((), dtype=torch.int64, device=arena.device)
+            if case.page_sum is None:  # one for every placement: nothing reads it
+                case.page_sum = torch.empty((), dtype=torch.int64, device=arena.device)
 
 
 def _touch_pages(case: _Case, slot: int) -> None:
