@@ -15,9 +15,19 @@ event in turn inside the same workers (nothing; a read of one byte per 64 KiB of
 spin of ``--settle-us``; both), so a variant that takes the workers' spread away shows it in
 the same processes that keep it under another. ``--pin-numa`` runs the workers on the GPU's
 NUMA node (a stream's commands live in host memory; the probe prints each worker's CPU and node).
+``--streams S`` times each worker's calls on S streams of its own in turn (its current stream and
+S-1 new ones), and prints the median per (worker, stream): a spread between one process's streams
+as wide as between the workers says the bias is the stream's (its hardware channel), which more
+streams per side, drawn per round, would average; none says it is the context's.
+``--sizes 18,20,22`` takes the add at 2^18, 2^20 and 2^22 floats in turn (a round each) in the
+same workers and prints each worker's offset from the median in us too: an offset the same in
+us at every size is a fixed cost of the process's call (which a trusted calibration call before
+any user code loads could measure and take out); one the same in percent is a slower process.
 
     python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate
     python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both
+    python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 3 --rotate --streams 4
+    python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 3 --rotate --sizes 18,20,22
 """
 
 from __future__ import annotations
@@ -57,16 +67,16 @@ def _where() -> str:
     return f"cpu {cpu} {nodes[0] if nodes else 'node?'}"
 
 
-def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int, own: bool = False,  # type: ignore[no-untyped-def]
-           settle_us: float = 5.0, pin: list[int] | None = None) -> None:
+def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int], own: bool = False,  # type: ignore[no-untyped-def]
+           settle_us: float = 5.0, pin: list[int] | None = None, streams: int = 1) -> None:
     if pin:
         os.sched_setaffinity(0, pin)
     ops = StreamOps()
     go, done = mailbox.data_ptr(), mailbox.data_ptr() + 64
-    stream = torch.cuda.current_stream()
+    own_streams = [torch.cuda.current_stream()] + [torch.cuda.Stream() for _ in range(streams - 1)]
     if own:  # buffers of this process's own (no IPC mapping): does the bias follow the mapping?
-        arenas = [torch.zeros(3 * 4 * n + 4096, dtype=torch.uint8, device="cuda") for _ in arenas]
-    views = [_views(arena, n) for arena in arenas]
+        arenas = [torch.zeros(3 * 4 * max(ns) + 4096, dtype=torch.uint8, device="cuda") for _ in arenas]
+    views = {(index, size): _views(arena, n) for index, arena in enumerate(arenas) for size, n in enumerate(ns)}
     # touch: one byte of every 64 KiB of the call's arena read after the go and before the start
     # event: if the process's bias is the GPU's address translation coming back cold after the
     # context switch, this takes it out of the timed interval. settle: a spin of settle_us after
@@ -74,7 +84,7 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int, own:
     # process's host memory) before the start event runs, as a held stream has in one process.
     sparse = [arena.view(torch.uint8)[::65536] for arena in arenas]
     scratch = torch.empty((), dtype=torch.int64, device="cuda")
-    for a, b, c in views:  # load the kernel and map every arena before anything is timed
+    for a, b, c in views.values():  # load the kernel and map every arena before anything is timed
         torch.add(a, b, out=c)
     torch.cuda._sleep(1000)
     torch.cuda.synchronize()
@@ -92,17 +102,19 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, n: int, own:
         if message is None:
             conn.send(_where())
             return
-        index, token, variant = message
-        a, b, c = views[index]
+        index, token, variant, stream_index, size = message
+        stream = own_streams[stream_index]
+        a, b, c = views[index, size]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ops.wait_equal(stream.cuda_stream, go, token)
-        if variant in ("touch", "both"):
-            torch.sum(sparse[index], dim=0, out=scratch)
-        if variant in ("settle", "both"):
-            torch.cuda._sleep(int(settle_us * cycles_per_us))
-        start.record(stream)
-        torch.add(a, b, out=c)
-        end.record(stream)
+        with torch.cuda.stream(stream):
+            if variant in ("touch", "both"):
+                torch.sum(sparse[index], dim=0, out=scratch)
+            if variant in ("settle", "both"):
+                torch.cuda._sleep(int(settle_us * cycles_per_us))
+            start.record(stream)
+            torch.add(a, b, out=c)
+            end.record(stream)
         ops.write(stream.cuda_stream, done, token)
         end.synchronize()
         conn.send(start.elapsed_time(end) * 1e3)
@@ -130,7 +142,7 @@ def _gpu_local_cpus() -> list[int] | None:
 
 
 def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Tensor], flush: torch.Tensor,
-               token: list[int]) -> dict[tuple[int, int, str], list[float]]:
+               token: list[int]) -> dict[tuple[int, int, str, int], list[float]]:
     ctx = mp.get_context("spawn")
     mailboxes = []
     for _ in range(args.workers):
@@ -140,8 +152,8 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
     pipes, processes = [], []
     for w in range(args.workers):
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=worker, args=(child, arenas, mailboxes[w][0], args.n, args.own_buffers, args.settle_us,
-                                                   args.pin))
+        process = ctx.Process(target=worker, args=(child, arenas, mailboxes[w][0], args.ns, args.own_buffers, args.settle_us,
+                                                   args.pin, args.streams))
         process.start()
         pipes.append(parent)
         processes.append(process)
@@ -149,22 +161,25 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
     for w, (pointers, where) in enumerate(mapped):
         print(f"  worker {w} ({where}) mapped the arenas at " + ", ".join(f"{p:#x} (mod 2 MiB {p % (2 << 20):#x})" for p in pointers))
     print("  the judge's own: " + ", ".join(f"{a.data_ptr():#x}" for a in arenas))
-    source = [_views(torch.randn(3 * args.n, device="cuda").view(torch.uint8), args.n) for _ in range(4)]
-    times: dict[tuple[int, int, str], list[float]] = {}
+    sources = [torch.randn(3 * max(args.ns), device="cuda").view(torch.uint8) for _ in range(4)]
+    times: dict[tuple[int, int, str, int], list[float]] = {}
     rng = random.Random()
     for round_index in range(args.rounds):
         order = list(range(args.workers))
         rng.shuffle(order)
         for w in order:
             arena = (w + round_index) % len(arenas) if args.rotate else w % len(arenas)
-            a, b, c = _views(arenas[arena], args.n)
+            size = round_index % len(args.ns)  # a round's calls all of one size
+            a, b, c = _views(arenas[arena], args.ns[size])
             go = mailboxes[w][0].data_ptr()
             for call in range(args.calls):
                 token[0] += 1
                 # every variant in every round and at every call position, in the same workers
                 variant = args.variants[(round_index + call) % len(args.variants)]
-                pipes[w].send((arena, token[0], variant))
-                x, y, _ = source[rng.randrange(len(source))]
+                condition = variant if len(args.ns) == 1 else f"{variant}, n={args.ns[size]}"
+                stream_index = (round_index + call // len(args.variants)) % args.streams
+                pipes[w].send((arena, token[0], variant, stream_index, size))
+                x, y, _ = _views(sources[rng.randrange(len(sources))], args.ns[size])
                 with torch.cuda.stream(clock.stream):
                     clock.hold(args.hold_us)
                     clock.stamp()
@@ -181,7 +196,7 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
                 own_us = pipes[w].recv()
                 clock.read()
                 if call >= args.discard:
-                    times.setdefault((w, arena, variant), []).append(own_us)
+                    times.setdefault((w, arena, condition, stream_index), []).append(own_us)
     for w, pipe in enumerate(pipes):
         pipe.send(None)
         print(f"  worker {w} ended on {pipe.recv()}")
@@ -199,6 +214,9 @@ def main() -> None:
     parser.add_argument("--discard", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n", type=int, default=1 << 20)
+    parser.add_argument("--sizes", default="",
+                        help="comma list of powers of two (18,20,22): the add at each of these sizes in turn, a round each; "
+                             "overrides --n")
     parser.add_argument("--hold-us", type=float, default=400.0)
     parser.add_argument("--rotate", action="store_true")
     parser.add_argument("--touch", action="store_true", help="as --variants touch")
@@ -206,11 +224,14 @@ def main() -> None:
                         help=f"comma list of {', '.join(VARIANTS)}: what each call does between the go and its start event, "
                              "taken in turn inside the same workers")
     parser.add_argument("--settle-us", type=float, default=5.0, help="the spin of the settle variants (us)")
+    parser.add_argument("--streams", type=int, default=1,
+                        help="streams of its own each worker times its calls on, in turn (is the bias the stream's channel?)")
     parser.add_argument("--pin-numa", action="store_true", help="every worker on the CPUs of the GPU's NUMA node")
     parser.add_argument("--own-buffers", action="store_true",
                         help="each worker computes on buffers of its own, not the judge's arenas (the judge still stages and flushes)")
     args = parser.parse_args()
     args.variants = ["touch"] if args.touch else [v.strip() for v in args.variants.split(",")]
+    args.ns = [1 << int(k) for k in args.sizes.split(",")] if args.sizes.strip() else [args.n]
     if not set(args.variants) <= set(VARIANTS):
         parser.error(f"--variants: each of {', '.join(VARIANTS)}")
     torch.cuda.set_device(0)
@@ -222,31 +243,42 @@ def main() -> None:
     for _ in range(args.arenas):
         pool = torch.cuda.MemPool()
         with torch.cuda.use_mem_pool(pool):
-            arenas.append(torch.zeros(3 * 4 * args.n + 4096, dtype=torch.uint8, device="cuda"))
+            arenas.append(torch.zeros(3 * 4 * max(args.ns) + 4096, dtype=torch.uint8, device="cuda"))
         pools.append(pool)
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
     token = [0]
-    print(f"vector add of {args.n} floats; {args.workers} workers x {args.arenas} arenas; {args.rounds} rounds of {args.calls} "
-          f"calls; rotate={args.rotate}; own buffers={args.own_buffers}; variants={','.join(args.variants)} "
+    print(f"vector add of {', '.join(map(str, args.ns))} floats; {args.workers} workers x {args.arenas} arenas; {args.rounds} rounds of {args.calls} "
+          f"calls; rotate={args.rotate}; own buffers={args.own_buffers}; variants={','.join(args.variants)}; streams={args.streams} "
           f"(settle {args.settle_us:g} us); medians in us")
     for repeat in range(args.repeats):
         times = one_repeat(args, clock, arenas, flush, token)
-        for variant in args.variants:
-            mine = {key: ts for key, ts in times.items() if key[2] == variant}
+        for variant in dict.fromkeys(key[2] for key in times):  # each condition: a variant (at a size)
+            mine: dict[tuple[int, int], list[float]] = {}  # by (worker, arena)
+            by_stream: dict[tuple[int, int], list[float]] = {}  # by (worker, stream)
+            for (w, a, v, si), ts in times.items():
+                if v == variant:
+                    mine.setdefault((w, a), []).extend(ts)
+                    by_stream.setdefault((w, si), []).extend(ts)
             everything = statistics.median(t for ts in mine.values() for t in ts)
             print(f"repeat {repeat + 1}, {variant}: all {everything:.3f}")
             medians = []
             for w in range(args.workers):
-                own = [t for (ww, _, _), ts in mine.items() if ww == w for t in ts]
+                own = [t for (ww, _), ts in mine.items() if ww == w for t in ts]
                 medians.append(statistics.median(own))
-                cells = "  ".join(f"a{a}: {statistics.median(ts):.3f}" for (ww, a, _), ts in sorted(mine.items()) if ww == w)
-                print(f"  worker {w}: {medians[-1]:.3f} ({medians[-1] / everything - 1:+.2%})   {cells}")
+                cells = "  ".join(f"a{a}: {statistics.median(ts):.3f}" for (ww, a), ts in sorted(mine.items()) if ww == w)
+                print(f"  worker {w}: {medians[-1]:.3f} ({medians[-1] / everything - 1:+.2%}, "
+                      f"{(medians[-1] - everything) * 1e3:+.0f} ns)   {cells}")
+                if args.streams > 1:
+                    cells = "  ".join(f"s{si}: {statistics.median(ts):.3f} ({statistics.median(ts) / everything - 1:+.2%})"
+                                      for (ww, si), ts in sorted(by_stream.items()) if ww == w)
+                    print(f"    streams: {cells}")
             if len(medians) > 1:
                 print(f"  worker spread ({variant}): {(max(medians) / min(medians) - 1):.2%}")
             for a in range(args.arenas):
-                theirs = [t for (_, aa, _), ts in mine.items() if aa == a for t in ts]
+                theirs = [t for (_, aa), ts in mine.items() if aa == a for t in ts]
                 if theirs:
                     print(f"  arena {a}: {statistics.median(theirs):.3f} ({statistics.median(theirs) / everything - 1:+.2%})")
+
 
 if __name__ == "__main__":
     main()
