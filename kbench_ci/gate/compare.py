@@ -9,7 +9,9 @@ The flow for one comparison:
 2. Check the base (and a ``--head`` commit) out into temporary git worktrees, removed on the way
    out, also on an error or Ctrl-C. The user's tree is only read.
 3. Each side reads its own copy of the suite. Cases are matched by kernel name and dimensions;
-   a case on one side only is ``added`` or ``removed``.
+   a case on one side only is ``added`` or ``removed``. The suite's ``[defaults]`` (rounds,
+   trials, timing method, isolation, ...) are the base's where it has a suite: the head's are
+   the pull request's, named in the report where they differ and applied once merged.
 4. Every side's ``.cu`` starts building at once, before the first case (see
    :class:`~kbench_ci.gate.builds.SideBuilder`; cached across runs). Per case, the warm worker
    (one process for the whole suite, see :class:`~kbench_ci.measure.parent.WorkerPool`) checks
@@ -66,7 +68,7 @@ from kbench_ci.results.outcome import (
 from kbench_ci.results.writers import compare_payload
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
-from kbench_ci.suite.settings import Execution, ExecutionOptions, job_settings
+from kbench_ci.suite.settings import Execution, ExecutionOptions, SuiteSettings, changed_settings, job_settings
 from kbench_ci.suite.settings import execution as suite_execution_settings
 
 _log = logging.getLogger(__name__)
@@ -98,12 +100,12 @@ def run_compare(
         # The head's files (the pull request's): read, never imported, before anything is built
         check_user_files(kernels.head)
         settings = job_settings(
-            sides.head_suite.settings, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
+            sides.governing, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
         )
         plans, shard = _plan_cases(kernels, request)
         report = _CompareReport(
             request=request, base=sides.base_info, head=sides.head_info, settings=settings, total_cases=len(plans),
-            max_geomean_slowdown=_max_geomean_slowdown(request, sides.head_suite), shard=shard, started=started,
+            max_geomean_slowdown=_max_geomean_slowdown(request, sides.governing), shard=shard, started=started,
             setup_s=time.perf_counter() - started, selection=selection,
         )
         driver = SuiteDriver(plans, report, on_progress=on_progress)
@@ -111,7 +113,7 @@ def run_compare(
         # One builder and one warm worker (one per --gpus entry) for the whole suite, closed on the
         # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
-            execution or suite_execution_settings(sides.head_suite.settings, options), device=request.device,
+            execution or suite_execution_settings(sides.governing, options), device=request.device,
             gpus=request.gpus if len(request.gpus) > 1 else (), build_fn=build_fn, worker=worker,
             kinds=[*kernels.head_kinds.values(), *(k for k in kernels.base_kinds.values() if k is not None)],
             sides=("base", "head"),
@@ -138,6 +140,12 @@ class _Sides:
     #: each side's checkout root (the user's working tree for a head that is not a commit)
     head_tree: Path
     base_tree: Path
+
+    @property
+    def governing(self) -> SuiteSettings:
+        """The ``[defaults]`` this compare runs with: the base's where it has a suite (trusted
+        code, as its ref.py is), else the head's (a suite new in the pull request)."""
+        return (self.base_suite or self.head_suite).settings
 
 
 def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareRequest, stack: ExitStack) -> _Sides:
@@ -171,6 +179,14 @@ def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareReq
             config=_relative_label(head_config, head_tree),
         )
     base_suite, base_note, base_config = _load_base_suite(base_tree, start_rel, explicit_rel)
+    if base_suite is not None:
+        changes = changed_settings(base_suite.settings, head_suite.settings, base_root=base_suite.root,
+                                   head_root=head_suite.root)
+        if changes:
+            head_info = replace(head_info, note=(
+                f"the pull request changes the suite's [defaults] ({'; '.join(changes)}); this compare ran with "
+                "the base's, as every compare does until the change is merged (the command line's options still apply)"
+            ))
     base_info = RevisionInfo(
         label=BASE, ref=revisions.base_ref, sha=revisions.base_sha,
         description=(
@@ -229,10 +245,10 @@ def _changed_only(
     ), record
 
 
-def _max_geomean_slowdown(request: CompareRequest, head_suite: Suite) -> float | None:
+def _max_geomean_slowdown(request: CompareRequest, governing: SuiteSettings) -> float | None:
     if request.max_geomean_slowdown is not None:
         return request.max_geomean_slowdown
-    return head_suite.settings.max_geomean_slowdown
+    return governing.max_geomean_slowdown
 
 
 def _plan_cases(kernels: _Kernels, request: CompareRequest) -> tuple[list[CasePlan], ShardRecord | None]:

@@ -218,7 +218,7 @@ class MeasureComparison:
             rounds=settings.rounds, remeasure_factor=self.request.remeasure_factor, on_remeasure=runs.on_remeasure,
         )
         phases = PhaseTimes(build_s=built.build_s) + deciding.phases + (first.phases if first is not None else PhaseTimes())
-        goalposts = moved_goalposts(base.kernel if base else None, head.kernel, self.base_suite, self.head_suite)
+        goalposts = moved_goalposts(base.kernel if base else None, head.kernel, self.base_suite)
         comparison = CaseComparison(
             case_id=head.case_id, kernel=head.kernel.name, dims=dict(head.dims), verdict=deciding.verdict,
             threshold=threshold, estimate=deciding.estimate, message=_case_message(head, deciding, first, goalposts),
@@ -275,12 +275,11 @@ def progress_detail(case: CaseComparison) -> str | None:
     return text + (" (remeasured)" if case.remeasured else "") + (" ⚠️ throttled" if case.throttled else "")
 
 
-def moved_goalposts(
-    base: KernelSpec | None, head: KernelSpec, base_suite: Suite | None, head_suite: Suite
-) -> tuple[str, ...]:
+def moved_goalposts(base: KernelSpec | None, head: KernelSpec, base_suite: Suite | None) -> tuple[str, ...]:
     """What the head changed of what its kernel is checked and judged against: ref.py (its
-    reference() or setup()), the tolerances, threshold and shapes of its kbench.toml entry, the
-    suite's seed. Empty when nothing changed, or the kernel is new."""
+    reference() or setup()), the tolerances, threshold and shapes of its kbench.toml entry. Empty
+    when nothing changed, or the kernel is new. (A changed seed is one of the suite's
+    [defaults], which a compare takes from the base: the report's head note names it.)"""
     if base is None or base_suite is None:
         return ()
     changes: list[str] = []
@@ -292,8 +291,6 @@ def moved_goalposts(
             changes.append(f"{name} {'default' if before is None else before} → {'default' if after is None else after}")
     if [dict(s) for s in base.shapes] != [dict(s) for s in head.shapes]:
         changes.append("its shapes")
-    if base_suite.settings.seed != head_suite.settings.seed:
-        changes.append(f"seed {base_suite.settings.seed} → {head_suite.settings.seed}")
     return tuple(changes)
 
 

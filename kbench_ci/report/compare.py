@@ -132,6 +132,8 @@ def render_compare(
     ]
     if outcome.base.note:
         parts += [f"> **No baseline:** {outcome.base.note}.", ""]
+    if outcome.head.note:
+        parts += [f"> **Settings not applied:** {outcome.head.note}.", ""]
     parts += _selection_lines(outcome)
     if gate.geomean_ratio is not None:
         limit = (

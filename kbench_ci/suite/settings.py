@@ -121,6 +121,31 @@ class SuiteSettings:
     isolation: str | None = None
 
 
+def changed_settings(base: SuiteSettings, head: SuiteSettings, *, base_root: Path, head_root: Path) -> tuple[str, ...]:
+    """What a pull request changes of its suite's ``[defaults]``, as "name base → head", in
+    field order. A compare runs with the base's: the head is the pull request's, and its
+    kbench.toml could otherwise turn the judge off, cut the rounds or the correctness trials,
+    or time a GPU with the host's clock. ``cache_dir`` is compared relative to each side's
+    suite folder (the two sides are checked out in different places)."""
+    changes: list[str] = []
+    for name in SuiteSettings.__dataclass_fields__:
+        before, after = getattr(base, name), getattr(head, name)
+        if name == "cache_dir":
+            before, after = _relative_or_none(before, base_root), _relative_or_none(after, head_root)
+        if before != after:
+            changes.append(f"{name} {'unset' if before is None else before} → {'unset' if after is None else after}")
+    return tuple(changes)
+
+
+def _relative_or_none(path: Path | None, root: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def trials_per_round(num_trials: int, rounds: int) -> int:
     """Timed trials per round per side: ``max(10, num_trials // rounds)``.
 

@@ -9,7 +9,7 @@ import pytest
 
 from kbench_ci.errors import UsageError
 from kbench_ci.suite.loader import load_suite
-from kbench_ci.suite.settings import ExecutionOptions, SuiteSettings, execution
+from kbench_ci.suite.settings import ExecutionOptions, SuiteSettings, changed_settings, execution
 from tests.unit.suite.test_config import MINIMAL, load_error, write_suite
 
 
@@ -67,3 +67,19 @@ def test_the_judge_knobs_read_their_values_and_defaults() -> None:
     assert judge_placements({}) == 4 and judge_placements({"KBENCH_CI_JUDGE_PLACEMENTS": "2"}) == 2
     assert judge_touch_stride({}) == 65536 and judge_touch_stride({"KBENCH_CI_JUDGE_TOUCH_STRIDE": "0"}) == 0
     assert judge_settle_us({}) == 0.0 and judge_settle_us({"KBENCH_CI_JUDGE_SETTLE_US": "5"}) == 5.0
+
+
+def test_a_compare_names_every_default_the_pull_request_changed(tmp_path: Path) -> None:
+    """compare runs with the base's [defaults]; what the head's differ in is named, field by field
+    (cache_dir relative to each side's suite folder: the sides are checked out apart)."""
+    base_root, head_root = tmp_path / "base", tmp_path / "head"
+    base = SuiteSettings(isolation="judge", rounds=10, cache_dir=base_root / "cache")
+    head = SuiteSettings(isolation="process", rounds=2, cache_dir=head_root / "cache", timing_method="host_time")
+    assert changed_settings(base, head, base_root=base_root, head_root=head_root) == (
+        "timing_method cuda_event → host_time", "rounds 10 → 2", "isolation judge → process",
+    )
+    moved = SuiteSettings(isolation="judge", rounds=10, cache_dir=head_root / "elsewhere")
+    assert changed_settings(base, moved, base_root=base_root, head_root=head_root) == ("cache_dir cache → elsewhere",)
+    assert changed_settings(base, base, base_root=base_root, head_root=base_root) == ()
+    assert changed_settings(SuiteSettings(), SuiteSettings(isolation="judge"), base_root=base_root,
+                            head_root=head_root) == ("isolation unset → judge",)
