@@ -26,6 +26,8 @@ CONTROL = "honest_control"
 HEADS = (*CHEATS, CONTROL)
 #: cheats that need a GPU to play their trick (GPU work left running when a turn ends)
 GPU_CHEATS = ("linger", "work_in_lead")
+#: cheats that play their trick on a CPU only (a daemon sharing the lent host memory)
+CPU_CHEATS = ("daemon_stage",)
 #: modules the heads import (committed beside them in both trees)
 HELPERS = ("honest", "memo")
 #: what the judge's defence says of each cheat it names (issue 38 items 1 and 3)

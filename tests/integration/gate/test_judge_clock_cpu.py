@@ -14,9 +14,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.judge_clock import CHEATS, CONTROL, HEADS, OUTSIDE_CLOCK, SEEN_CONTENTS, Judged, fired, judge, table
+from tests.support.judge_clock import (
+    CHEATS,
+    CONTROL,
+    CPU_CHEATS,
+    HEADS,
+    OUTSIDE_CLOCK,
+    SEEN_CONTENTS,
+    Judged,
+    fired,
+    judge,
+    table,
+)
 
 SHAPE = {"M": 1024, "N": 1024, "K": 1024}
+#: daemon_stage's trick gains most where the judge's flush (~3 ms) is about the work's length
+SMALL = {"M": 512, "N": 512, "K": 512}
 #: 8 rounds: with fewer, no p-value of the rounds can fall under 0.05, and nothing reads `faster`
 DEFAULTS = {"correctness_trials": 2, "rounds": 8}
 
@@ -24,12 +37,13 @@ DEFAULTS = {"correctness_trials": 2, "rounds": 8}
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> Judged:
     root = tmp_path_factory.mktemp("judge-clock")
-    result = judge(root, {head: (head, SHAPE) for head in HEADS}, DEFAULTS, ["--device", "cpu", "--threshold", "0.05"], cpu=True)
+    cases = {head: (head, SHAPE) for head in HEADS} | {head: (head, SMALL) for head in CPU_CHEATS}
+    result = judge(root, cases, DEFAULTS, ["--device", "cpu", "--threshold", "0.05"], cpu=True)
     print(f"\ncompare exited {result.completed.returncode}\n{table(result)}")
     return result
 
 
-@pytest.mark.parametrize("head", CHEATS)
+@pytest.mark.parametrize("head", (*CHEATS, *CPU_CHEATS))
 def test_no_cheat_reads_faster_or_fixed(judged: Judged, head: str) -> None:
     case = judged.case(head)
     print(head, case["verdict"], case.get("ratio"), case["head"]["status"], case["head"].get("message"))
@@ -39,7 +53,7 @@ def test_no_cheat_reads_faster_or_fixed(judged: Judged, head: str) -> None:
     assert case["verdict"] == "incorrect" or case["verdict"] not in ("faster", "fixed"), case
 
 
-@pytest.mark.parametrize("head", [head for head in CHEATS if head != "skip_flush"])
+@pytest.mark.parametrize("head", [head for head in (*CHEATS, *CPU_CHEATS) if head != "skip_flush"])
 def test_every_cheat_played_its_trick(judged: Judged, head: str) -> None:
     """A verdict that holds only because the trick never fired proves nothing. (skip_flush's
     prefetch needs a timer it can rebind; where the defence takes the timer away it may not fire.)"""
@@ -69,3 +83,10 @@ def test_the_honest_head_is_correct_and_never_incorrect(judged: Judged) -> None:
         assert len(case[label]["rounds_ms"]) >= DEFAULTS["rounds"]
     assert case["verdict"] != "incorrect"
     assert case["verdict"] in ("unchanged", "inconclusive", "slower", "faster"), case["verdict"]
+
+
+def test_a_daemon_of_the_head_never_computes_while_the_judge_stages(judged: Judged) -> None:
+    """daemon_stage's daemon, re-parented to the judge, would compute each answer during the
+    judge's flush; every stray is ended before a CPU staging, so it never serves a call."""
+    assert fired(judged, "daemon_stage") > 0, judged.fired
+    assert not any(trick.startswith("daemon_stage_served") for trick in judged.fired), judged.fired
