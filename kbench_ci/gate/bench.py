@@ -22,7 +22,7 @@ from kbench_ci.results.atomic import write_json_atomically, write_text_atomicall
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.writers import BenchRecord, bench_results_payload
 from kbench_ci.suite import values
-from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S
+from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S, worker_module
 from kbench_ci.suite.size_expr import evaluate_size_expression
 from kbench_ci.suite.userfiles import kernel_file_problems, raise_all
 
@@ -157,7 +157,7 @@ def run_bench(
     )
     case, outcome = run_case_in_worker(
         job, timeout_s=request.timeout_s, on_event=on_event,
-        module="kbench_ci.judge.main" if request.isolation == "judge" else "kbench_ci.measure.worker",
+        module=worker_module(request.isolation),
     )
     results_path = request.output_dir / "results.json"
     report_path = request.output_dir / "benchmark.md"

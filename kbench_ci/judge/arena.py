@@ -100,7 +100,11 @@ def make_arena(
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"arena-{slot}-{os.getpid()}-{id(layout)}"
         with open(path, "wb") as file:
-            file.truncate(nbytes)
+            # Its blocks taken now, not at the first write: a sparse file on a disk a side can
+            # fill (its own folder is on it) made the judge's first staging into the base's
+            # arena a SIGBUS, in the base's turn (red team, 2026-12-05). A full disk fails here,
+            # in the judge, where no side is blamed for it.
+            os.posix_fallocate(file.fileno(), 0, nbytes)
         storage = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
         handle, kind = str(path), "file"
     views = {lent.name: lent_view(storage, lent) for lent in layout}

@@ -11,6 +11,7 @@ ones the parent gave, so a head cannot leave compiled code for the base to load.
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import signal
@@ -134,9 +135,9 @@ class SideWorker:
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         mine, theirs = socket.socketpair()
-        self.stderr_path = self.folder / "stderr"
+        self.stderr_path = _new_log(scratch, label)
         try:
-            with open(self.stderr_path, "ab") as stderr:
+            with open(os.open(self.stderr_path, _NEW_LOG_FLAGS, 0o600), "ab") as stderr:
                 self.process = subprocess.Popen(
                     [sys.executable, "--check-hash-based-pycs", "always", "-m", "kbench_ci.side.main", str(theirs.fileno()),
                      *map(str, writable)],
@@ -255,10 +256,26 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
+#: a worker's output file: made new by the judge (never one that exists, never through a link)
+_NEW_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
+_LOG_SERIAL = itertools.count(1)
+
+
+def _new_log(scratch: Path, label: str) -> Path:
+    """A new file for one worker's stdout and stderr, in a folder of the judge's that no side
+    can write to (Landlock lets a side write only its own folder). In the side's own folder,
+    a head replaced it with a link to the parent's next events file, which the judge then
+    opened for the next head worker it started: that worker wrote whole cases into the
+    results (red team, 2026-12-05)."""
+    logs = scratch / "worker-logs"
+    logs.mkdir(mode=0o700, exist_ok=True)
+    return logs / f"{side_folder_name(label)}-{next(_LOG_SERIAL)}.log"
+
+
 def _last_line(path: Path) -> str:
     try:
-        with open(path, "rb") as file:
-            file.seek(max(0, os.path.getsize(path) - 4000))
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
+            file.seek(max(0, os.fstat(file.fileno()).st_size - 4000))
             lines = [line.strip() for line in file.read().decode("utf-8", "replace").splitlines() if line.strip()]
     except OSError:
         return ""

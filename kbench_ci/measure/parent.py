@@ -54,6 +54,7 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.procgroup import kill_process_group, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.scratch import make_scratch, remove_left_by
+from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
@@ -142,7 +143,7 @@ class WorkerPool:
 
     def __init__(
         self, *, warm: bool = True, environment: Mapping[str, str] | None = None, python: str | None = None,
-        preload: Sequence[str] = (), module: str = "kbench_ci.measure.worker",
+        preload: Sequence[str] = (), module: str = IN_PROCESS_MODULE,
     ) -> None:
         self.warm = warm
         #: what each worker process runs: the in-process worker, or the judge (kbench_ci.judge.main)
@@ -264,7 +265,10 @@ class WorkerPool:
         # the read end is handed to this one worker.
         lifeline_read, lifeline_write = os.pipe()
         try:
-            with open(stderr_path, "wb") as stderr:
+            # A new file, never one that exists and never through a link: where a sandbox does not
+            # hold a side, its code could plant a link under the next worker's name.
+            new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            with open(os.open(stderr_path, new, 0o600), "wb") as stderr:
                 process = subprocess.Popen(
                     # With the device, the worker creates its CUDA context and imports what the
                     # cases need before the first job comes (kbench_ci.measure.worker). Every
@@ -344,7 +348,8 @@ class WorkerPool:
                 return None, None
             # Hung, crashed, or ended from inside: this worker serves no other case.
             self._discard()
-            return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)
+            return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome,
+                             judge=self.module == JUDGE_MODULE)
         finally:
             shutil.rmtree(case_dir, ignore_errors=True)
 
@@ -355,7 +360,7 @@ def run_case_in_worker(
     timeout_s: float,
     on_event: ProgressCallback | None = None,
     python: str | None = None,
-    module: str = "kbench_ci.measure.worker",
+    module: str = IN_PROCESS_MODULE,
 ) -> tuple[CaseResult, WorkerOutcome]:
     """Run one ``job`` in a worker of its own (``bench``: one case, nothing to keep warm);
     ``module``: the in-process worker, or the judge (``--isolation judge``)."""
@@ -378,9 +383,15 @@ class _Cursor:
 
 def _incident(
     job: CaseJob, cursor: _Cursor, worker: _Worker, stderr_from: int, *, timed_out: bool, timeout_s: float,
-    outcome: WorkerOutcome,
+    outcome: WorkerOutcome, judge: bool = False,
 ) -> tuple[str | None, str | None]:
-    """Who is to blame for a worker that did not finish the case, and what to say."""
+    """Who is to blame for a worker that did not finish the case, and what to say.
+
+    ``judge``: the worker was the judge (``--isolation judge``), which runs no variant's code,
+    so a crash or hang of it is no variant's (a side that fails fails inside it, as an event):
+    nobody is blamed and every variant not yet done gets the incident. Blaming the variant
+    whose turn it was let a head that hung the judge in the base's turn (a ptraced zombie it
+    left to be reaped) or crashed it there (SIGBUS: the scratch disk filled) read `fixed`."""
     in_progress = cursor.variant
     who = in_progress or "worker"
     if cursor.in_reference and in_progress is not None:
@@ -395,6 +406,12 @@ def _incident(
                 "fix reference(): every variant is checked against it", blame="user",
             )
         return blamed, incident
+    if judge:
+        turn = f" in {in_progress}'s turn {_where(job, cursor)}" if in_progress else ""
+        who = f"the judge (which runs no pull-request code; no side is blamed){turn}"
+        _, incident = _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s,
+                                      outcome=outcome)
+        return None, incident
     return _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)
 
 

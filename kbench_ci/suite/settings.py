@@ -203,6 +203,16 @@ class ExecutionOptions:
     isolation: str | None = None
 
 
+#: the module a worker process runs: the in-process worker (user code beside the checks), or
+#: the judge (``--isolation judge``: no user code in it; its sides run in processes of their own)
+IN_PROCESS_MODULE = "kbench_ci.measure.worker"
+JUDGE_MODULE = "kbench_ci.judge.main"
+
+
+def worker_module(isolation: str) -> str:
+    return JUDGE_MODULE if isolation == "judge" else IN_PROCESS_MODULE
+
+
 @dataclass(frozen=True, slots=True)
 class Execution:
     """How a suite runs: one warm worker or a fresh one per case, and the cache folder (None:
@@ -215,7 +225,7 @@ class Execution:
     @property
     def worker_module(self) -> str:
         """The module each worker process runs: the in-process worker, or the judge."""
-        return "kbench_ci.judge.main" if self.isolation == "judge" else "kbench_ci.measure.worker"
+        return worker_module(self.isolation)
 
     def worker_environment(self, environ: Mapping[str, str] | None = None, *, bytecode: bool | None = None) -> dict[str, str]:
         """Triton's and TorchInductor's on-disk caches in the cache folder, for the workers;

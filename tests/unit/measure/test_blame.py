@@ -167,3 +167,29 @@ def test_a_worker_that_hung_or_crashed_inside_the_reference_blames_the_reference
     assert incident.startswith("ref_hangs.py reference() ")
     assert ("timed out after 5 s" in incident) == timed_out
     assert outcome.load_error is not None and outcome.load_error.exit_code == 2
+
+
+@pytest.mark.parametrize("timed_out", [True, False])
+def test_a_judge_that_hung_or_crashed_blames_no_side(tmp_path: Path, timed_out: bool) -> None:
+    """The judge runs no variant's code: its crash or hang in the base's turn (a head that left
+    it a zombie to wait for, or filled its disk) is the base's no more than the head's. Blaming
+    the variant of the turn made such a head read `fixed` (red team, 2026-12-05)."""
+    base = SideSpec(label="base", solution=str(HONEST), ref=str(HONEST), implementation="pytorch")
+    head = SideSpec(label="head", solution=str(HONEST), ref=str(HONEST), implementation="pytorch")
+    job = CaseJob(case_id="k", dims={"N": 64}, sides=(base, head), baselines=(), settings=_settings())
+
+    class _Worker:
+        process = _Stopped()
+        stderr_path = tmp_path / "stderr"
+
+    (tmp_path / "stderr").write_text("")
+    cursor = _Cursor(variant="base", phase="correctness")
+    blamed, incident = _incident(job, cursor, _Worker(), 0, timed_out=timed_out, timeout_s=5.0,  # type: ignore[arg-type]
+                                 outcome=WorkerOutcome(), judge=True)
+    assert blamed is None
+    assert incident is not None and incident.startswith("the judge (which runs no pull-request code; no side is blamed)")
+    assert "base's turn" in incident
+    # the in-process worker, where the base's code does run: the base is blamed
+    blamed, _ = _incident(job, cursor, _Worker(), 0, timed_out=timed_out, timeout_s=5.0,  # type: ignore[arg-type]
+                          outcome=WorkerOutcome())
+    assert blamed == "base"
