@@ -600,6 +600,8 @@ def test_a_lie_under_the_resolution_does_not_buy_a_judged_head_its_gain() -> Non
     assessment = assess(liar, threshold=0.01)
     assert assessment.verdict is Verdict.UNCHANGED
     assert assessment.message is not None and "2.50 us of which its own times left out" in assessment.message
+    # and its -84% is nobody's figure: not in the report, not in the geometric mean
+    assert assessment.estimate is None
     # The same gain where the clock saw nothing left out is faster.
     honest = case_result(variant("base", median=0.0044), _held_to_the_clock(variant("head", median=0.0007, seed=2), 3.0, 300.0))
     assert assess(honest, threshold=0.01).verdict is Verdict.FASTER
@@ -622,3 +624,15 @@ def test_the_lead_in_before_the_start_event_does_not_buy_a_judged_head_a_gain() 
     # Without a lead-in (the judge asked for none) the same 4 us gain is faster, as before.
     bare = case_result(variant("base", median=0.0050), _held_to_the_clock(variant("head", median=0.0010, seed=2), 3.0, 300.0))
     assert assess(bare, threshold=0.01).verdict is Verdict.FASTER
+
+
+def test_a_gain_the_clock_cannot_vouch_for_stays_out_of_the_geometric_mean() -> None:
+    """Red team (2026-12-05): a head that reports next to nothing for a kernel under the clock's
+    resolution read `unchanged` but kept its -100% in the geometric mean, which then hid a +30%
+    case elsewhere from a 10% limit."""
+    liar = case_result(variant("base", median=0.0025), _held_to_the_clock(variant("head", median=0.00001, seed=2), 3.0))
+    assessment = assess(liar, threshold=0.5)
+    assert assessment.verdict is Verdict.UNCHANGED and assessment.estimate is None
+    gate = evaluate_gate([comparison("slow", Verdict.UNCHANGED, 1.30), comparison("liar", Verdict.UNCHANGED, None)],
+                         max_geomean_slowdown=0.10)
+    assert gate.geomean_failed and not gate.passed
