@@ -78,6 +78,7 @@ def main(argv: Sequence[str]) -> int:
         CaseJob,
         CaseStarted,
         EnvironmentReport,
+        EventSigner,
         GpuStateReport,
         LoadError,
         VariantDone,
@@ -96,9 +97,11 @@ def main(argv: Sequence[str]) -> int:
             ticket = JobTicket.decode(tickets.get())
             job = CaseJob.from_json(Path(ticket.job_path).read_text(encoding="utf-8"))
             with open(ticket.events_path, "a", encoding="utf-8") as events:
+                signer = EventSigner(bytes.fromhex(ticket.key)) if ticket.key else None
 
-                def emit(event: WorkerEvent, events: TextIO = events) -> None:
-                    events.write(encode_event(event) + "\n")
+                def emit(event: WorkerEvent, events: TextIO = events, signer: EventSigner | None = signer) -> None:
+                    text = encode_event(event)
+                    events.write((signer.sign(text) if signer is not None else text) + "\n")
                     events.flush()
 
                 emit(CaseStarted(os.getpid(), served))

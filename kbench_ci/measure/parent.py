@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,8 @@ from kbench_ci.measure.protocol import (
     CaseJob,
     CaseStarted,
     EnvironmentReport,
+    EventSigner,
+    ForgedEvent,
     GpuStateReport,
     JobTicket,
     LoadError,
@@ -302,7 +305,11 @@ class WorkerPool:
             events_path = case_dir / "events.jsonl"
             job_path.write_text(job.to_json(), encoding="utf-8")
             events_path.touch()
-            ticket = JobTicket(str(job_path), str(events_path))
+            # The judge marks every line with a key made for this case alone (sent on the
+            # lifeline, which no side holds): a line it did not write fails the case.
+            key = secrets.token_bytes(32) if self.module == JUDGE_MODULE else b""
+            signer = EventSigner(key) if key else None
+            ticket = JobTicket(str(job_path), str(events_path), key.hex())
             worker = self._ready(job.settings.device)
             stderr_from = worker.stderr_size()
             if not worker.send(ticket):
@@ -319,14 +326,20 @@ class WorkerPool:
             timed_out = False
             try:
                 while True:
-                    offset = _drain(events_path, offset, outcome, cursor, on_event)
+                    offset = _drain(events_path, offset, outcome, cursor, on_event, signer)
                     if cursor.finished is not None or worker.process.poll() is not None:
                         break
                     if time.monotonic() > deadline:
                         timed_out = True
                         break
                     time.sleep(_POLL_SECONDS)
-                offset = _drain(events_path, offset, outcome, cursor, on_event)
+                offset = _drain(events_path, offset, outcome, cursor, on_event, signer)
+            except ForgedEvent as exc:
+                # Not the judge's: nothing this case's file says can be trusted any more.
+                self._discard()
+                outcome.variants.clear()
+                outcome.load_error = None
+                return None, f"the case's results were tampered with, so none of them is kept: {exc}"
             except BaseException:
                 # Ctrl-C, SIGTERM or an error here: the child is in its own session and would
                 # not see the terminal's signal, so it would keep the GPU busy. Take it down first.
@@ -482,7 +495,10 @@ def _drain(
     outcome: WorkerOutcome,
     cursor: _Cursor,
     on_event: ProgressCallback | None,
+    signer: EventSigner | None = None,
 ) -> int:
+    """Read the whole lines added to the events file since ``offset``; with ``signer`` (the
+    judge's), each must carry the judge's mark (:class:`ForgedEvent` otherwise)."""
     with open(events_path, "rb") as handle:
         handle.seek(offset)
         chunk = handle.read()
@@ -492,7 +508,11 @@ def _drain(
         return offset
     for line in chunk[: end + 1].splitlines():
         if not line.strip():
+            if signer is not None:
+                raise ForgedEvent("a blank line in the events file: the judge writes none")
             continue
+        if signer is not None:
+            line = signer.check(line.decode("utf-8", errors="replace")).encode("utf-8")
         event = decode_event(line)
         if isinstance(event, Begin):
             cursor.variant, cursor.phase = event.variant, event.phase

@@ -4,6 +4,8 @@ objects with one encode and one decode each. Nothing else builds or parses these
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import time
 from collections.abc import Mapping
@@ -278,6 +280,39 @@ def decode_event(line: str | bytes) -> WorkerEvent:
     return event
 
 
+class ForgedEvent(ValueError):
+    """A line in the events file that the judge did not write (its key's mark is wrong or
+    missing, or it is out of order)."""
+
+
+@dataclass(slots=True)
+class EventSigner:
+    """Marks (judge) and checks (parent) every line of one case's events file: an HMAC-SHA256,
+    under the ticket's key, of the line's number and text. A line added, changed, moved or
+    replayed from another case fails the check. The key exists in the parent and in the
+    judge, which is not dumpable: no side reads it from its memory or its /proc files."""
+
+    key: bytes
+    number: int = 0
+
+    def _mark(self, text: str) -> str:
+        return hmac.new(self.key, f"{self.number}:{text}".encode(), hashlib.sha256).hexdigest()
+
+    def sign(self, text: str) -> str:
+        line = f"{self._mark(text)} {text}"
+        self.number += 1
+        return line
+
+    def check(self, line: str) -> str:
+        """The text of a signed ``line`` (no newline); :class:`ForgedEvent` when it is not the
+        judge's next line."""
+        mark, _, text = line.partition(" ")
+        if not hmac.compare_digest(mark, self._mark(text)):
+            raise ForgedEvent(f"line {self.number + 1} of the events file was not written by the judge: {line[:120]!r}")
+        self.number += 1
+        return text
+
+
 # --------------------------------------------------------------------------------------------
 # Jobs: what the parent sends a worker, one line each on the worker's lifeline pipe
 # --------------------------------------------------------------------------------------------
@@ -293,6 +328,10 @@ class JobTicket:
 
     job_path: str
     events_path: str
+    #: hex key of this case's event lines (:class:`EventSigner`): set for the judge, whose
+    #: sides' code must not be able to add a line (where no sandbox holds them, the events
+    #: file is theirs to write); empty for the in-process worker, whose user code could read it
+    key: str = ""
 
     def encode(self) -> bytes:
         """One JSON line, newline included (a pipe write this small is atomic)."""

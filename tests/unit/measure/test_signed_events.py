@@ -1,0 +1,67 @@
+"""The judge's events file carries a mark on every line (an HMAC under a key made for the case
+and sent on the lifeline, which no side holds): where no sandbox keeps a side from writing the
+parent's events file (no Landlock), a line it adds, changes, moves or replays fails the case
+instead of entering the results (red team, 2026-12-05)."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.measure.parent import WorkerOutcome, _Cursor, _drain
+from kbench_ci.measure.protocol import (
+    CaseFinished,
+    CaseStarted,
+    EventSigner,
+    ForgedEvent,
+    JobTicket,
+    VariantDone,
+    encode_event,
+)
+from kbench_ci.results.model import VariantResult
+
+FORGED = VariantDone(VariantResult("head", "pytorch", "solution", "ok", rounds_ms=((0.001,) * 9,) * 4))
+
+
+def _signed(key: bytes, *events: object) -> list[str]:
+    signer = EventSigner(key)
+    return [signer.sign(encode_event(event)) for event in events]  # type: ignore[arg-type]
+
+
+def test_the_judges_own_lines_are_read() -> None:
+    key = secrets.token_bytes(32)
+    events = (CaseStarted(1, 0), CaseFinished())
+    lines = _signed(key, *events)
+    checker = EventSigner(key)
+    assert [checker.check(line) for line in lines] == [encode_event(event) for event in events]
+
+
+@pytest.mark.parametrize("tamper", ["added", "changed", "moved", "other case", "unmarked"])
+def test_a_line_the_judge_did_not_write_fails_the_drain(tmp_path: Path, tamper: str) -> None:
+    key = secrets.token_bytes(32)
+    lines = _signed(key, CaseStarted(1, 0), CaseFinished())
+    if tamper == "added":
+        lines.insert(1, f"{'0' * 64} {encode_event(FORGED)}")
+    elif tamper == "changed":
+        mark, _, text = lines[0].partition(" ")
+        lines[0] = f"{mark} {text.replace('0', '1', 1)}"
+    elif tamper == "moved":
+        lines.reverse()
+    elif tamper == "other case":
+        lines = _signed(secrets.token_bytes(32), CaseStarted(1, 0), CaseFinished())
+    else:
+        lines.insert(1, encode_event(FORGED))
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(lines) + "\n")
+    outcome = WorkerOutcome()
+    with pytest.raises(ForgedEvent):
+        _drain(events, 0, outcome, _Cursor(), None, EventSigner(key))
+    assert "head" not in outcome.variants
+
+
+def test_the_in_process_worker_gets_no_key_and_the_judge_a_new_one_each_case() -> None:
+    assert JobTicket.decode(JobTicket("/j", "/e").encode()).key == ""
+    ticket = JobTicket("/j", "/e", secrets.token_bytes(32).hex())
+    assert JobTicket.decode(ticket.encode()) == ticket
