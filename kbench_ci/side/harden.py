@@ -9,7 +9,8 @@ report):
   run as root cannot ``ptrace`` the judge or the other side either (both are not dumpable).
 - ``no-new-privs``: nothing it executes gains privileges (and Landlock needs it).
 - ``landlock-write`` (Landlock ABI >= 1): it may write only under the folders it is given (its
-  scratch folder, its own caches, the shared-memory folder) and open device files; every other
+  scratch folder, its own caches, the shared-memory folder) and open the GPU's device files and
+  the harmless ones (``/dev/null`` ...: :data:`DEVICE_PATTERNS`) for writing; every other
   path is read-only to it: the runner's step files, the action's venv, the other side's caches.
 - ``landlock-signal`` (ABI >= 6): it cannot signal a process outside its own sandbox (the
   judge, the parent, the other side's worker), nor reach their abstract unix sockets.
@@ -54,11 +55,24 @@ _TRUNCATE = 1 << 14  # ABI 3
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-#: folders every side may write beside its own: device files (the GPU is opened read-write),
-#: shared memory (torch's IPC reference counts, the CPU arenas), and its own threads' entries
-#: (the CUDA driver names its threads there: without it cudaGetDeviceCount fails with error 304,
-#: seen on the H200; scripts/probes/harden_probe.py)
-SHARED_WRITABLE = ("/dev", "/dev/shm", "/proc/self/task")
+#: folders every side may write beside its own: shared memory (torch's IPC reference counts,
+#: the CPU arenas) and its own threads' entries (the CUDA driver names its threads there:
+#: without it cudaGetDeviceCount fails with error 304, seen on the H200;
+#: scripts/probes/harden_probe.py)
+SHARED_WRITABLE = ("/dev/shm", "/proc/self/task")
+
+#: device files a side may open for writing: the GPU's (opened read-write by the driver) and
+#: the harmless ones. Not the whole of /dev: a worker run as root could write a loop device,
+#: /dev/kmsg or, where the kernel lets it, a raw disk (red team, 2026-12-05)
+DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri", "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+
+
+def writable_devices(dev: Path = Path("/dev")) -> list[str]:
+    """The device files (and folders of them) of :data:`DEVICE_PATTERNS` present under ``dev``."""
+    found: list[str] = []
+    for pattern in DEVICE_PATTERNS:
+        found.extend(sorted(str(path) for path in dev.glob(pattern)))
+    return found
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -148,8 +162,10 @@ def _landlock(libc: ctypes.CDLL, writable: Sequence[Path]) -> list[str]:
     if ruleset < 0:
         return []
     try:
-        for folder in [*SHARED_WRITABLE, *map(str, writable)]:
-            rights = (_WRITE_FILE | _TRUNCATE) & handled if folder == "/dev" else handled
+        devices = writable_devices()
+        for folder in [*devices, *SHARED_WRITABLE, *map(str, writable)]:
+            # a device (or a folder of them) is written, never made or removed in
+            rights = (_WRITE_FILE | _TRUNCATE) & handled if folder in devices else handled
             try:
                 fd = os.open(folder, os.O_PATH | os.O_CLOEXEC)
             except OSError:

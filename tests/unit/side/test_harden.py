@@ -26,6 +26,12 @@ for name, path in (("mine", mine / "ok"), ("outside", outside / "planted")):
         result[name] = "written"
     except OSError as exc:
         result[name] = exc.__class__.__name__
+for name, device in (("devnull", "/dev/null"), ("kmsg", "/dev/kmsg")):
+    try:
+        os.close(os.open(device, os.O_WRONLY))  # opened only: nothing is written to the kernel's log
+        result[name] = "opened"
+    except OSError as exc:
+        result[name] = exc.__class__.__name__
 try:
     os.kill(parent, 0)
     result["signal"] = "sent"
@@ -67,3 +73,14 @@ def test_a_side_cannot_signal_a_process_outside_its_sandbox(tmp_path: Path) -> N
     result = _run(tmp_path)
     assert "landlock-signal" in result["layers"]
     assert result["signal"] == "PermissionError"
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel offers no Landlock")
+def test_a_side_opens_the_harmless_devices_for_writing_and_no_others(tmp_path: Path) -> None:
+    """Red team (2026-12-05): with the whole of /dev writable, a worker run as root opened
+    /dev/loop0 and /dev/kmsg for writing. (As another user /dev/kmsg is closed by its mode
+    too; the run as root is the one that tells.)"""
+    result = _run(tmp_path)
+    print(result, "uid", os.getuid())
+    assert result["devnull"] == "opened"
+    assert result["kmsg"] in ("PermissionError", "FileNotFoundError"), result
