@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from kbench_ci.measure.protocol import SideSpec
 from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
 from kbench_ci.results.outcome import BuildOutcome
 from kbench_ci.suite.model import KernelSpec
-from kbench_ci.suite.settings import parallel_builds
+from kbench_ci.suite.settings import SANDBOX_MODULE, parallel_builds
 
 #: seconds a kernel's own ``build`` command or nvcc may run
 BUILD_TIMEOUT_S = 900.0
@@ -62,13 +63,16 @@ def default_build(kernel: KernelSpec, kind: str, source: Path, output: Path, cwd
 
 def _build_side(
     kernel: KernelSpec, kind: str, source: Path, output: Path, cwd: Path, *, cache: build_module.BuildCache | None,
-    gpu_index: int | None = None,
+    gpu_index: int | None = None, sandbox: bool = False,
 ) -> tuple[str, bool]:
     """:func:`default_build` with the build cache: the command, and whether the library came
-    from the cache. A kernel's own ``build`` command is never cached: it may read anything."""
+    from the cache. A kernel's own ``build`` command is never cached: it may read anything.
+    ``sandbox``: that command is the pull request's (a compare's head under ``--isolation
+    judge``): it runs in the side's sandbox, writing only its own tree and the library's folder."""
     custom = kernel.build_command(source, output)
     if custom is not None:
-        code, text = _run_shell(custom, cwd=cwd, timeout_s=BUILD_TIMEOUT_S)
+        code, text = _run_shell(custom, cwd=cwd, timeout_s=BUILD_TIMEOUT_S,
+                                writable=(cwd, output.parent) if sandbox else None)
         if code != 0:
             raise SideBuildFailed(f"build command failed (exit {code})", command=custom, compiler_output=text)
         if not output.is_file():
@@ -89,12 +93,21 @@ def _build_side(
     return command, built.cached
 
 
-def _run_shell(command: str, *, cwd: Path, timeout_s: float) -> tuple[int, str]:
+def _run_shell(command: str, *, cwd: Path, timeout_s: float, writable: Sequence[Path] | None = None) -> tuple[int, str]:
     """A user's build command in its own process group, so a timeout or Ctrl-C ends all of it,
-    without the runner's step files and tokens (it is code from the repository under test)."""
+    without the runner's step files and tokens (it is code from the repository under test).
+    ``writable``: run it in the side's sandbox (:data:`SANDBOX_MODULE`), able to write only
+    there and in a temporary folder of its own (its ``TMPDIR``, inside the first of them)."""
+    environment = user_code_environment()
+    argv: str | list[str] = command
+    if writable is not None:
+        temporary = Path(writable[-1]) / "tmp"
+        temporary.mkdir(parents=True, exist_ok=True)
+        environment["TMPDIR"] = str(temporary)
+        argv = [sys.executable, "-m", SANDBOX_MODULE, *map(str, writable), "--", "/bin/sh", "-c", command]
     process = subprocess.Popen(
-        command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, start_new_session=True, env=user_code_environment(),
+        argv, shell=writable is None, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, start_new_session=True, env=environment,
     )
     try:
         with tracked(process):  # builds run in threads: Ctrl-C's clean-up kills it from there
@@ -133,9 +146,12 @@ class SideBuilder:
 
     def __init__(
         self, staging: Path, build_fn: BuildFn | None = None, *, cache: build_module.BuildCache | None = None,
-        parallel: int | None = None, gpu_index: int | None = None,
+        parallel: int | None = None, gpu_index: int | None = None, sandboxed: Collection[str] = (),
     ) -> None:
+        """``sandboxed``: the sides whose own ``build`` commands are pull-request code (a
+        compare's head under ``--isolation judge``), run in the side's sandbox."""
         self.staging = Path(staging)
+        self.sandboxed = frozenset(sandboxed)
         #: the GPU the libraries will run on (``--gpu N``; with ``--gpus``, all are one model):
         #: nvcc targets its architecture
         self.gpu_index = gpu_index
@@ -224,6 +240,7 @@ class SideBuilder:
             else:
                 command, cached = _build_side(
                     kernel, request.kind, source, output, request.cwd, cache=self.cache, gpu_index=self.gpu_index,
+                    sandbox=label in self.sandboxed,
                 )
             return staged_source, BuildOutcome(
                 label, kernel.name, True, time.perf_counter() - started, command, cached=cached,

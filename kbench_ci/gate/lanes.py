@@ -14,7 +14,7 @@ from kbench_ci.cuda import build as build_module
 from kbench_ci.gate.builds import BuildFn, BuildRequest, SideBuilder
 from kbench_ci.gate.worker_call import WorkerFn
 from kbench_ci.measure.parent import WorkerPool
-from kbench_ci.results.outcome import GpuSlot
+from kbench_ci.results.outcome import HEAD, GpuSlot
 from kbench_ci.scratch import make_scratch, remove_stale
 from kbench_ci.suite.settings import JUDGE_SIDES_ENV, Execution
 
@@ -115,7 +115,10 @@ def suite_execution(
         staging = make_scratch("kbench-build-")
         stack.callback(shutil.rmtree, staging, True)
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
-        builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache, gpu_index=_gpu_index(device)))
+        # A compare's head is the pull request: under the judge its own build command is too.
+        sandboxed = (HEAD,) if execution.isolation == "judge" and HEAD in sides else ()
+        builder = stack.enter_context(SideBuilder(staging, build_fn, cache=cache, gpu_index=_gpu_index(device),
+                                                  sandboxed=sandboxed))
         environment = execution.worker_environment()
         if execution.cache_dir is None:
             # Nothing is kept across runs: Triton's and TorchInductor's on-disk caches go to

@@ -307,7 +307,8 @@ class EventSigner:
         """The text of a signed ``line`` (no newline); :class:`ForgedEvent` when it is not the
         judge's next line."""
         mark, _, text = line.partition(" ")
-        if not hmac.compare_digest(mark, self._mark(text)):
+        # as bytes: compare_digest refuses a str that is not ASCII (a forged mark may be anything)
+        if not hmac.compare_digest(mark.encode("utf-8", "replace"), self._mark(text).encode()):
             raise ForgedEvent(f"line {self.number + 1} of the events file was not written by the judge: {line[:120]!r}")
         self.number += 1
         return text

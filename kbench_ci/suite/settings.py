@@ -207,6 +207,9 @@ class ExecutionOptions:
 #: the judge (``--isolation judge``: no user code in it; its sides run in processes of their own)
 IN_PROCESS_MODULE = "kbench_ci.measure.worker"
 JUDGE_MODULE = "kbench_ci.judge.main"
+#: the module that runs one command of the pull request's (a head's own ``build``) in the
+#: side's sandbox under ``--isolation judge``
+SANDBOX_MODULE = "kbench_ci.side.sandboxed"
 
 
 def worker_module(isolation: str) -> str:

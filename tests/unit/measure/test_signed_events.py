@@ -38,7 +38,7 @@ def test_the_judges_own_lines_are_read() -> None:
     assert [checker.check(line) for line in lines] == [encode_event(event) for event in events]
 
 
-@pytest.mark.parametrize("tamper", ["added", "changed", "moved", "other case", "unmarked"])
+@pytest.mark.parametrize("tamper", ["added", "changed", "moved", "other case", "unmarked", "not ascii"])
 def test_a_line_the_judge_did_not_write_fails_the_drain(tmp_path: Path, tamper: str) -> None:
     key = secrets.token_bytes(32)
     lines = _signed(key, CaseStarted(1, 0), CaseFinished())
@@ -51,6 +51,8 @@ def test_a_line_the_judge_did_not_write_fails_the_drain(tmp_path: Path, tamper: 
         lines.reverse()
     elif tamper == "other case":
         lines = _signed(secrets.token_bytes(32), CaseStarted(1, 0), CaseFinished())
+    elif tamper == "not ascii":
+        lines.insert(1, f"\u00e9{'0' * 63} {encode_event(FORGED)}")
     else:
         lines.insert(1, encode_event(FORGED))
     events = tmp_path / "events.jsonl"
