@@ -8,6 +8,7 @@ Nothing imports this module (``python -m`` warns about one imported before it ru
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 import sys
@@ -95,7 +96,13 @@ def main(argv: Sequence[str]) -> int:
     try:
         while True:
             ticket = JobTicket.decode(tickets.get())
-            job = CaseJob.from_json(Path(ticket.job_path).read_text(encoding="utf-8"))
+            job_text = Path(ticket.job_path).read_bytes()
+            if ticket.job_sha256 and hashlib.sha256(job_text).hexdigest() != ticket.job_sha256:
+                # Not the job the parent wrote: a case run on it is worth nothing. The parent
+                # reads this exit as the judge's failure, which blames no side.
+                sys.stderr.write(f"the job file {ticket.job_path} is not the one the parent wrote (its hash differs)\n")
+                return 1
+            job = CaseJob.from_json(job_text.decode("utf-8"))
             with open(ticket.events_path, "a", encoding="utf-8") as events:
                 signer = EventSigner(bytes.fromhex(ticket.key)) if ticket.key else None
 

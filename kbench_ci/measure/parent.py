@@ -20,6 +20,7 @@ case instead, as before the warm worker, for debugging.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -54,7 +55,7 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import kill_process_group, user_code_environment
+from kbench_ci.procgroup import kill_process_group, make_non_dumpable, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.scratch import make_scratch, remove_left_by
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
@@ -254,6 +255,11 @@ class WorkerPool:
             worker.stop()
 
     def _spawn(self, device: str) -> _Worker:
+        if self.module == JUDGE_MODULE:
+            # This process holds the lifeline's write end, and on it each case's key to the
+            # judge's events: a side of the same user without Landlock could read the pipe
+            # through /proc/PID/fd of a dumpable process (red team, 2026-12-05).
+            make_non_dumpable()
         # The kernel is code from the repository under test: none of the runner's step files or
         # tokens (see procgroup.RUNNER_SECRETS).
         environment = user_code_environment()
@@ -303,13 +309,15 @@ class WorkerPool:
         try:
             job_path = case_dir / "job.json"
             events_path = case_dir / "events.jsonl"
-            job_path.write_text(job.to_json(), encoding="utf-8")
+            job_text = job.to_json().encode("utf-8")
+            job_path.write_bytes(job_text)
             events_path.touch()
             # The judge marks every line with a key made for this case alone (sent on the
             # lifeline, which no side holds): a line it did not write fails the case.
             key = secrets.token_bytes(32) if self.module == JUDGE_MODULE else b""
             signer = EventSigner(key) if key else None
-            ticket = JobTicket(str(job_path), str(events_path), key.hex())
+            ticket = JobTicket(str(job_path), str(events_path), key.hex(),
+                               hashlib.sha256(job_text).hexdigest() if key else "")
             worker = self._ready(job.settings.device)
             stderr_from = worker.stderr_size()
             if not worker.send(ticket):

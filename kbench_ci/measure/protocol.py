@@ -333,6 +333,10 @@ class JobTicket:
     #: sides' code must not be able to add a line (where no sandbox holds them, the events
     #: file is theirs to write); empty for the in-process worker, whose user code could read it
     key: str = ""
+    #: SHA-256 of the job file as the parent wrote it (the judge checks it: without Landlock
+    #: a side could rewrite the file, say to time the head's solution as the base); empty:
+    #: not checked
+    job_sha256: str = ""
 
     def encode(self) -> bytes:
         """One JSON line, newline included (a pipe write this small is atomic)."""

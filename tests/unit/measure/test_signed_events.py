@@ -67,3 +67,31 @@ def test_the_in_process_worker_gets_no_key_and_the_judge_a_new_one_each_case() -
     assert JobTicket.decode(JobTicket("/j", "/e").encode()).key == ""
     ticket = JobTicket("/j", "/e", secrets.token_bytes(32).hex())
     assert JobTicket.decode(ticket.encode()) == ticket
+
+
+def test_the_judge_refuses_a_job_file_that_is_not_the_one_the_parent_wrote(tmp_path: Path) -> None:
+    """Where no sandbox holds a side, it could rewrite the case's job file (time the head's
+    solution as the base, say). The ticket carries the file's SHA-256; the judge checks it
+    and ends (the parent reads that as the judge's failure, which blames no side)."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    job = tmp_path / "job.json"
+    job.write_text('{"tampered": true}')
+    ticket = JobTicket(str(job), str(tmp_path / "events.jsonl"), secrets.token_bytes(32).hex(),
+                       hashlib.sha256(b'{"as": "written"}').hexdigest())
+    read, write = os.pipe()
+    try:
+        judge = subprocess.Popen([sys.executable, "-m", "kbench_ci.judge.main", str(read)], pass_fds=(read,),
+                                 stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+        os.close(read)
+        os.write(write, ticket.encode())
+        _, stderr = judge.communicate(timeout=120)
+    finally:
+        os.close(write)
+    assert judge.returncode == 1, stderr
+    assert "is not the one the parent wrote" in stderr
+    assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
