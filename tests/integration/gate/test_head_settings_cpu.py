@@ -5,7 +5,8 @@ the pull request changes it to ``"process"`` (and cuts the rounds) and brings a 
 rebinds its own process's clocks. Before this, the head's kbench.toml was read, the compare ran
 in process and the head read ``faster`` -49.7% with the gate passed. Now the base's settings
 govern: the head is judged (and ``incorrect`` by the outside clock), and the report names the
-settings the pull request changed and says they were not applied.
+settings the pull request changed and says they were not applied. The same for the threshold
+it gave its kernel (0.99: a 1.9x slowdown would read `unchanged`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ SHAPE = {"M": 1024, "N": 1024, "K": 1024}
 KERNELS = [{"name": "mm", "kind": "pytorch", "shapes": [SHAPE]}]
 
 
-def _toml(defaults: dict[str, object]) -> str:
+def _toml(defaults: dict[str, object], **kernel: object) -> str:
+    kernels = [{**KERNELS[0], **kernel}]
     return "\n".join(
-        'ref = "kernels/ref.py"' if line.startswith("ref = ") else line for line in suite_toml(KERNELS, defaults).splitlines()
+        'ref = "kernels/ref.py"' if line.startswith("ref = ") else line for line in suite_toml(kernels, defaults).splitlines()
     ) + "\n"
 
 
@@ -36,14 +38,14 @@ def test_a_pull_request_cannot_turn_the_judge_off_in_its_kbench_toml(tmp_path: P
     files.update({f"kernels/{helper}.py": (FIXTURES / f"{helper}.py").read_text() for helper in HELPERS})
     repo.commit(files, "an honest matmul, judged")
     repo.git("checkout", "-q", "-b", "cheat")
-    repo.commit({"kbench.toml": _toml({"isolation": "process", "rounds": 2, "correctness_trials": 2}),
+    repo.commit({"kbench.toml": _toml({"isolation": "process", "rounds": 2, "correctness_trials": 2}, threshold=0.99),
                  "kernels/mm.py": (FIXTURES / "rebind_timer.py").read_text()}, "faster (and a lighter config)")
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("CUDA_VISIBLE_DEVICES", "KBENCH_CI_ISOLATION")}
     out = tmp_path / "out"
     completed = subprocess.run(
-        [sys.executable, "-m", "kbench_ci", "compare", "--base", "main", "--device", "cpu", "--threshold", "0.05",
-         "--no-cache", "--output-dir", str(out)],
+        [sys.executable, "-m", "kbench_ci", "compare", "--base", "main", "--device", "cpu", "--no-cache", "--output-dir",
+         str(out)],
         cwd=repo.root, env=environment, capture_output=True, text=True, timeout=600,
     )
     assert (out / "results.json").is_file(), completed.stderr[-4000:]
@@ -59,5 +61,8 @@ def test_a_pull_request_cannot_turn_the_judge_off_in_its_kbench_toml(tmp_path: P
     assert results["settings"]["rounds"] == 8, results["settings"]
     note = results["head"]["note"]
     assert "isolation judge → process" in note and "rounds 8 → 2" in note, note
+    # the base's threshold, not the 0.99 the pull request gave its kernel (named, not applied)
+    assert case["threshold"] == 0.02, case["threshold"]
+    assert "threshold 0.02 → 0.99 (not applied: the base's holds until merged)" in case["goalposts"], case["goalposts"]
     markdown = (out / "benchmark.md").read_text()
     assert "**Settings not applied:**" in markdown and "isolation judge → process" in markdown
