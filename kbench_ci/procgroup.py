@@ -230,9 +230,10 @@ def end_strays_seen(keep: Collection[int] = ()) -> tuple[list[int], dict[int, in
     no stray was left."""
     ended: list[int] = []
     tree: dict[int, int] = {}
+    _UNREAPABLE.intersection_update(pid for pid in list(_UNREAPABLE) if state(pid) is not None)
     for _ in range(8):  # a stray may fork while it is being ended: look again a few times
         tree = parents()
-        strays = [pid for pid in children_of(os.getpid(), tree) if pid not in keep]
+        strays = [pid for pid in children_of(os.getpid(), tree) if pid not in keep and pid not in _UNREAPABLE]
         if not strays:
             break
         for pid in strays:
@@ -243,34 +244,44 @@ def end_strays_seen(keep: Collection[int] = ()) -> tuple[list[int], dict[int, in
                     pass
             ended.append(pid)
         for pid in strays:
-            _reap(pid)
+            if not _reap(pid):
+                _UNREAPABLE.add(pid)
     return ended, tree
+
+
+#: killed children that could not be reaped (a zombie another process traces): not waited for
+#: again while they last (a zombie keeps its process id, so no new process takes it meanwhile)
+_UNREAPABLE: set[int] = set()
 
 
 #: seconds :func:`_reap` waits for a killed child before it ends the child's tracer
 _REAP_WAIT_S = 1.0
 
 
-def _reap(pid: int) -> None:
+def _reap(pid: int) -> bool:
     """Wait for a child that was sent SIGKILL, never for ever. A child that another process
     ptraces stays a zombie only its tracer can release: a head's worker that traced its own
     double-forked daemon, stopped by the judge, hung the judge's blocking wait here for the
-    whole case (red team, 2026-12-05). So: wait a while, then kill the tracer (a process of
-    the same side: that side fails) and wait a while more; a child still there is left."""
+    whole case (red team, 2026-12-05). So: wait a while, then kill the tracer where it is a
+    process under this one (a side's: that side fails) and wait a while more; a child still
+    there is left (a zombie costs nothing; the next look skips what it cannot reap)."""
     for attempt in range(2):
         deadline = time.monotonic() + _REAP_WAIT_S
         while time.monotonic() < deadline:
             try:
                 done, _ = os.waitpid(pid, os.WNOHANG)
             except OSError:
-                return  # not our child any more, or already reaped
+                return True  # not our child any more, or already reaped
             if done:
-                return
+                return True
             time.sleep(0.002)
         tracer = tracer_of(pid)
-        if attempt == 0 and tracer:
+        # Only a tracer of this process's own tree (a side's process): never a debugger or a
+        # tracer wrapped around the whole run, nor this process or one above it.
+        if attempt == 0 and tracer and tracer in descendants(os.getpid()):
             with suppress(OSError):
                 os.kill(tracer, signal.SIGKILL)
+    return False
 
 
 def tracer_of(pid: int) -> int:

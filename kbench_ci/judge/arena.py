@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.reduction import ForkingPickler
@@ -97,9 +98,15 @@ def make_arena(
         ForkingPickler(buffer).dump(storage)
         handle, kind = base64.b64encode(buffer.getvalue()).decode("ascii"), "cuda"
     else:
+        # In the side's own folder (it maps the file for writing, which its sandbox allows only
+        # there), so never through a link it made: the folder is refused where it is one, and
+        # the file is new (O_EXCL, O_NOFOLLOW) under a name nobody can guess.
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"arena-{slot}-{os.getpid()}-{id(layout)}"
-        with open(path, "wb") as file:
+        if folder.is_symlink() or not folder.is_dir():
+            raise OSError(f"{folder} is not a folder of the judge's making")
+        path = folder / f"arena-{slot}-{secrets.token_hex(8)}"
+        new = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(path, new, 0o600), "wb") as file:
             # Its blocks taken now, not at the first write: a sparse file on a disk a side can
             # fill (its own folder is on it) made the judge's first staging into the base's
             # arena a SIGBUS, in the base's turn (red team, 2026-12-05). A full disk fails here,

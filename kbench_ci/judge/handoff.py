@@ -114,6 +114,9 @@ class Handoff:
             side.worker.pause()
         if self.device.type == "cpu":
             end_side_strays()
+            # and stopped again: a stray may have continued the worker (SIGCONT) before it
+            # was ended, as daemon_burn does whenever it finds its worker stopped
+            side.worker.pause()
         try:
             stage(arena, inputs)
             self.flush()

@@ -64,15 +64,21 @@ SHARED_WRITABLE = ("/dev/shm", "/proc/self/task")
 #: device files a side may open for writing: the GPU's (opened read-write by the driver) and
 #: the harmless ones. Not the whole of /dev: a worker run as root could write a loop device,
 #: /dev/kmsg or, where the kernel lets it, a raw disk (red team, 2026-12-05)
-DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri", "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri", "kfd", "null", "zero", "full", "random", "urandom", "tty", "ptmx",
+                   "pts")
 
 
 def writable_devices(dev: Path = Path("/dev")) -> list[str]:
-    """The device files (and folders of them) of :data:`DEVICE_PATTERNS` present under ``dev``."""
+    """The device files (and folders of them) of :data:`DEVICE_PATTERNS` present under ``dev``;
+    the whole of ``dev`` where the GPU driver is there but its unified-memory device is not yet
+    (on bare metal the driver makes ``nvidia-uvm`` at the first CUDA start, which may come after
+    this side hardened: a rule binds only files that exist when it is made)."""
+    if (dev / "nvidiactl").exists() and not (dev / "nvidia-uvm").exists():
+        return [str(dev)]
     found: list[str] = []
     for pattern in DEVICE_PATTERNS:
         found.extend(sorted(str(path) for path in dev.glob(pattern)))
-    return found
+    return list(dict.fromkeys(found))  # nvidia-caps matches two patterns
 
 
 class _RulesetAttr(ctypes.Structure):

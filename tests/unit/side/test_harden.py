@@ -84,3 +84,18 @@ def test_a_side_opens_the_harmless_devices_for_writing_and_no_others(tmp_path: P
     print(result, "uid", os.getuid())
     assert result["devnull"] == "opened"
     assert result["kmsg"] in ("PermissionError", "FileNotFoundError"), result
+
+
+def test_the_gpus_device_files_and_the_fallback_where_the_driver_makes_them_late(tmp_path: Path) -> None:
+    from kbench_ci.side.harden import writable_devices
+
+    for name in ("nvidiactl", "null", "loop0", "kmsg", "sda"):
+        (tmp_path / name).touch()
+    # the driver is there, its unified-memory device not yet (bare metal, before the first CUDA
+    # start): a rule binds only what exists, so the whole folder, as before
+    assert writable_devices(tmp_path) == [str(tmp_path)]
+    for name in ("nvidia-uvm", "nvidia0"):
+        (tmp_path / name).touch()
+    (tmp_path / "nvidia-caps").mkdir()
+    assert writable_devices(tmp_path) == [str(tmp_path / name) for name in ("nvidia-caps", "nvidia-uvm", "nvidia0",
+                                                                            "nvidiactl", "null")]
