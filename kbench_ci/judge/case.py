@@ -254,13 +254,23 @@ class Judge:
         is broken on its own."""
         base, head = sides[0], sides[1]
         self._end(sides)
-        self.workers.pop(head.label).stop()
+        head_worker = self.workers.pop(head.label)
+        head_worker.stop()
+        head_worker.remove_files()
         job_alone = replace(job, sides=job.sides[:1], baselines=())
         again = self._load(job_alone, problem, device, emit)
         alone_description = description
         if again:
             alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit, self)
         if not again or not again[0].ok:
+            if (short := short_of_space((self.scratch, Path("/dev/shm")))) is not None:
+                # Alone too, but with the disk still full (a head's file where the judge cannot
+                # name it as the head's: /dev/shm): not the base's failure to own, nor a fix.
+                head.fail("error", (
+                    f"the base failed beside this head ({base.result.message}) and again without it, while {short}: "
+                    "not comparable"
+                ))
+                head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
             return sides, description
         head.fail("error", (
             f"the base failed beside this head ({base.result.message}) and passed when measured again without it: "
@@ -616,6 +626,23 @@ def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype
         )
 
     return tolerance_for
+
+
+#: free space under which a base's failure is not taken as its own (bytes)
+_LOW_SPACE_BYTES = 64 << 20
+
+
+def short_of_space(folders: Sequence[Path]) -> str | None:
+    """Words naming the first of ``folders`` whose file system has less than 64 MiB free, or None."""
+    for folder in folders:
+        try:
+            stats = os.statvfs(folder)
+        except OSError:
+            continue
+        free = stats.f_bavail * stats.f_frsize
+        if free < _LOW_SPACE_BYTES:
+            return f"{folder} had {free / 2**20:.0f} MiB free"
+    return None
 
 
 def _check_goalposts(sides: list[Side], template: InputSet, job: CaseJob) -> None:

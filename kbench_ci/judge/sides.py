@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -128,6 +129,7 @@ class SideWorker:
                 own.mkdir(parents=True, exist_ok=True)
                 env[name] = str(own)
                 writable.append(own)
+        self.writable = tuple(writable)
         env["TMPDIR"] = str(self.folder)
         env[SIDE_DEVICE_ENV] = device
         env[SIDE_PRELOAD_ENV] = ",".join(preload)
@@ -153,6 +155,13 @@ class SideWorker:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def remove_files(self) -> None:
+        """What this (stopped) worker wrote: its folder and its caches. A head that filled the
+        disk there would otherwise make the base fail again when measured without it, and read
+        `fixed` (red team, 2026-12-05)."""
+        for folder in self.writable:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def pause(self) -> None:
         """SIGSTOP the worker and every process under it while another side has the turn: a
