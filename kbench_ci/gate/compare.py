@@ -68,7 +68,14 @@ from kbench_ci.results.outcome import (
 from kbench_ci.results.writers import compare_payload
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.model import Case, KernelSpec, Suite
-from kbench_ci.suite.settings import Execution, ExecutionOptions, SuiteSettings, changed_settings, job_settings
+from kbench_ci.suite.settings import (
+    Execution,
+    ExecutionOptions,
+    SuiteSettings,
+    changed_settings,
+    default_cache_dir,
+    job_settings,
+)
 from kbench_ci.suite.settings import execution as suite_execution_settings
 
 _log = logging.getLogger(__name__)
@@ -113,7 +120,8 @@ def run_compare(
         # One builder and one warm worker (one per --gpus entry) for the whole suite, closed on the
         # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
-            execution or suite_execution_settings(sides.governing, options), device=request.device,
+            execution or _cache_outside_the_pull_request(suite_execution_settings(sides.governing, options), sides),
+            device=request.device,
             gpus=request.gpus if len(request.gpus) > 1 else (), build_fn=build_fn, worker=worker,
             kinds=[*kernels.head_kinds.values(), *(k for k in kernels.base_kinds.values() if k is not None)],
             sides=("base", "head"),
@@ -243,6 +251,24 @@ def _changed_only(
         head_kinds={n: kind for n, kind in kernels.head_kinds.items() if n in keep},
         base_kinds={n: kind for n, kind in kernels.base_kinds.items() if n in keep},
     ), record
+
+
+def _cache_outside_the_pull_request(execution: Execution, sides: _Sides) -> Execution:
+    """The cache folder where the base's kbench.toml puts it inside its tree: the same place in
+    the head's (the base's is a temporary worktree, gone after the run). Under the judge, never
+    inside the head's tree: its files there are the pull request's, and a compiled kernel it
+    committed under the base's cache folder would be the base's to load (slowed, or wrong);
+    there the default folder serves instead."""
+    folder = execution.cache_dir
+    if folder is None:
+        return execution
+    try:
+        folder = Path(sides.head_tree) / Path(folder).resolve().relative_to(Path(sides.base_tree).resolve())
+    except ValueError:
+        pass
+    if execution.isolation == "judge" and Path(folder).resolve().is_relative_to(Path(sides.head_tree).resolve()):
+        folder = default_cache_dir()
+    return replace(execution, cache_dir=folder)
 
 
 def _max_geomean_slowdown(request: CompareRequest, governing: SuiteSettings) -> float | None:

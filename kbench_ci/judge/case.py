@@ -554,6 +554,15 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             continue
         try:
             arena = make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
+        except torch.cuda.OutOfMemoryError as exc:
+            # Not a refusal of IPC: the GPU's memory is full, and a side's process may be what
+            # holds it (a head that takes it all at load). No side's result means anything then.
+            for each in sides:
+                if each.ok:
+                    each.fail("error", f"not comparable: the GPU's memory was full when the judge lent the sides their "
+                                       f"buffers ({describe_error(exc)}); a side's process may hold it")
+            hold_all_but(None)
+            return placements
         except RuntimeError as exc:  # the judge's own export of the buffers (CUDA IPC) refused
             raise _lending_refused(device, describe_error(exc)) from exc
         side.arenas.append(arena)

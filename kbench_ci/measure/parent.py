@@ -20,6 +20,7 @@ case instead, as before the warm worker, for debugging.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -55,7 +56,7 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import kill_process_group, make_non_dumpable, user_code_environment
+from kbench_ci.procgroup import descendants, kill_process_group, make_non_dumpable, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.scratch import make_scratch, remove_left_by
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
@@ -122,10 +123,18 @@ class _Worker:
     def stop(self) -> None:
         """End the worker and everything it started, and reap it. Closing the lifeline alone
         would do (the worker kills its own group), but not before the kernel sees it."""
+        # Everything under it, looked up before it goes: what left its process group (setsid)
+        # would otherwise be re-parented to this process and live until the command ends,
+        # outside the next judge's tree and its pauses (red team, 2026-12-05). A judge is a
+        # child subreaper, so its sides' orphans are still under it here.
+        under = descendants(self.process.pid) if self.process.poll() is None else []
         if self.lifeline >= 0:
             os.close(self.lifeline)
             self.lifeline = -1
         kill_process_group(self.process)
+        for pid in under:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         # A judge makes a scratch folder of its own (its sides' folders in it), and a SIGKILL
         # leaves it behind
         remove_left_by(self.process.pid)
