@@ -1,4 +1,6 @@
-"""The judge's events file carries a mark on every line (an HMAC under a key made for the case
+"""What reaches the results from a judge, and nothing else (red team, 2026-12-05).
+
+The judge's events file carries a mark on every line (an HMAC under a key made for the case
 and sent on the lifeline, which no side holds): where no sandbox keeps a side from writing the
 parent's events file (no Landlock), a line it adds, changes, moves or replays fails the case
 instead of entering the results (red team, 2026-12-05)."""
@@ -95,3 +97,36 @@ def test_the_judge_refuses_a_job_file_that_is_not_the_one_the_parent_wrote(tmp_p
     assert judge.returncode == 1, stderr
     assert "is not the one the parent wrote" in stderr
     assert not (tmp_path / "events.jsonl").exists() or not (tmp_path / "events.jsonl").read_text()
+
+
+def test_a_stopped_worker_takes_what_left_its_process_group_with_it(tmp_path: Path) -> None:
+    """A process a side started in a session of its own (setsid) is not in the worker's process
+    group: when the worker was ended it went on, re-parented to kbench-ci, outside the next
+    judge's tree and its pauses (red team, 2026-12-05). It is looked up before and ended too."""
+    import subprocess
+    import sys
+    import time
+
+    from kbench_ci.measure.parent import _Worker
+    from kbench_ci.procgroup import state
+
+    marker = tmp_path / "daemon.pid"
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(600)\n"
+        "time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (marker.is_file() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    daemon = int(marker.read_text())
+    assert state(daemon) not in (None, "Z")
+    _Worker(process, -1, tmp_path / "stderr", "cpu").stop()  # type: ignore[arg-type]
+    deadline = time.monotonic() + 10
+    while state(daemon) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state(daemon) in (None, "Z")
