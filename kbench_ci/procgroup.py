@@ -49,6 +49,25 @@ def user_code_environment(environ: Mapping[str, str] | None = None) -> dict[str,
 _PR_SET_DUMPABLE = 4
 
 
+#: ``python -c`` of this, then the module and its arguments: runs the module as ``-m`` would,
+#: but with the working folder taken off ``sys.path`` before anything is imported. ``-m`` puts
+#: the working folder first, and ours is the pull request's (its checkout, a side's folder): a
+#: ``kbench_ci/`` it committed there would have run as the judge, or as a side before its
+#: sandbox (red team, 2026-12-05). ``-P`` does this from Python 3.11; this works from 3.10.
+_RUN_MODULE = (
+    "import sys, runpy; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+
+
+def module_command(python: str, module: str, *args: str) -> list[str]:
+    """The command that runs ``module`` of kbench-ci (``python -m module args``) in a fresh
+    interpreter whose ``sys.path`` does not hold the folder it starts in. Every hash-based
+    .pyc is checked against its source (an "unchecked" one beside a kernel's helper would run
+    code no reviewer reads in the diff)."""
+    return [python, "--check-hash-based-pycs", "always", "-c", _RUN_MODULE, module, *args]
+
+
 def make_non_dumpable() -> bool:
     """Make this process non-dumpable (Linux): from now on a process of the same user that is
     not root can read neither its ``/proc/PID/environ`` nor its memory. For the action's steps,

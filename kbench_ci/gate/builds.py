@@ -17,13 +17,16 @@ Never touching the user's tree
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +36,7 @@ from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, KbenchError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.protocol import SideSpec
-from kbench_ci.procgroup import kill_process_group, kill_tracked, tracked, user_code_environment
+from kbench_ci.procgroup import descendants, kill_process_group, kill_tracked, module_command, tracked, user_code_environment
 from kbench_ci.results.outcome import BuildOutcome
 from kbench_ci.suite.model import KernelSpec
 from kbench_ci.suite.settings import SANDBOX_MODULE, parallel_builds
@@ -97,14 +100,17 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float, writable: Sequence[
     """A user's build command in its own process group, so a timeout or Ctrl-C ends all of it,
     without the runner's step files and tokens (it is code from the repository under test).
     ``writable``: run it in the side's sandbox (:data:`SANDBOX_MODULE`), able to write only
-    there and in a temporary folder of its own (its ``TMPDIR``, inside the first of them)."""
+    there; its temporary folder, home and tools' caches (ccache, Triton, torch extensions) are
+    folders of its own inside the last of them, the library's."""
     environment = user_code_environment()
     argv: str | list[str] = command
     if writable is not None:
-        temporary = Path(writable[-1]) / "tmp"
-        temporary.mkdir(parents=True, exist_ok=True)
-        environment["TMPDIR"] = str(temporary)
-        argv = [sys.executable, "-m", SANDBOX_MODULE, *map(str, writable), "--", "/bin/sh", "-c", command]
+        own = Path(writable[-1]) / "build-home"
+        for name, folder in (("TMPDIR", "tmp"), ("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("CCACHE_DIR", "ccache"),
+                             ("TRITON_CACHE_DIR", "triton"), ("TORCH_EXTENSIONS_DIR", "torch_extensions")):
+            (own / folder).mkdir(parents=True, exist_ok=True)
+            environment[name] = str(own / folder)
+        argv = module_command(sys.executable, SANDBOX_MODULE, *map(str, writable), "--", "/bin/sh", "-c", command)
     process = subprocess.Popen(
         argv, shell=writable is None, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, start_new_session=True, env=environment,
@@ -113,7 +119,11 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float, writable: Sequence[
         with tracked(process):  # builds run in threads: Ctrl-C's clean-up kills it from there
             out, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        under = descendants(process.pid)  # the sandbox's daemons left its group: looked up first
         kill_process_group(process)
+        for pid in under:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         return 124, f"build command timed out after {timeout_s:g} s"
     except BaseException:
         kill_process_group(process)

@@ -266,7 +266,12 @@ def _cache_outside_the_pull_request(execution: Execution, sides: _Sides) -> Exec
         folder = Path(sides.head_tree) / Path(folder).resolve().relative_to(Path(sides.base_tree).resolve())
     except ValueError:
         pass
-    if execution.isolation == "judge" and Path(folder).resolve().is_relative_to(Path(sides.head_tree).resolve()):
+    head = Path(sides.head_tree)
+    # as written and as resolved: a link the pull request committed there may point anywhere
+    inside = any(path.is_relative_to(tree) for path in (Path(folder).absolute(), Path(folder).resolve())
+                 for tree in (head.absolute(), head.resolve()))
+    if execution.isolation == "judge" and inside:
+        _log.info("the cache folder %s is inside the pull request's tree: %s serves instead", folder, default_cache_dir())
         folder = default_cache_dir()
     return replace(execution, cache_dir=folder)
 

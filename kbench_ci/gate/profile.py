@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbench_ci.measure.protocol import PROFILE_RANGE, CaseJob
-from kbench_ci.procgroup import user_code_environment
+from kbench_ci.procgroup import module_command, user_code_environment
 from kbench_ci.results.outcome import ProfiledKernel, SideProfile
 
 #: ncu metric → ProfiledKernel field
@@ -39,7 +39,7 @@ _NO_PERMISSION = "ERR_NVGPUCTRPERM"
 def ncu_command(ncu: str, job_file: Path, label: str) -> list[str]:
     return [
         ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/", "--metrics", ",".join(METRICS),
-        "--csv", "--print-units", "base", sys.executable, "-m", "kbench_ci.measure.profile_call", str(job_file), label,
+        "--csv", "--print-units", "base", *module_command(sys.executable, "kbench_ci.measure.profile_call", str(job_file), label),
     ]
 
 

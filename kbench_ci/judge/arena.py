@@ -102,11 +102,15 @@ def make_arena(
         # there), so never through a link it made: the folder is refused where it is one, and
         # the file is new (O_EXCL, O_NOFOLLOW) under a name nobody can guess.
         folder.mkdir(parents=True, exist_ok=True)
-        if folder.is_symlink() or not folder.is_dir():
-            raise OSError(f"{folder} is not a folder of the judge's making")
-        path = folder / f"arena-{slot}-{secrets.token_hex(8)}"
-        new = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        with open(os.open(path, new, 0o600), "wb") as file:
+        name = f"arena-{slot}-{secrets.token_hex(8)}"
+        path = folder / name
+        # the folder opened without following a link, and the file made relative to it
+        where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            made = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
+        finally:
+            os.close(where)
+        with open(made, "wb") as file:
             # Its blocks taken now, not at the first write: a sparse file on a disk a side can
             # fill (its own folder is on it) made the judge's first staging into the base's
             # arena a SIGBUS, in the base's turn (red team, 2026-12-05). A full disk fails here,

@@ -263,13 +263,13 @@ class Judge:
         if again:
             alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit, self)
         if not again or not again[0].ok:
-            if (short := short_of_space((self.scratch, Path("/dev/shm")))) is not None:
+            full = again and (again[0].result.message or "").startswith(NOT_COMPARABLE)
+            if full or (short := short_of_space((self.scratch, Path("/dev/shm")))) is not None:
                 # Alone too, but with the disk still full (a head's file where the judge cannot
                 # name it as the head's: /dev/shm): not the base's failure to own, nor a fix.
-                head.fail("error", (
-                    f"the base failed beside this head ({base.result.message}) and again without it, while {short}: "
-                    "not comparable"
-                ))
+                why = again[0].result.message if full else f"while {short}"
+                head.fail("error", f"the base failed beside this head ({base.result.message}) and again without it, {why}: "
+                                   "not comparable")
                 head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
             return sides, description
         head.fail("error", (
@@ -559,7 +559,7 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             # holds it (a head that takes it all at load). No side's result means anything then.
             for each in sides:
                 if each.ok:
-                    each.fail("error", f"not comparable: the GPU's memory was full when the judge lent the sides their "
+                    each.fail("error", f"{NOT_COMPARABLE}: the GPU's memory was full when the judge lent the sides their "
                                        f"buffers ({describe_error(exc)}); a side's process may hold it")
             hold_all_but(None)
             return placements
@@ -637,19 +637,26 @@ def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype
     return tolerance_for
 
 
-#: free space under which a base's failure is not taken as its own (bytes)
+#: how a side's failure that is no side's doing begins (the machine's memory or disk was full)
+NOT_COMPARABLE = "not comparable"
+
+
+#: free space under which a base's failure is not taken as its own: this many bytes and this
+#: share of the file system both (Docker's /dev/shm is 64 MiB in all)
 _LOW_SPACE_BYTES = 64 << 20
+_LOW_SPACE_SHARE = 0.05
 
 
 def short_of_space(folders: Sequence[Path]) -> str | None:
-    """Words naming the first of ``folders`` whose file system has less than 64 MiB free, or None."""
+    """Words naming the first of ``folders`` whose file system is nearly full (under 64 MiB and
+    under 5% of it free), or None."""
     for folder in folders:
         try:
             stats = os.statvfs(folder)
         except OSError:
             continue
         free = stats.f_bavail * stats.f_frsize
-        if free < _LOW_SPACE_BYTES:
+        if free < min(_LOW_SPACE_BYTES, _LOW_SPACE_SHARE * stats.f_blocks * stats.f_frsize):
             return f"{folder} had {free / 2**20:.0f} MiB free"
     return None
 

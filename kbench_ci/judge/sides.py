@@ -34,7 +34,7 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, parents, state
+from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, module_command, parents, state
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
@@ -141,8 +141,7 @@ class SideWorker:
         try:
             with open(os.open(self.stderr_path, _NEW_LOG_FLAGS, 0o600), "ab") as stderr:
                 self.process = subprocess.Popen(
-                    [sys.executable, "--check-hash-based-pycs", "always", "-m", "kbench_ci.side.main", str(theirs.fileno()),
-                     *map(str, writable)],
+                    module_command(sys.executable, "kbench_ci.side.main", str(theirs.fileno()), *map(str, writable)),
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env, cwd=self.folder,
                     pass_fds=(theirs.fileno(),),
                 )

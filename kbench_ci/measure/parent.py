@@ -56,7 +56,7 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import descendants, kill_process_group, make_non_dumpable, user_code_environment
+from kbench_ci.procgroup import descendants, kill_process_group, make_non_dumpable, module_command, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.scratch import make_scratch, remove_left_by
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
@@ -292,8 +292,7 @@ class WorkerPool:
                     # cases need before the first job comes (kbench_ci.measure.worker). Every
                     # hash-based .pyc is checked against its source: an "unchecked" one beside a
                     # kernel's helper would run code that no reviewer reads in the diff.
-                    [self.python, "--check-hash-based-pycs", "always", "-m", self.module,
-                     str(lifeline_read), device, *self.preload],
+                    module_command(self.python, self.module, str(lifeline_read), device, *self.preload),
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                     pass_fds=(lifeline_read,),
                     start_new_session=True,  # so a timeout kills the kernel's whole process group

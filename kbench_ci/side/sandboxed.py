@@ -1,13 +1,18 @@
 """Run one command of the pull request's in the side's sandbox: ``python -m
-kbench_ci.side.sandboxed WRITABLE... -- PROGRAM ARG...``.
+kbench_ci.side.sandboxed WRITABLE... -- PROGRAM ARG...`` (started through
+:func:`kbench_ci.procgroup.module_command`, so that nothing in the folder it starts in is
+imported before the sandbox holds).
 
 Under ``--isolation judge`` a compare's head may bring its own ``build`` command (a shell line
 in its kbench.toml): that is pull-request code too, and before this it ran as the runner's user
 with nothing between it and the base's worktree (the base's ref.py, which the judge loads), the
-runner's files, and every process of the run. This hardens itself as a side's worker does
-(:func:`kbench_ci.side.harden.harden`: writes only under ``WRITABLE``, no signals out of its
-sandbox, no new privileges) and then becomes the command: Landlock's rules hold across exec and
-bind every process the command starts.
+runner's files, and every process of the run.
+
+This process stays outside the sandbox, as a child subreaper: it starts the command in a child
+that hardens itself as a side's worker does (:func:`kbench_ci.side.harden.harden`: writes only
+under ``WRITABLE``, no signals out of its sandbox, so none to this process, no new privileges)
+and then becomes the command. When the command ends, every process it left (a daemon it
+double-forked comes here) is ended with it, and its exit status is this one's.
 
 Nothing imports this module (``python -m`` warns about one imported before it runs).
 """
@@ -19,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.side.harden import harden
+from kbench_ci.procgroup import become_subreaper, end_strays
 
 __all__ = ["main"]
 
@@ -33,14 +38,25 @@ def main(argv: Sequence[str]) -> int:
     if not command:
         sys.stderr.write("kbench_ci.side.sandboxed: no command after --\n")
         return 2
-    harden([Path(folder) for folder in writable])
+    become_subreaper()
     sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        try:
+            from kbench_ci.side.harden import harden  # noqa: PLC0415  (only the child is hardened)
+
+            harden([Path(folder) for folder in writable])
+            os.execvp(command[0], command)
+        except OSError as exc:
+            os.write(2, f"cannot run {command[0]}: {exc.strerror or exc}\n".encode())
+        finally:
+            os._exit(127)
     try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        sys.stderr.write(f"cannot run {command[0]}: {exc.strerror or exc}\n")
-        return 127
-    return 0  # not reached: exec replaced this process
+        _, status = os.waitpid(child, 0)
+    finally:
+        end_strays()  # what the command left behind, however it ended
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 if __name__ == "__main__":

@@ -582,10 +582,11 @@ class _Loader:
         raw_name = entry["name"]
         if not isinstance(raw_name, str):
             raise self.fail(where, f'"name" must be a string, got {_kind(raw_name)}')
-        if not _NAME_RE.fullmatch(raw_name):
+        if not _NAME_RE.fullmatch(raw_name) or raw_name in (".", ".."):
+            # "." and ".." would name a folder above the kernel's own in the build staging
             raise self.fail(
                 where,
-                f'"name" {raw_name!r} may only contain letters, digits, "_", "." and "-"',
+                f'"name" {raw_name!r} may only contain letters, digits, "_", "." and "-", and is not "." or ".."',
             )
         name = raw_name
         where = f'kernels[{index}] ("{name}"): '

@@ -7,7 +7,7 @@ runner's part for each step in the file's order: it evaluates the step's ``if:``
 ``bash --noprofile --norc -eo pipefail`` in the step's working directory, with a fresh
 ``GITHUB_OUTPUT`` and ``GITHUB_STEP_SUMMARY`` file per step, and parses ``GITHUB_OUTPUT`` into
 that step's outputs for the steps after it. So the real chain runs:
-``python -m kbench_ci.github.action resolve``, ``... compare`` (which starts the real
+``kbench-ci-action resolve``, ``... compare`` (which starts the real
 ``kbench-ci compare`` with real worker subprocesses), ``summary``, ``comment`` (against a fake
 GitHub on loopback, ``github_fake.FakeGitHub``: paginated list, create, update, 403) and
 ``gate``. Two steps are stand-ins: the install step (the test's own interpreter, where kbench-ci
@@ -242,7 +242,7 @@ def step_key(step: Mapping[str, Any], n: int) -> str:
     """The step's id; for a step without one, the action_steps step it runs, or 'upload'."""
     if "id" in step:
         return str(step["id"])
-    if match := re.search(r"-m kbench_ci\.github\.action (\w+)", step.get("run", "")):
+    if match := re.search(r"/kbench-ci-action\" (\w+)", step.get("run", "")):
         return match.group(1)
     if "actions/upload-artifact@" in step.get("uses", ""):
         return "upload"
@@ -610,7 +610,8 @@ def test_action_yml_is_read_as_the_steps_this_test_runs(action: dict) -> None:
         if "run" in step:
             # The compare step execs: no shell holding the step's environment stays above the kernels.
             prefix = "exec " if step_key(step, n) == "compare" else ""
-            command = f'{prefix}"$KBENCH_VENV_PYTHON" -m kbench_ci.github.action {step_key(step, n)}'
+            # the venv's console script, never `python -m` in the checkout (the pull request's files)
+            command = f'{prefix}"${{KBENCH_VENV_PYTHON%/*}}/kbench-ci-action" {step_key(step, n)}'
             if step_key(step, n) == "gate":
                 # after pull-request code changed the venv, the gate fails before running its Python
                 assert step["run"].startswith('if [ "$KBENCH_TAMPERED" = "true" ]; then'), step["run"]

@@ -285,4 +285,4 @@ def test_every_new_input_reaches_a_step(tmp_path: Path) -> None:
         assert f'"{variable}": "${{{{ inputs.{name} }}}}"' in used, name
     steps = {step.get("id"): step for step in action["runs"]["steps"]}
     assert "KBENCH_PAGES_URL" in steps["comment"]["env"]
-    assert steps["history"]["run"].endswith("action history")
+    assert steps["history"]["run"].endswith("kbench-ci-action\" history")

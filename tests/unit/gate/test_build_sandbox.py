@@ -54,3 +54,36 @@ def test_without_a_sandbox_the_same_command_runs_as_before(tmp_path: Path) -> No
         builder.start([BuildRequest(kernel, "head", "cuda-cpp", tree)])
         _, outcome = builder.side(kernel, label="head", kind="cuda-cpp", cwd=tree)
     assert outcome is not None and outcome.ok and "ran = 1" in victim.read_text()
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel offers no Landlock")
+def test_nothing_the_head_commits_runs_before_the_sandbox_and_nothing_outlives_its_build(tmp_path: Path) -> None:
+    """Red team (2026-12-05): a ``kbench_ci/`` package committed beside kbench.toml ran before the
+    sandbox (``python -m`` puts the working folder first), and a daemon the build command
+    double-forked lived on beside the judge for the rest of the command."""
+    import time
+
+    from kbench_ci.procgroup import state
+
+    victim = tmp_path / "base-tree" / "ref.py"
+    victim.parent.mkdir()
+    victim.write_text("")
+    tree = tmp_path / "head-tree"
+    planted = tree / "kbench_ci"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text(f"open({str(victim)!r}, 'a').write('planted = 1')\n")
+    (planted / "side").mkdir()
+    (planted / "side" / "__init__.py").write_text("")
+    kernel = replace(_kernel(tree, victim), build=(
+        "printf lib > {out} && (setsid sh -c 'echo $$ > " + str(tree / "daemon.pid") + "; exec sleep 600' &) && sleep 0.5"
+    ))
+    with SideBuilder(tmp_path / "staging", sandboxed=("head",)) as builder:
+        builder.start([BuildRequest(kernel, "head", "cuda-cpp", tree)])
+        _, outcome = builder.side(kernel, label="head", kind="cuda-cpp", cwd=tree)
+    assert outcome is not None and outcome.ok, outcome
+    assert victim.read_text() == ""
+    pid = int((tree / "daemon.pid").read_text())
+    deadline = time.monotonic() + 5
+    while state(pid) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state(pid) in (None, "Z"), f"the build's daemon {pid} outlived its build"

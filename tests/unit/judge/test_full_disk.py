@@ -14,11 +14,15 @@ import pytest
 from kbench_ci.judge import case
 
 
-def test_short_of_space_names_the_first_folder_under_64_mib(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    free = {str(tmp_path / "full"): 10 << 20, str(tmp_path / "roomy"): 1 << 30}
-    monkeypatch.setattr(case.os, "statvfs", lambda path: SimpleNamespace(f_bavail=free[str(path)], f_frsize=1))
-    assert case.short_of_space([tmp_path / "roomy"]) is None
+def test_short_of_space_names_the_first_nearly_full_file_system(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # (free, size) of each file system; Docker's /dev/shm is 64 MiB in all, so never 64 MiB free
+    space = {"full": (10 << 20, 1 << 30), "roomy": (1 << 30, 2 << 30), "docker-shm": (20 << 20, 64 << 20),
+             "docker-shm-full": (1 << 20, 64 << 20)}
+    monkeypatch.setattr(case.os, "statvfs", lambda path: SimpleNamespace(
+        f_bavail=space[Path(path).name][0], f_blocks=space[Path(path).name][1], f_frsize=1))
+    assert case.short_of_space([tmp_path / "roomy", tmp_path / "docker-shm"]) is None
     assert case.short_of_space([tmp_path / "roomy", tmp_path / "full"]) == f"{tmp_path / 'full'} had 10 MiB free"
+    assert case.short_of_space([tmp_path / "docker-shm-full"]) == f"{tmp_path / 'docker-shm-full'} had 1 MiB free"
 
 
 def test_a_stopped_workers_files_are_removed_with_its_caches(tmp_path: Path) -> None:
