@@ -618,3 +618,11 @@ def test_every_size_expression_problem_of_a_file_is_reported_at_once(tmp_path: P
     assert message.startswith("kbench.toml: 2 problems:"), message
     assert 'kernel "saxpy": bytes: ' in message and 'kernel "saxpy": flops: ' in message
     assert 'kernel "gemm"' not in message
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_kernel_named_dot_or_dot_dot_is_refused(tmp_path: Path, name: str) -> None:
+    """Red team (2026-12-05): a head kernel named ".." had its build folder (staging/head/..) be the
+    whole staging folder, the base's library in it."""
+    message = load_error(tmp_path, MINIMAL.replace('name = "saxpy"', f'name = "{name}"'))
+    assert f'"name" {name!r}' in message and 'is not "." or ".."' in message
