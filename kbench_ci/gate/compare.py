@@ -75,6 +75,7 @@ from kbench_ci.suite.settings import (
     changed_settings,
     default_cache_dir,
     job_settings,
+    relative_label,
 )
 from kbench_ci.suite.settings import execution as suite_execution_settings
 
@@ -173,7 +174,7 @@ def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareReq
             described = f"working tree (clean) at {described}"
         head_info = RevisionInfo(
             label=HEAD, ref=None, sha=repo.resolve("HEAD"), description=described,
-            tree="working tree", config=_relative_label(head_config, head_tree),
+            tree="working tree", config=relative_label(head_config, head_tree),
         )
         base_tree = stack.enter_context(repo.worktree(revisions.base_sha))
     else:
@@ -184,7 +185,7 @@ def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareReq
         head_info = RevisionInfo(
             label=HEAD, ref=revisions.head_ref, sha=revisions.head_sha,
             description=f"{revisions.head_ref} @ {revisions.head_sha[:12]}", tree="worktree",
-            config=_relative_label(head_config, head_tree),
+            config=relative_label(head_config, head_tree),
         )
     base_suite, base_note, base_config = _load_base_suite(base_tree, start_rel, explicit_rel)
     if base_suite is not None:
@@ -203,7 +204,7 @@ def _read_sides(repo: GitRepo, revisions: ResolvedRevisions, request: CompareReq
             else f"{revisions.base_ref} @ {revisions.base_sha[:12]}"
         ),
         tree="worktree", mode=revisions.base_mode, merge_base_of=revisions.merge_base_of,
-        config=_relative_label(base_config, base_tree), note=base_note,
+        config=relative_label(base_config, base_tree), note=base_note,
     )
     return _Sides(head_suite, head_config, head_info, base_suite, base_info, head_tree, base_tree)
 
@@ -392,15 +393,6 @@ def _load_base_suite(tree: Path, start_rel: Path, explicit_rel: Path | None) -> 
         return load_suite(path, check_files=False), None, path
     except KbenchError as exc:
         return None, f"the base's suite does not load: {exc.one_line()}", path
-
-
-def _relative_label(path: Path | None, tree: Path) -> str | None:
-    if path is None:
-        return None
-    try:
-        return str(Path(path).resolve().relative_to(Path(tree).resolve()))
-    except ValueError:
-        return str(path)
 
 
 def check_accept(accept: tuple[str, ...], plans: Sequence[CasePlan]) -> None:

@@ -131,13 +131,14 @@ def changed_settings(base: SuiteSettings, head: SuiteSettings, *, base_root: Pat
     for name in SuiteSettings.__dataclass_fields__:
         before, after = getattr(base, name), getattr(head, name)
         if name == "cache_dir":
-            before, after = _relative_or_none(before, base_root), _relative_or_none(after, head_root)
+            before, after = relative_label(before, base_root), relative_label(after, head_root)
         if before != after:
             changes.append(f"{name} {'unset' if before is None else before} → {'unset' if after is None else after}")
     return tuple(changes)
 
 
-def _relative_or_none(path: Path | None, root: Path) -> str | None:
+def relative_label(path: Path | None, root: Path) -> str | None:
+    """``path`` relative to ``root`` (both resolved) where it lies inside, else as given."""
     if path is None:
         return None
     try:
