@@ -111,18 +111,18 @@ def run_compare(
             sides.governing, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
         )
         plans, shard = _plan_cases(kernels, request)
+        chosen = execution or _cache_outside_the_pull_request(suite_execution_settings(sides.governing, options), sides)
         report = _CompareReport(
             request=request, base=sides.base_info, head=sides.head_info, settings=settings, total_cases=len(plans),
             max_geomean_slowdown=_max_geomean_slowdown(request, sides.governing), shard=shard, started=started,
-            setup_s=time.perf_counter() - started, selection=selection,
+            setup_s=time.perf_counter() - started, selection=selection, isolation=chosen.isolation,
         )
         driver = SuiteDriver(plans, report, on_progress=on_progress)
         driver.write()  # an empty, incomplete report at once: the gate reads "not passed" until the end
         # One builder and one warm worker (one per --gpus entry) for the whole suite, closed on the
         # way out (Ctrl-C and SIGTERM included: the stack unwinds before the worktrees go).
         shared = stack.enter_context(suite_execution(
-            execution or _cache_outside_the_pull_request(suite_execution_settings(sides.governing, options), sides),
-            device=request.device,
+            chosen, device=request.device,
             gpus=request.gpus if len(request.gpus) > 1 else (), build_fn=build_fn, worker=worker,
             kinds=[*kernels.head_kinds.values(), *(k for k in kernels.base_kinds.values() if k is not None)],
             sides=("base", "head"),
@@ -318,6 +318,8 @@ class _CompareReport:
     setup_s: float
     #: ``--changed-only``: what was left out, and why the rest was measured
     selection: ChangedSelection | None = None
+    #: how the sides run (the resolved ``--isolation``)
+    isolation: str = "process"
 
     def outcome(self, cases: tuple[CaseComparison, ...], environment: Mapping[str, Any] | None) -> CompareOutcome:
         return CompareOutcome(
@@ -327,6 +329,7 @@ class _CompareReport:
             results_path=self.request.output_dir / "results.json", report_path=self.request.output_dir / "benchmark.md",
             wall_s=time.perf_counter() - self.started, setup_s=self.setup_s,
             max_geomean_slowdown=self.max_geomean_slowdown, shard=self.shard, selection=self.selection,
+            isolation=self.isolation,
         )
 
     def payload(self, outcome: CompareOutcome) -> dict[str, Any]:

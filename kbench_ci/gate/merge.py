@@ -496,6 +496,7 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
         setup_s=max(float((s.payload.get("seconds") or {}).get("setup") or 0.0) for s in sources), max_geomean_slowdown=limit,
         # every shard planned from the same base and head: the first one's --changed-only record is all of theirs
         selection=selection_from_json(first.get("changed_only")),
+        isolation=str(settings_data.get("isolation") or "process"),
     )
     payload = compare_payload(outcome)
     payload["cases"] = [{**case, "gpu": gpu} for case, gpu in zip(payload["cases"], spread.gpus, strict=True)]

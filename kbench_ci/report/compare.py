@@ -507,10 +507,19 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
 def _how_compare(outcome: CompareOutcome) -> list[str]:
     s = outcome.settings
     factor = outcome.request.remeasure_factor
+    judged = outcome.isolation == "judge"
     return [
-        f"- Base and head of each case run in one worker process. Each side is checked first on "
-        f"{s.correctness_trials} seeds ({s.seed}…{s.seed + s.correctness_trials - 1}) against the reference, outputs "
-        "poisoned before each call; a side that is wrong is never timed.",
+        (
+            f"- Each side of a case runs in a worker process of its own (`--isolation judge`); a judge process that "
+            f"runs no pull-request code makes every call's inputs (the base's setup() at seeds drawn from the OS's "
+            f"entropy), checks each side first on {s.correctness_trials} of them against the base's reference, outputs "
+            "poisoned before each call, and checks every timed call too; a side that is wrong is never timed. "
+            "The judge's own clock spans every call (docs/isolation.md)."
+            if judged else
+            f"- Base and head of each case run in one worker process. Each side is checked first on "
+            f"{s.correctness_trials} seeds ({s.seed}…{s.seed + s.correctness_trials - 1}) against the reference, "
+            "outputs poisoned before each call; a side that is wrong is never timed."
+        ),
         f"- Then both are timed in {s.rounds} interleaved rounds (base, head / head, base / …), each round "
         f"{s.trials_per_round} timed trials per side after {s.discard_first} discarded, "
         f"{s.num_warmup} warm-up launches before the first round; timer `{s.timing_method}`"

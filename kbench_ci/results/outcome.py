@@ -588,6 +588,8 @@ class CompareOutcome:
     shard: ShardRecord | None = None
     #: ``--changed-only``: what was left out and why the rest was measured; None: everything asked for
     selection: ChangedSelection | None = None
+    #: how the sides ran: "process" (one worker for both) or "judge" (docs/isolation.md)
+    isolation: str = "process"
 
     @property
     def gpus(self) -> tuple[GpuSlot, ...]:
@@ -634,4 +636,5 @@ class CompareOutcome:
             "no_fail": self.request.no_fail,
             "accept": list(self.request.accept),
             "accept_reason": self.request.accept_reason,
+            "isolation": self.isolation,
         }

@@ -125,3 +125,14 @@ def test_the_comment_is_a_summary_also_with_trend_links(tmp_path: Path) -> None:
     body, _, _ = compose_body(tmp_path, env={}, pages_url="https://example.github.io/repo/")
     assert "example.github.io" in body
     assert "## Environment" not in body and "## How it was measured" not in body and REPORT_ONLY_NOTE in body
+
+
+def test_how_it_was_measured_says_how_the_sides_ran(tmp_path: Path) -> None:
+    """Under the judge the report said "Base and head of each case run in one worker process"
+    and named fixed seeds (red team's rendered comment, 2026-12-05)."""
+    cases = [case(0, slower=False)]
+    in_process = render_compare(outcome(cases, tmp_path))
+    judged = render_compare(replace(outcome(cases, tmp_path), isolation="judge"))
+    assert "run in one worker process" in in_process and "--isolation judge" not in in_process
+    assert "run in one worker process" not in judged
+    assert "worker process of its own (`--isolation judge`)" in judged and "drawn from the OS's entropy" in judged
