@@ -58,13 +58,17 @@ _RUN_MODULE = (
     "import sys, runpy; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
 )
-
-
-def module_command(python: str, module: str, *args: str) -> list[str]:
+def module_command(python: str, module: str, *args: str, user_code: bool = False) -> list[str]:
     """The command that runs ``module`` of kbench-ci (``python -m module args``) in a fresh
-    interpreter whose ``sys.path`` does not hold the folder it starts in. Every hash-based
-    .pyc is checked against its source (an "unchecked" one beside a kernel's helper would run
-    code no reviewer reads in the diff)."""
+    interpreter whose ``sys.path`` does not hold the folder it starts in. ``user_code``: a
+    process that runs the user's code in itself anyway (the in-process worker, ncu's profile
+    call) keeps ``python -m``'s path, working folder first, where a solution's own packages
+    (``from kernels.helpers import ...``) are found: whatever that folder holds could run
+    there as the solution does. (Put last instead, it still shadows an editable install.)
+    Every hash-based .pyc is checked against its source (an "unchecked" one beside a kernel's
+    helper would run code no reviewer reads in the diff)."""
+    if user_code:
+        return [python, "--check-hash-based-pycs", "always", "-m", module, *args]
     return [python, "--check-hash-based-pycs", "always", "-c", _RUN_MODULE, module, *args]
 
 

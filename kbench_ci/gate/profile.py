@@ -39,7 +39,8 @@ _NO_PERMISSION = "ERR_NVGPUCTRPERM"
 def ncu_command(ncu: str, job_file: Path, label: str) -> list[str]:
     return [
         ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{PROFILE_RANGE}/", "--metrics", ",".join(METRICS),
-        "--csv", "--print-units", "base", *module_command(sys.executable, "kbench_ci.measure.profile_call", str(job_file), label),
+        "--csv", "--print-units", "base",
+        *module_command(sys.executable, "kbench_ci.measure.profile_call", str(job_file), label, user_code=True),
     ]
 
 

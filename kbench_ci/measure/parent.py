@@ -292,7 +292,10 @@ class WorkerPool:
                     # cases need before the first job comes (kbench_ci.measure.worker). Every
                     # hash-based .pyc is checked against its source: an "unchecked" one beside a
                     # kernel's helper would run code that no reviewer reads in the diff.
-                    module_command(self.python, self.module, str(lifeline_read), device, *self.preload),
+                    # the in-process worker runs the user's code and may need the user's own
+                    # packages from the working folder; the judge runs none
+                    module_command(self.python, self.module, str(lifeline_read), device, *self.preload,
+                                   user_code=self.module != JUDGE_MODULE),
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=environment,
                     pass_fds=(lifeline_read,),
                     start_new_session=True,  # so a timeout kills the kernel's whole process group

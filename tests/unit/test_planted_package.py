@@ -43,3 +43,20 @@ def test_the_actions_console_script_does_not_import_the_checkouts_package(tmp_pa
     done = subprocess.run([str(script), "no-such-step"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "no-such-step" in done.stdout + done.stderr, done.stdout + done.stderr
     assert not mark.exists()
+
+
+
+def test_the_in_process_worker_still_finds_the_users_own_packages(tmp_path: Path) -> None:
+    """It runs the user's code in itself anyway (no defence lives there): ``python -m``'s path,
+    where a solution's ``from kernels.helpers import ...`` imports from the working folder."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "helpers.py").write_text("FACTOR = 2\n")
+    (tmp_path / "user_probe.py").write_text("from kernels.helpers import FACTOR\nprint(FACTOR)\n")
+    done = subprocess.run(module_command(sys.executable, "user_probe", user_code=True), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
+    # and the judge's way does not look there
+    done = subprocess.run(module_command(sys.executable, "user_probe"), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0 and "No module named user_probe" in done.stderr
