@@ -58,6 +58,7 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.procgroup import descendants, kill_process_group, make_non_dumpable, module_command, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.results.outcome import BASE
 from kbench_ci.scratch import make_scratch, remove_left_by
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
 
@@ -419,11 +420,13 @@ def _incident(
 ) -> tuple[str | None, str | None]:
     """Who is to blame for a worker that did not finish the case, and what to say.
 
-    ``judge``: the worker was the judge (``--isolation judge``), which runs no variant's code,
-    so a crash or hang of it is no variant's (a side that fails fails inside it, as an event):
-    nobody is blamed and every variant not yet done gets the incident. Blaming the variant
-    whose turn it was let a head that hung the judge in the base's turn (a ptraced zombie it
-    left to be reaped) or crashed it there (SIGBUS: the scratch disk filled) read `fixed`."""
+    ``judge``: the worker was the judge (``--isolation judge``), which runs no variant's code.
+    In the turn of a side whose code is not trusted (a compare's head, a bench's solution)
+    that side is blamed as in process (it hung past the case's timeout, say: the base is then
+    checked without it). In a trusted side's turn (the base, a baseline) nobody is blamed and
+    every variant not yet done gets the incident: blaming the base let a head that hung the
+    judge in the base's turn (a ptraced zombie it left to be reaped) or crashed it there
+    (SIGBUS: the scratch disk filled) read `fixed`."""
     in_progress = cursor.variant
     who = in_progress or "worker"
     if cursor.in_reference and in_progress is not None:
@@ -438,7 +441,7 @@ def _incident(
                 "fix reference(): every variant is checked against it", blame="user",
             )
         return blamed, incident
-    if judge:
+    if judge and (in_progress is None or in_progress == BASE or in_progress in job.baselines):
         turn = f" in {in_progress}'s turn {_where(job, cursor)}" if in_progress else ""
         who = f"the judge (which runs no pull-request code; no side is blamed){turn}"
         _, incident = _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s,

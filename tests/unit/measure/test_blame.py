@@ -170,7 +170,7 @@ def test_a_worker_that_hung_or_crashed_inside_the_reference_blames_the_reference
 
 
 @pytest.mark.parametrize("timed_out", [True, False])
-def test_a_judge_that_hung_or_crashed_blames_no_side(tmp_path: Path, timed_out: bool) -> None:
+def test_a_judge_that_hung_or_crashed_in_a_trusted_turn_blames_no_side(tmp_path: Path, timed_out: bool) -> None:
     """The judge runs no variant's code: its crash or hang in the base's turn (a head that left
     it a zombie to wait for, or filled its disk) is the base's no more than the head's. Blaming
     the variant of the turn made such a head read `fixed` (red team, 2026-12-05)."""
@@ -193,3 +193,7 @@ def test_a_judge_that_hung_or_crashed_blames_no_side(tmp_path: Path, timed_out: 
     blamed, _ = _incident(job, cursor, _Worker(), 0, timed_out=timed_out, timeout_s=5.0,  # type: ignore[arg-type]
                           outcome=WorkerOutcome())
     assert blamed == "base"
+    # in the head's turn the head is blamed, as in process (the base is then checked without it)
+    blamed, _ = _incident(job, _Cursor(variant="head", phase="timing"), _Worker(), 0, timed_out=timed_out,  # type: ignore[arg-type]
+                          timeout_s=5.0, outcome=WorkerOutcome(), judge=True)
+    assert blamed == "head"
