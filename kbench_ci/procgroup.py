@@ -58,6 +58,8 @@ _RUN_MODULE = (
     "import sys, runpy; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
 )
+
+
 def module_command(python: str, module: str, *args: str, user_code: bool = False) -> list[str]:
     """The command that runs ``module`` of kbench-ci (``python -m module args``) in a fresh
     interpreter whose ``sys.path`` does not hold the folder it starts in. ``user_code``: a
@@ -95,12 +97,19 @@ def kill_process_group(process: subprocess.Popen[bytes]) -> None:
 
     Children are started with ``start_new_session=True`` so that a timeout can take down
     everything they spawned; the same isolation means no terminal signal reaches them, so every
-    exit path of the parent must call this.
+    exit path of the parent must call this. What left the group (a ``setsid`` daemon) is ended
+    too, looked up before the group goes: it would otherwise be re-parented to this process and
+    live until the command ends (a side's daemon beside the next judge, a head build's beside
+    the base's turns; red team, 2026-12-05).
     """
+    under = descendants(process.pid) if process.poll() is None else []
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for pid in under:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     # Bounded: a process killed while it waits in the kernel (a page fault on a loaded machine)
     # dies only when that wait ends, and a pipe a process outside the group still holds never
     # reads EOF; a parent stopping on Ctrl-C or SIGTERM must not wait for either without end.
@@ -253,7 +262,7 @@ def end_strays_seen(keep: Collection[int] = ()) -> tuple[list[int], dict[int, in
     no stray was left."""
     ended: list[int] = []
     tree: dict[int, int] = {}
-    _UNREAPABLE.intersection_update(pid for pid in list(_UNREAPABLE) if state(pid) is not None)
+    _UNREAPABLE.difference_update([pid for pid in _UNREAPABLE if state(pid) is None])  # reaped or gone since
     for _ in range(8):  # a stray may fork while it is being ended: look again a few times
         tree = parents()
         strays = [pid for pid in children_of(os.getpid(), tree) if pid not in keep and pid not in _UNREAPABLE]

@@ -51,6 +51,19 @@ def make_scratch(prefix: str) -> Path:
     return folder
 
 
+def create_new(folder: Path, name: str, *, flags: int = os.O_WRONLY) -> int:
+    """The descriptor of a file made new as ``folder / name`` (mode 0600): never one that exists
+    and never through a link, the folder itself opened without following one. For files kbench-ci
+    makes where a side's code could have planted a link first (its output, a CPU arena): a
+    worker's output linked to the parent's next events file let a head write whole cases into
+    the results (red team, 2026-12-05)."""
+    where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
+    finally:
+        os.close(where)
+
+
 def _owner(folder: Path) -> tuple[int, str] | None:
     """The pid and start time its owner file holds; None without one."""
     try:

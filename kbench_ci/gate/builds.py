@@ -17,16 +17,13 @@ Never touching the user's tree
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
@@ -36,7 +33,7 @@ from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, KbenchError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.protocol import SideSpec
-from kbench_ci.procgroup import descendants, kill_process_group, kill_tracked, module_command, tracked, user_code_environment
+from kbench_ci.procgroup import kill_process_group, kill_tracked, module_command, tracked, user_code_environment
 from kbench_ci.results.outcome import BuildOutcome
 from kbench_ci.suite.model import KernelSpec
 from kbench_ci.suite.settings import SANDBOX_MODULE, parallel_builds
@@ -119,11 +116,7 @@ def _run_shell(command: str, *, cwd: Path, timeout_s: float, writable: Sequence[
         with tracked(process):  # builds run in threads: Ctrl-C's clean-up kills it from there
             out, _ = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        under = descendants(process.pid)  # the sandbox's daemons left its group: looked up first
         kill_process_group(process)
-        for pid in under:
-            with suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
         return 124, f"build command timed out after {timeout_s:g} s"
     except BaseException:
         kill_process_group(process)

@@ -263,11 +263,11 @@ def _cache_outside_the_pull_request(execution: Execution, sides: _Sides) -> Exec
     folder = execution.cache_dir
     if folder is None:
         return execution
+    head = Path(sides.head_tree)
     try:
-        folder = Path(sides.head_tree) / Path(folder).resolve().relative_to(Path(sides.base_tree).resolve())
+        folder = head / Path(folder).resolve().relative_to(Path(sides.base_tree).resolve())
     except ValueError:
         pass
-    head = Path(sides.head_tree)
     # as written and as resolved: a link the pull request committed there may point anywhere
     inside = any(path.is_relative_to(tree) for path in (Path(folder).absolute(), Path(folder).resolve())
                  for tree in (head.absolute(), head.resolve()))

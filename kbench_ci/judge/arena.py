@@ -28,6 +28,7 @@ import torch.multiprocessing  # noqa: F401  (registers torch's IPC reductions wi
 
 from kbench_ci.measure.lending import ALIGN, lent_view
 from kbench_ci.measure.sideproto import DONE_OFFSET, LendRequest, LentTensor
+from kbench_ci.scratch import create_new
 
 
 def extent(size: tuple[int, ...], stride: tuple[int, ...]) -> int:
@@ -99,18 +100,12 @@ def make_arena(
         handle, kind = base64.b64encode(buffer.getvalue()).decode("ascii"), "cuda"
     else:
         # In the side's own folder (it maps the file for writing, which its sandbox allows only
-        # there), so never through a link it made: the folder is refused where it is one, and
-        # the file is new (O_EXCL, O_NOFOLLOW) under a name nobody can guess.
+        # there), so never through a link it made (scratch.create_new), under a name nobody
+        # can guess.
         folder.mkdir(parents=True, exist_ok=True)
         name = f"arena-{slot}-{secrets.token_hex(8)}"
         path = folder / name
-        # the folder opened without following a link, and the file made relative to it
-        where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            made = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
-        finally:
-            os.close(where)
-        with open(made, "wb") as file:
+        with open(create_new(folder, name, flags=os.O_RDWR), "wb") as file:
             # Its blocks taken now, not at the first write: a sparse file on a disk a side can
             # fill (its own folder is on it) made the judge's first staging into the base's
             # arena a SIGBUS, in the base's turn (red team, 2026-12-05). A full disk fails here,

@@ -263,20 +263,19 @@ class Judge:
         if again:
             alone_description = _judge(again, job_alone, problem, maker, maker_source, device, emit, self)
         if not again or not again[0].ok:
-            full = again and (again[0].result.message or "").startswith(NOT_COMPARABLE)
-            if full or (short := short_of_space((self.scratch, Path("/dev/shm")))) is not None:
+            full = bool(again) and (again[0].result.message or "").startswith(NOT_COMPARABLE)
+            short = None if full else short_of_space((self.scratch, Path("/dev/shm")))
+            if full or short is not None:
                 # Alone too, but with the disk still full (a head's file where the judge cannot
                 # name it as the head's: /dev/shm): not the base's failure to own, nor a fix.
                 why = again[0].result.message if full else f"while {short}"
-                head.fail("error", f"the base failed beside this head ({base.result.message}) and again without it, {why}: "
-                                   "not comparable")
-                head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
+                _not_comparable(head, f"the base failed beside this head ({base.result.message}) and again without it, "
+                                      f"{why}: not comparable")
             return sides, description
-        head.fail("error", (
+        _not_comparable(head, (
             f"the base failed beside this head ({base.result.message}) and passed when measured again without it: "
             "the head reached into the base's turn; not comparable"
         ))
-        head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
         return [again[0], head, *sides[2:]], alone_description
 
     def _load(self, job: CaseJob, problem: Problem, device: torch.device, emit: Emit) -> list[Side]:
@@ -635,6 +634,13 @@ def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype
         )
 
     return tolerance_for
+
+
+def _not_comparable(head: Side, message: str) -> None:
+    """The head fails beside a base that failed because of it, or of the machine: an error,
+    with no samples for a verdict to read."""
+    head.fail("error", message)
+    head.result = replace(head.result, rounds_ms=(), round_versions=(), discarded_ms=())
 
 
 #: how a side's failure that is no side's doing begins (the machine's memory or disk was full)

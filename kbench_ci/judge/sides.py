@@ -35,6 +35,7 @@ from kbench_ci.measure.sideproto import (
     encode_request,
 )
 from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, module_command, parents, state
+from kbench_ci.scratch import create_new
 
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
@@ -139,7 +140,8 @@ class SideWorker:
         mine, theirs = socket.socketpair()
         self.stderr_path = _new_log(scratch, label)
         try:
-            with open(os.open(self.stderr_path, _NEW_LOG_FLAGS, 0o600), "ab") as stderr:
+            with open(create_new(self.stderr_path.parent, self.stderr_path.name, flags=os.O_WRONLY | os.O_APPEND),
+                      "ab") as stderr:
                 self.process = subprocess.Popen(
                     module_command(sys.executable, "kbench_ci.side.main", str(theirs.fileno()), *map(str, writable)),
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env, cwd=self.folder,
@@ -264,14 +266,12 @@ def _signal(pid: int, signum: int) -> None:
         pass
 
 
-#: a worker's output file: made new by the judge (never one that exists, never through a link)
-_NEW_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
 _LOG_SERIAL = itertools.count(1)
 
 
 def _new_log(scratch: Path, label: str) -> Path:
-    """A new file for one worker's stdout and stderr, in a folder of the judge's that no side
-    can write to (Landlock lets a side write only its own folder). In the side's own folder,
+    """The name of a new file (made by scratch.create_new) for one worker's stdout and stderr,
+    in a folder of the judge's that no side can write to (Landlock lets a side write only its own folder). In the side's own folder,
     a head replaced it with a link to the parent's next events file, which the judge then
     opened for the next head worker it started: that worker wrote whole cases into the
     results (red team, 2026-12-05)."""

@@ -20,7 +20,6 @@ case instead, as before the warm worker, for debugging.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -56,10 +55,10 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import descendants, kill_process_group, make_non_dumpable, module_command, user_code_environment
+from kbench_ci.procgroup import kill_process_group, make_non_dumpable, module_command, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import BASE
-from kbench_ci.scratch import make_scratch, remove_left_by
+from kbench_ci.scratch import create_new, make_scratch, remove_left_by
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
@@ -124,18 +123,12 @@ class _Worker:
     def stop(self) -> None:
         """End the worker and everything it started, and reap it. Closing the lifeline alone
         would do (the worker kills its own group), but not before the kernel sees it."""
-        # Everything under it, looked up before it goes: what left its process group (setsid)
-        # would otherwise be re-parented to this process and live until the command ends,
-        # outside the next judge's tree and its pauses (red team, 2026-12-05). A judge is a
-        # child subreaper, so its sides' orphans are still under it here.
-        under = descendants(self.process.pid) if self.process.poll() is None else []
+        # with what left its group, looked up while the worker still holds it (a judge is a child
+        # subreaper: its sides' orphans are under it); the lifeline closes after
+        kill_process_group(self.process)
         if self.lifeline >= 0:
             os.close(self.lifeline)
             self.lifeline = -1
-        kill_process_group(self.process)
-        for pid in under:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
         # A judge makes a scratch folder of its own (its sides' folders in it), and a SIGKILL
         # leaves it behind
         remove_left_by(self.process.pid)
@@ -284,10 +277,9 @@ class WorkerPool:
         # the read end is handed to this one worker.
         lifeline_read, lifeline_write = os.pipe()
         try:
-            # A new file, never one that exists and never through a link: where a sandbox does not
-            # hold a side, its code could plant a link under the next worker's name.
-            new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            with open(os.open(stderr_path, new, 0o600), "wb") as stderr:
+            # New, never through a link: where a sandbox does not hold a side, its code could
+            # plant one under the next worker's name.
+            with open(create_new(stderr_path.parent, stderr_path.name), "wb") as stderr:
                 process = subprocess.Popen(
                     # With the device, the worker creates its CUDA context and imports what the
                     # cases need before the first job comes (kbench_ci.measure.worker). Every
@@ -533,9 +525,7 @@ def _drain(
             if signer is not None:
                 raise ForgedEvent("a blank line in the events file: the judge writes none")
             continue
-        if signer is not None:
-            line = signer.check(line.decode("utf-8", errors="replace")).encode("utf-8")
-        event = decode_event(line)
+        event = decode_event(signer.check(line.decode("utf-8", errors="replace")) if signer is not None else line)
         if isinstance(event, Begin):
             cursor.variant, cursor.phase = event.variant, event.phase
             cursor.in_reference = False
