@@ -18,12 +18,12 @@ def test_the_reads_take_one_byte_of_every_stride_of_the_arena() -> None:
     arena[::4096] = 1  # the bytes the reads must reach: 6 of them, the last in a partial stride
     arena[1::4096] = 100  # and bytes they must not
     case.pages[0] = arena[:: case.touch_stride]
-    case.page_sum = torch.empty((), dtype=torch.int64)
+    case.page_copies[0] = torch.full((6,), 7, dtype=torch.uint8)
     serve._touch_pages(case, 0)
-    assert int(case.page_sum) == 6
+    assert case.page_copies[0].tolist() == [1] * 6
 
 
 def test_no_reads_where_the_judge_asks_for_none_or_the_placement_has_none() -> None:
     case = _case(0)
-    serve._touch_pages(case, 0)  # no pages, no sum: nothing to do, and no error
-    assert case.page_sum is None and not case.pages
+    serve._touch_pages(case, 0)  # no pages, nothing to copy into: nothing to do, and no error
+    assert not case.page_copies and not case.pages
