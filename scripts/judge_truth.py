@@ -81,6 +81,20 @@ def bench_median_us(kernel: Kernel, mode: str, old: Path | None, out: Path, tria
     return statistics.median(s for r in variant["rounds_ms"] for s in r) * 1e3
 
 
+def build_libraries(kernels: list[Kernel], out: Path) -> None:
+    """Each cuda-cpp kernel's library, once, with this code's `kbench-ci build`: bench loads a
+    library and does not compile one, and the old code's bench finds the same file."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    for kernel in kernels:
+        if kernel.implementation != "cuda-cpp":
+            continue
+        completed = subprocess.run([sys.executable, "-m", "kbench_ci", "build", str(kernel.solution)], cwd=out, env=env,
+                                   capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            raise SystemExit(f"build of {kernel.name} failed (exit {completed.returncode}):\n{completed.stderr[-3000:]}")
+
+
 def run_probe(name: str) -> int:
     """The kernel's calls as ncu should see them: staged (issue 23's script's stager: another
     content copied in, outputs poisoned), L2 filled, held, called (one stream)."""
@@ -146,6 +160,7 @@ def main() -> int:
             raise SystemExit("no ncu found: pass --ncu PATH")
     modes = [*(["old"] if args.old_code else []), "process", "judge"]
     kernels = [k for k in KERNELS if args.only is None or args.only in k.name]
+    build_libraries(kernels, args.out)
     rows = []
     for kernel in kernels:
         medians: dict[str, list[float]] = {mode: [] for mode in modes}
