@@ -10,9 +10,10 @@ Printed: the median time per worker, per arena, and per (worker, arena); then th
 fresh worker processes, ``--repeats`` times. A bias that follows the worker row is the
 process's; one that follows the arena column is the placement's.
 
-``--variants plain,touch,settle,both`` takes what each call does between the go and its start
-event in turn inside the same workers (nothing; a read of one byte per 64 KiB of its arena; a
-spin of ``--settle-us``; both), so a variant that takes the workers' spread away shows it in
+``--variants plain,touch,copy,settle,both`` takes what each call does between the go and its start
+event in turn inside the same workers (nothing; a read of one byte per 64 KiB of its arena by a
+sum, as the product did until 2026-12-05; the same bytes by an elementwise copy, as it does now;
+a spin of ``--settle-us``; sum and spin), so a variant that takes the workers' spread away shows it in
 the same processes that keep it under another. ``--pin-numa`` runs the workers on the GPU's
 NUMA node (a stream's commands live in host memory; the probe prints each worker's CPU and node).
 ``--streams S`` times each worker's calls on S streams of its own in turn (its current stream and
@@ -23,20 +24,31 @@ streams per side, drawn per round, would average; none says it is the context's.
 same workers and prints each worker's offset from the median in us too: an offset the same in
 us at every size is a fixed cost of the process's call (which a trusted calibration call before
 any user code loads could measure and take out); one the same in percent is a slower process.
+Each variant's lead-in (from an event after the go to the start event) is printed beside it.
+``--kernel so`` times the add of a CUDA C++ library of its own (nvcc, loaded with ctypes, launched
+with ``<<<>>>`` on the default stream), as a suite's cuda-cpp kernel is, instead of torch's add:
+in a compare, that kernel's two processes still read 6-8% apart with the page reads (H100,
+2026-12-05), where torch's add did not; is it the kernel's own module (its code's translations,
+which the page reads do not bring in)?
 
     python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate
     python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both
     python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 3 --rotate --streams 4
     python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 3 --rotate --sizes 18,20,22
+    python3 scripts/probes/process_bias_probe.py --workers 2 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,settle
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -55,7 +67,28 @@ def _views(arena: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, tor
     return f[:n], f[n : 2 * n], f[2 * n : 3 * n]
 
 
-VARIANTS = ("plain", "touch", "settle", "both")
+VARIANTS = ("plain", "touch", "copy", "settle", "both")
+
+# The compare's cvadd (scripts/aa_and_regression.py), a library of its own like a suite's cuda-cpp kernel
+ADD_SO = """
+__global__ void add_kernel(const float* x, const float* y, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+extern "C" void solve(const float* x, const float* y, float* out, int n) {
+    add_kernel<<<(n + 255) / 256, 256>>>(x, y, out, n);
+}
+"""
+
+
+def build_add_so(folder: Path) -> Path:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    major, minor = torch.cuda.get_device_capability(0)
+    source, library = folder / "add.cu", folder / "add.so"
+    source.write_text(ADD_SO)
+    subprocess.run([nvcc, "-shared", "-O3", "-Xcompiler", "-fPIC", f"-arch=sm_{major}{minor}", "-o", str(library), str(source)],
+                   check=True)
+    return library
 
 
 def _where() -> str:
@@ -68,7 +101,7 @@ def _where() -> str:
 
 
 def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int], own: bool = False,  # type: ignore[no-untyped-def]
-           settle_us: float = 5.0, pin: list[int] | None = None, streams: int = 1) -> None:
+           settle_us: float = 5.0, pin: list[int] | None = None, streams: int = 1, library: str | None = None) -> None:
     if pin:
         os.sched_setaffinity(0, pin)
     ops = StreamOps()
@@ -83,9 +116,19 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int
     # the go, so the GPU's front end has fetched the start event and the launch (commands in this
     # process's host memory) before the start event runs, as a held stream has in one process.
     sparse = [arena.view(torch.uint8)[::65536] for arena in arenas]
+    copies = [torch.empty(pages.shape, dtype=torch.uint8, device="cuda") for pages in sparse]
     scratch = torch.empty((), dtype=torch.int64, device="cuda")
+    if library is None:
+        def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+            torch.add(a, b, out=c)
+    else:
+        solve = ctypes.CDLL(library).solve
+        solve.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+
+        def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+            solve(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.numel())
     for a, b, c in views.values():  # load the kernel and map every arena before anything is timed
-        torch.add(a, b, out=c)
+        add(a, b, c)
     torch.cuda._sleep(1000)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -105,19 +148,23 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int
         index, token, variant, stream_index, size = message
         stream = own_streams[stream_index]
         a, b, c = views[index, size]
+        led = torch.cuda.Event(enable_timing=True)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ops.wait_equal(stream.cuda_stream, go, token)
         with torch.cuda.stream(stream):
+            led.record(stream)
             if variant in ("touch", "both"):
                 torch.sum(sparse[index], dim=0, out=scratch)
+            if variant == "copy":
+                copies[index].copy_(sparse[index])
             if variant in ("settle", "both"):
                 torch.cuda._sleep(int(settle_us * cycles_per_us))
             start.record(stream)
-            torch.add(a, b, out=c)
+            add(a, b, c)
             end.record(stream)
         ops.write(stream.cuda_stream, done, token)
         end.synchronize()
-        conn.send(start.elapsed_time(end) * 1e3)
+        conn.send((start.elapsed_time(end) * 1e3, led.elapsed_time(start) * 1e3))
 
 
 def _gpu_local_cpus() -> list[int] | None:
@@ -142,7 +189,7 @@ def _gpu_local_cpus() -> list[int] | None:
 
 
 def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Tensor], flush: torch.Tensor,
-               token: list[int]) -> dict[tuple[int, int, str, int], list[float]]:
+               token: list[int], leads: dict[str, list[float]]) -> dict[tuple[int, int, str, int], list[float]]:
     ctx = mp.get_context("spawn")
     mailboxes = []
     for _ in range(args.workers):
@@ -153,7 +200,7 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
     for w in range(args.workers):
         parent, child = ctx.Pipe()
         process = ctx.Process(target=worker, args=(child, arenas, mailboxes[w][0], args.ns, args.own_buffers, args.settle_us,
-                                                   args.pin, args.streams))
+                                                   args.pin, args.streams, args.library))
         process.start()
         pipes.append(parent)
         processes.append(process)
@@ -193,10 +240,11 @@ def one_repeat(args: argparse.Namespace, clock: GpuClock, arenas: list[torch.Ten
                     clock.wait_token(go + 64, token[0])
                     clock.stamp()
                     clock.stamp()
-                own_us = pipes[w].recv()
+                own_us, lead_us = pipes[w].recv()
                 clock.read()
                 if call >= args.discard:
                     times.setdefault((w, arena, condition, stream_index), []).append(own_us)
+                    leads.setdefault(condition, []).append(lead_us)
     for w, pipe in enumerate(pipes):
         pipe.send(None)
         print(f"  worker {w} ended on {pipe.recv()}")
@@ -226,6 +274,8 @@ def main() -> None:
     parser.add_argument("--settle-us", type=float, default=5.0, help="the spin of the settle variants (us)")
     parser.add_argument("--streams", type=int, default=1,
                         help="streams of its own each worker times its calls on, in turn (is the bias the stream's channel?)")
+    parser.add_argument("--kernel", choices=("torch", "so"), default="torch",
+                        help="torch's add, or the add of a CUDA C++ library of its own (nvcc; a suite's cuda-cpp kernel)")
     parser.add_argument("--pin-numa", action="store_true", help="every worker on the CPUs of the GPU's NUMA node")
     parser.add_argument("--own-buffers", action="store_true",
                         help="each worker computes on buffers of its own, not the judge's arenas (the judge still stages and flushes)")
@@ -234,7 +284,10 @@ def main() -> None:
     args.ns = [1 << int(k) for k in args.sizes.split(",")] if args.sizes.strip() else [args.n]
     if not set(args.variants) <= set(VARIANTS):
         parser.error(f"--variants: each of {', '.join(VARIANTS)}")
+    if args.kernel == "so" and args.streams != 1:
+        parser.error("--kernel so launches on the default stream: --streams 1 only")
     torch.cuda.set_device(0)
+    args.library = str(build_add_so(Path(tempfile.mkdtemp(prefix="bias-so-")))) if args.kernel == "so" else None
     args.pin = _gpu_local_cpus() if args.pin_numa else None
     nodes = sorted(p.name for p in Path("/sys/devices/system/node").glob("node[0-9]*"))
     print(f"NUMA nodes: {', '.join(nodes) or 'none listed'}; the GPU's local CPUs: {_gpu_local_cpus()}; pinned: {args.pin}")
@@ -247,11 +300,12 @@ def main() -> None:
         pools.append(pool)
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
     token = [0]
-    print(f"vector add of {', '.join(map(str, args.ns))} floats; {args.workers} workers x {args.arenas} arenas; {args.rounds} rounds of {args.calls} "
+    print(f"{'the library' if args.library else 'torch'}'s vector add of {', '.join(map(str, args.ns))} floats; {args.workers} workers x {args.arenas} arenas; {args.rounds} rounds of {args.calls} "
           f"calls; rotate={args.rotate}; own buffers={args.own_buffers}; variants={','.join(args.variants)}; streams={args.streams} "
           f"(settle {args.settle_us:g} us); medians in us")
     for repeat in range(args.repeats):
-        times = one_repeat(args, clock, arenas, flush, token)
+        leads: dict[str, list[float]] = {}
+        times = one_repeat(args, clock, arenas, flush, token, leads)
         for variant in dict.fromkeys(key[2] for key in times):  # each condition: a variant (at a size)
             mine: dict[tuple[int, int], list[float]] = {}  # by (worker, arena)
             by_stream: dict[tuple[int, int], list[float]] = {}  # by (worker, stream)
@@ -260,7 +314,7 @@ def main() -> None:
                     mine.setdefault((w, a), []).extend(ts)
                     by_stream.setdefault((w, si), []).extend(ts)
             everything = statistics.median(t for ts in mine.values() for t in ts)
-            print(f"repeat {repeat + 1}, {variant}: all {everything:.3f}")
+            print(f"repeat {repeat + 1}, {variant}: all {everything:.3f} (lead-in {statistics.median(leads[variant]):.2f})")
             medians = []
             for w in range(args.workers):
                 own = [t for (ww, _), ts in mine.items() if ww == w for t in ts]
