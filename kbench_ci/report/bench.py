@@ -10,6 +10,7 @@ from kbench_ci.report.markdown import (
     CLOCK_EXPLAINED,
     SUMMARY_STATS,
     audit_rows,
+    cell,
     clock_rows,
     correctness_cell,
     environment_line,
@@ -64,7 +65,7 @@ def render_bench(
         *environment_line(environment),
         ("dims", ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "—"),
         ("seed", str(case.seed)),
-        ("correctness", f"**{verdict}**" + (f" — {solution.message}" if solution.message and verdict != "PASS" else "")),
+        ("correctness", f"**{verdict}**" + (f" — {cell(solution.message, 600)}" if solution.message and verdict != "PASS" else "")),
         ("timing method", case.timing_method + (f" — {case.timing_description}" if case.timing_description else "")),
         ("cache mode", cache_mode),
         ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
@@ -72,9 +73,9 @@ def render_bench(
     parts = [f"# kbench-ci bench — `{solution_name}`", "", table(["", ""], header_rows), ""]
 
     if notes:
-        parts += ["Notes: " + "; ".join(notes), ""]
+        parts += ["Notes: " + cell("; ".join(notes), 4000), ""]
     if case.error:
-        parts += [f"> **Worker incident:** {case.error}", ""]
+        parts += [f"> **Worker incident:** {cell(case.error, 2000)}", ""]
 
     timed = [v for v in case.variants if v.label in summaries]
     parts += ["## Timing", ""]
@@ -97,7 +98,7 @@ def render_bench(
         parts += ["Nothing was timed: no variant passed its correctness check.", ""]
     untimed = [v for v in case.variants if v.label not in summaries]
     for variant in untimed:
-        parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {variant.message}" if variant.message else ""))
+        parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {cell(variant.message, 2000)}" if variant.message else ""))
     if untimed:
         parts.append("")
 
@@ -147,7 +148,7 @@ def render_bench(
             fmt_error(c.max_rel_error) if c else "—",
             str(c.mismatched) if c else "—",
             tolerance,
-            (variant.message or "") if variant.status != "ok" else "; ".join(
+            cell(variant.message, 300) if variant.status != "ok" else "; ".join(
                 part for part in ("outputs re-checked after timing" if variant.post_timing_check else "", variant.fresh_inputs)
                 if part
             ),

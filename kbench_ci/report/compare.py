@@ -16,6 +16,7 @@ from kbench_ci.report.markdown import (
     cell,
     clock_rows,
     code,
+    code_cell,
     compiler_output,
     correctness_rows,
     environment_line,
@@ -123,7 +124,7 @@ def render_compare(
         else (", ".join(f"{t * 100:g}%" for t in thresholds) or "—") + " (per kernel)"
     )
     parts += [
-        f"base: {outcome.base.description} · head: {outcome.head.description} · "
+        f"base: {cell(outcome.base.description, 300)} · head: {cell(outcome.head.description, 300)} · "
         f"threshold {threshold_text} · {settings.rounds} rounds"
         + (f" (+ up to {settings.time_budget_s:g} s more until decided)" if settings.time_budget_s > 0 else "")
         + f" × {settings.trials_per_round} trials per side"
@@ -131,9 +132,9 @@ def render_compare(
         "",
     ]
     if outcome.base.note:
-        parts += [f"> **No baseline:** {outcome.base.note}.", ""]
+        parts += [f"> **No baseline:** {cell(outcome.base.note, 2000)}.", ""]
     if outcome.head.note:
-        parts += [f"> **Settings not applied:** {outcome.head.note}.", ""]
+        parts += [f"> **Settings not applied:** {cell(outcome.head.note, 2000)}.", ""]
     parts += _selection_lines(outcome)
     if gate.geomean_ratio is not None:
         limit = (
@@ -212,8 +213,8 @@ def render_compare(
 
     parts += ["## Environment", "", table(["", ""], [
         *environment_line(outcome.environment),
-        ("base", f"{outcome.base.description} ({outcome.base.tree}, config {outcome.base.config or '—'})"),
-        ("head", f"{outcome.head.description} ({outcome.head.tree}, config {outcome.head.config or '—'})"),
+        ("base", cell(f"{outcome.base.description} ({outcome.base.tree}, config {outcome.base.config or '—'})", 600)),
+        ("head", cell(f"{outcome.head.description} ({outcome.head.tree}, config {outcome.head.config or '—'})", 600)),
     ]), ""]
     parts += ["## How it was measured", "", *_how_compare(outcome), ""]
     return "\n".join(parts)
@@ -340,14 +341,14 @@ def _selection_lines(outcome: CompareOutcome) -> list[str]:
     if selection is None:
         return []
     if selection.everything_reason is not None:
-        lines = [f"**Changed only:** every kernel measured: {selection.everything_reason}."]
+        lines = [f"**Changed only:** every kernel measured: {cell(selection.everything_reason, 600)}."]
     elif selection.not_affected:
         names = ", ".join(code(name) for name in selection.not_affected)
         lines = [f"**Changed only:** {len(selection.not_affected)} kernel(s) not affected by this change (not measured): "
                  f"{names}."]
     else:
         lines = ["**Changed only:** the change reaches every selected kernel."]
-    lines += [f"_{note}_" for note in selection.notes]
+    lines += [f"_{cell(note, 600)}_" for note in selection.notes]
     return [*lines, ""]
 
 
@@ -467,7 +468,7 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
                 f"{build.side} build",
                 ("ok" if build.ok else f"FAILED: {cell(build.message, 300)}")
                 + (" (cached)" if build.cached else f" ({build.duration_s:.1f} s)" if build.duration_s else " (reused)")
-                + (f" — `{cell(build.command, 400)}`" if build.command else ""),
+                + (f" — {code_cell(build.command)}" if build.command else ""),
             ))
     facts.append((
         "time spent",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -95,17 +96,52 @@ def pct(ratio: float | None) -> str:
 
 
 def code(text: str) -> str:
-    return f"`{text}`"
+    """A code span that holds ``text`` whatever backticks it has (a longer fence than any run of
+    them in it): inside, GitHub draws every character as it is."""
+    runs = [len(run) for run in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def code_cell(text: str, limit: int = 400) -> str:
+    """:func:`code` of ``text`` as one table cell's line, cut at ``limit``, its pipes escaped."""
+    return _table_safe(code(_one_line(text, limit)))
+
+
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
+#: U+2060 WORD JOINER: invisible, and no part of a name or a link
+_JOIN = "\u2060"
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _table_safe(text: str) -> str:
+    # a backslash first: "\|" would read as an escaped backslash and a cell break
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def inert(text: str) -> str:
+    """Text that a pull request's code or files wrote (its exceptions, its compiler's output,
+    its files' names) made into text that GitHub's Markdown shows and does nothing with. A
+    kernel's error message lands in the comment the action posts: as Markdown it could open a
+    tag or a comment that hides the rows after it, draw an image or a link of its choosing, or
+    @mention anyone (the notification comes from the action's token). Here ``<``, ``>`` and
+    ``&`` become entities, a link's ``](`` and a mention's ``@`` are split by an invisible
+    word joiner; the text reads the same."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MENTION.sub("@" + _JOIN, text.replace("](", "]" + _JOIN + "("))
 
 
 def cell(text: str | None, limit: int = 160) -> str:
-    """One table cell: one line, pipes escaped, long text cut (the details keep all of it)."""
+    """One table cell (or one line of a note) of text that may be a pull request's: one line,
+    long text cut (the details keep all of it), :func:`inert`, pipes escaped."""
     if not text:
         return ""
-    line = " ".join(str(text).split())
-    if len(line) > limit:
-        line = line[: limit - 1] + "…"
-    return line.replace("|", "\\|")
+    return _table_safe(inert(_one_line(str(text), limit)))
 
 
 def median_ms(variant: VariantResult | None) -> float | None:
@@ -210,10 +246,15 @@ def speed_of_light_text(figures: SpeedOfLight) -> str:
 
 
 def compiler_output(build: BuildOutcome | None, title: str) -> list[str]:
-    """A failed build's compiler output (its last 6000 characters), or nothing."""
+    """A failed build's compiler output (its last 6000 characters), or nothing. The output is the
+    pull request's to shape (its source lines, which the compiler echoes; its own build
+    command's prints): the fence is longer than any run of backticks in it, so no line of it
+    can close the block and have the rest read as Markdown."""
     if build is None or build.ok or not build.compiler_output:
         return []
-    return [title, "", "```", build.compiler_output.rstrip()[-6000:], "```", ""]
+    output = build.compiler_output.rstrip()[-6000:]
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", output)), default=0) + 1)
+    return [title, "", fence, output, fence, ""]
 
 
 def gpu_state_text(state: Mapping[str, Any] | None) -> str:

@@ -14,6 +14,7 @@ from kbench_ci.report.markdown import (
     cell,
     clock_rows,
     code,
+    code_cell,
     compiler_output,
     correctness_cell,
     correctness_rows,
@@ -112,7 +113,7 @@ def _run_details(case: RunCase) -> list[str]:
     if case.build is not None:
         facts.append(("build", ("ok" if case.build.ok else f"FAILED: {cell(case.build.message, 300)}")
                       + (" (cached)" if case.build.cached else "")
-                      + (f" — `{cell(case.build.command, 400)}`" if case.build.command else "")))
+                      + (f" — {code_cell(case.build.command)}" if case.build.command else "")))
     lines += [table(["", ""], facts), ""]
     baselines = [(b.name, case.result.variant(b.name)) for b in case.baselines if case.result is not None]
     samples = summary_rows([("solution", case.variant), *baselines])

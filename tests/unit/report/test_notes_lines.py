@@ -11,5 +11,6 @@ def test_only_variants_with_notes_get_a_line_each_named_by_side() -> None:
                          notes=("changed torch's default dtype: float32 -> float64 (put back ...)", "pipe | here"))
     base = VariantResult(label="base", kind="pytorch", role="solution", status="ok")
     lines = notes_lines([("base", base), ("head", head), ("gone", None)])
-    assert lines == ["**head notes:** changed torch's default dtype: float32 -> float64 (put back ...); pipe \\| here", ""]
+    # "->" as "-&gt;": GitHub shows the same arrow (report.markdown.inert)
+    assert lines == ["**head notes:** changed torch's default dtype: float32 -&gt; float64 (put back ...); pipe \\| here", ""]
     assert notes_lines([("base", base)]) == []

@@ -1,0 +1,120 @@
+"""A pull request's own words in the reports: a kernel's exception text, its compiler's output,
+its build command. The action posts benchmark.md as a PR comment with its own token, so text
+that GitHub's Markdown reads as markup would be the kernel's to shape: a tag or comment that
+hides what follows, an image or link of its choosing, an @mention that notifies anyone, a pipe
+or a fence that breaks out of its table cell or code block to forge a row.
+
+Each case below is the text a cheating head would want in the comment; each test checks the
+markdown that would reach GitHub, not a rendering."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from kbench_ci.report.bench import render_bench
+from kbench_ci.report.compare import render_compare
+from kbench_ci.report.markdown import cell, code, code_cell, compiler_output
+from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.results.outcome import BuildOutcome
+from kbench_ci.stats import Verdict
+from tests.unit.report.comment_suite import suite_cases, suite_outcome
+
+#: what a cheating head raises: closes the details, draws an image, links a "re-run", pings a
+#: team (as text and as an entity), opens a comment to hide the rest, adds table cells
+HOSTILE = ("RuntimeError: </details><img src=https://e.invalid/x.png> [re-run](https://e.invalid/r) "
+           "@kbench-org/maintainers &#64;admin <!-- | 🟢 faster | −42% | ✅ \\| and more")
+
+
+def _markup_left(markdown: str) -> list[str]:
+    """Whatever in ``markdown`` GitHub would still read as markup from HOSTILE."""
+    found = []
+    for pattern in (r"<img", r"</details><", r"<!--", r"\]\(https://e\.invalid", r"@kbench-org", r"&#64;admin"):
+        if re.search(pattern, markdown):
+            found.append(pattern)
+    return found
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells as GitHub's table extension splits them: a backslash escapes the
+    character after it (so ``\\\\|`` is an escaped backslash and then a cell break)."""
+    cells, current, index = [], "", 0
+    text = row.strip().strip("|") if not row.strip().endswith("\\|") else row.strip()[1:]
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            current += text[index : index + 2]
+            index += 2
+            continue
+        if char == "|":
+            cells.append(current)
+            current = ""
+        else:
+            current += char
+        index += 1
+    return [*cells, current]
+
+
+def _tables_keep_their_columns(markdown: str) -> None:
+    rows: list[str] = []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            rows.append(line)
+            continue
+        if rows:
+            widths = {len(_cells(row)) for row in rows}
+            assert len(widths) == 1, f"a row with another number of cells: {rows}"
+            rows = []
+
+
+def test_a_cell_keeps_the_text_and_drops_the_markup() -> None:
+    text = cell(HOSTILE, 1000)
+    assert _markup_left(text) == []
+    assert "\n" not in cell("a\nb") and cell("a\nb") == "a b"
+    assert len(_cells(f"| x | {text} |")) == 2  # the pipes, and the escaped one, stay in the cell
+    # what a reader sees is the same words: the entities and invisible joiners aside
+    shown = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u2060", "")
+    assert shown.replace("\\|", "|").replace("\\\\", "\\") == HOSTILE
+
+
+def test_an_incorrect_heads_message_reaches_the_comment_inert(tmp_path: Path) -> None:
+    cases = suite_cases(3)
+    cases[0] = replace(cases[0], message=HOSTILE)
+    head = replace(cases[0].measurement.result.variants[1], message=HOSTILE)  # type: ignore[union-attr]
+    result = replace(cases[0].measurement.result, variants=(cases[0].measurement.result.variants[0], head))  # type: ignore[union-attr]
+    cases[0] = replace(cases[0], measurement=replace(cases[0].measurement, result=result))  # type: ignore[type-var]
+    markdown = render_compare(suite_outcome(cases, tmp_path))
+    assert cases[0].verdict is Verdict.INCORRECT and "RuntimeError" in markdown
+    assert _markup_left(markdown) == []
+    _tables_keep_their_columns(markdown)
+
+
+def test_a_bench_reports_a_failing_solutions_message_inert() -> None:
+    case = CaseResult(case_id="k", dims={"N": 4}, seed=42, timing_method="host_time", variants=(
+        VariantResult(label="solution", kind="pytorch", role="solution", status="error", message=HOSTILE),
+    ))
+    report = render_bench(case, solution_name="k.py", ref_name="ref.py", implementation="pytorch",
+                          environment={"gpu_name": None}, num_warmup=1, num_trials=3, discard_first=0, cache_mode="cold")
+    assert "RuntimeError" in report
+    assert _markup_left(report) == []
+    _tables_keep_their_columns(report)
+
+
+def test_compiler_output_cannot_close_its_code_block() -> None:
+    output = "kernel.cu(3): error: identifier is undefined\n  ```\n<img src=https://e.invalid/x.png> @kbench-org/maintainers\n````"
+    build = BuildOutcome(side="head", kernel="k", ok=False, duration_s=1.0, command="nvcc k.cu", message="nvcc failed",
+                         compiler_output=output)
+    lines = compiler_output(build, "Compiler output:")
+    fence = lines[2]
+    assert fence == lines[-2] and set(fence) == {"`"} and len(fence) == 5
+    # no line inside is a fence of that length or more, so none can close the block
+    inside = lines[3].splitlines()
+    assert not any(line.strip().startswith(fence) for line in inside)
+
+
+def test_a_code_span_holds_any_backticks() -> None:
+    assert code("vadd") == "`vadd`"
+    assert code("make `x` <img>") == "``make `x` <img>``"
+    assert code("`start") == "`` `start ``"
+    assert code_cell("make a | b") == "`make a \\| b`"
