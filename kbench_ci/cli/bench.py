@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbench_ci.cli.console import ProgressLine, err, error_boundary
+from kbench_ci.cli.console import ProgressLine, err, error_boundary, out
 from kbench_ci.cli.options import (
     DEFAULT_OUTPUT_DIR,
     GpuOption,
@@ -187,8 +187,8 @@ def bench(
     solution_result = outcome.case.variants[0]
     for note in solution_result.notes:
         err(f"kbench-ci: {note}")
-    typer.echo(outcome.report_path.read_text(encoding="utf-8"))
-    typer.echo(f"wrote {outcome.report_path} and {outcome.results_path}")
+    out(outcome.report_path.read_text(encoding="utf-8"))
+    out(f"wrote {outcome.report_path} and {outcome.results_path}")
     if solution_result.status != "ok":
         err(f"kbench-ci: {solution_result.label} {solution_result.status.upper()}: {solution_result.message}")
         raise typer.Exit(int(ExitCode.GATE_FAILED))

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kbench_ci.cli.console import err, error_boundary
+from kbench_ci.cli.console import err, error_boundary, out
 
 __all__ = ["HELP", "build"]
 
@@ -43,10 +43,10 @@ def build(
                 plan = plan_build(
                     source, cutlass=cutlass, arch=arch, extra_flags=tuple(flag or ()), arch_option="--arch"
                 )
-                typer.echo(format_command(plan))
+                out(format_command(plan))
                 result = run_build(plan, use_cache=not no_cache)
             except CompileError as exc:
                 err(exc.compiler_output.rstrip())  # the compiler's own words first, then the one-line error
                 raise
             state = "up to date (source hash matches)" if result.cached else f"built in {result.duration_s:.1f} s"
-            typer.echo(f"{plan.output}: {state}")
+            out(f"{plan.output}: {state}")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kbench_ci.cli.console import err, error_boundary
+from kbench_ci.cli.console import err, error_boundary, out
 from kbench_ci.errors import UsageError
 from kbench_ci.github.comment import compose_body, run_comment
 
@@ -66,7 +66,7 @@ def comment(
             raise UsageError("give --report DIR or --from-artifact DIR")
         if dry_run:
             body, truncated, _ = compose_body(report_dir, marker_id=marker_id)
-            typer.echo(body)
+            out(body)
             if truncated:
                 err("kbench-ci: the body was shortened to fit GitHub's comment limit")
             return
@@ -79,4 +79,4 @@ def comment(
         # Exit 0: the comment is a courtesy; the job's verdict is the gate's.
         err(f"kbench-ci: warning: {outcome.reason}")
         return
-    typer.echo(f"comment {outcome.action}: {outcome.url or outcome.reason}")
+    out(f"comment {outcome.action}: {outcome.url or outcome.reason}")

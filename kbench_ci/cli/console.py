@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -36,6 +37,8 @@ __all__ = [
     "configure_logging",
     "err",
     "error_boundary",
+    "log_safe",
+    "out",
     "suite_progress",
     "stop_signals",
 ]
@@ -60,16 +63,42 @@ def configure_logging(environ: Mapping[str, str] | None = None) -> None:
         return
     # kbench-ci's own records only: GitPython logs every git command it runs at debug
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("kbench-ci %(relativeCreated)7.0f ms %(name)s: %(message)s"))
+    handler.setFormatter(_LogSafeFormatter("kbench-ci %(relativeCreated)7.0f ms %(name)s: %(message)s"))
     logger = logging.getLogger("kbench_ci")
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False  # a root handler a dependency set up would print every line twice
 
 
+#: a line a GitHub Actions runner reads as a workflow command: ``::`` or the older ``##[`` at its
+#: start, after any spaces (the runner trims the line first)
+_WORKFLOW_COMMAND = re.compile(r"\s*(::|##\[)")
+
+
+def log_safe(text: str) -> str:
+    """``text`` with no line that a GitHub Actions runner would act on. The runner reads every
+    line a step writes, to stdout and to stderr, and runs those that start with ``::``:
+    ``::add-mask::FAILED`` hides that word for the rest of the job (its log, its annotations,
+    the outputs that hold it), ``::stop-commands::`` silences the step's own commands after it.
+    A kernel's error message, its compiler's output and a shard's GPU name reach these lines,
+    and a newline of their own would start one; such a line keeps its words behind ``": "``.
+    Any line break counts (the runner also ends a line at a lone carriage return)."""
+    return "".join(f": {line}" if _WORKFLOW_COMMAND.match(line) else line for line in str(text).splitlines(keepends=True))
+
+
+class _LogSafeFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return log_safe(super().format(record))
+
+
 def err(message: str) -> None:
-    """One line to stderr."""
-    typer.echo(message, err=True)
+    """A line (or lines) to stderr, :func:`log_safe`."""
+    typer.echo(log_safe(message), err=True)
+
+
+def out(message: str) -> None:
+    """Lines to stdout (a command's result: a report, the files it wrote), :func:`log_safe`."""
+    typer.echo(log_safe(message))
 
 
 #: a CI log gets a heartbeat line at least this often while a suite runs (seconds)
@@ -105,7 +134,7 @@ class ProgressLine:
         phase in a log."""
         with self._lock:
             if self._bar is not None:
-                self._bar.update(self._task, description=f"{variant} {phase} {done + 1}/{total}")
+                self._bar.update(self._task, description=" ".join(f"{variant} {phase} {done + 1}/{total}".split()))
             elif self.tty:
                 sys.stderr.write(f"\r\033[K[{variant}] {phase} {done + 1}/{total}")
                 sys.stderr.flush()
@@ -117,7 +146,7 @@ class ProgressLine:
         """A line of its own (above the bar on a terminal)."""
         with self._lock:
             if self._bar is not None:
-                self._bar.console.print(message, markup=False, highlight=False, soft_wrap=True)
+                self._bar.console.print(log_safe(message), markup=False, highlight=False, soft_wrap=True)
                 return
             if self.tty:
                 sys.stderr.write("\r\033[K")

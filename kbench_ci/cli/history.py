@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kbench_ci.cli.console import error_boundary
+from kbench_ci.cli.console import error_boundary, out
 from kbench_ci.cli.help_format import Command, Group
 from kbench_ci.errors import UsageError
 from kbench_ci.history.show import suite_thresholds, threshold_sentence, trends, write_site
@@ -59,7 +59,7 @@ def record_command(
         tip = record_all(recorded, Path.cwd(), branch=branch, remote=push)
     where = ", ".join(f"{len(entry.points)} on {entry.gpu}" for entry in recorded)
     note = gate_note(payload)
-    typer.echo(f"recorded {sum(len(e.points) for e in recorded)} cases of {recorded[0].commit[:12]} ({where}) on {branch} "
+    out(f"recorded {sum(len(e.points) for e in recorded)} cases of {recorded[0].commit[:12]} ({where}) on {branch} "
                f"at {tip[:12]}" + (f", pushed to {push}" if push else "") + (f"; {note}" if note else ""))
 
 
@@ -81,8 +81,8 @@ def show_command(
                        suite_thresholds=lambda: suite_thresholds(Path.cwd()))
         write_site(found, output_dir)
     steps = sum(len(t.steps) for t in found)
-    typer.echo(f"wrote {output_dir / 'history.md'}, index.html and {len(found)} charts; {steps} steps; "
+    out(f"wrote {output_dir / 'history.md'}, index.html and {len(found)} charts; {steps} steps; "
                f"{threshold_sentence(found)}")
     for trend in found:
         for step in trend.steps:
-            typer.echo(f"step: {trend.case_id} on {trend.gpu}: {step.ratio - 1:+.1%} at {trend.step_range(step)}")
+            out(f"step: {trend.case_id} on {trend.gpu}: {step.ratio - 1:+.1%} at {trend.step_range(step)}")

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from kbench_ci.cli.console import err, error_boundary
+from kbench_ci.cli.console import err, error_boundary, out
 from kbench_ci.cli.options import DEFAULT_OUTPUT_DIR, OutputDirOption
 from kbench_ci.cli.suite_common import user_failures_line
 from kbench_ci.errors import ExitCode
@@ -82,8 +82,8 @@ def merge(
         )
         with output_folder(output_dir):
             outcome = merge_shards(request)
-    typer.echo(f"merged {len(outcome.sources)} shard folder(s) of `{outcome.command}`: {outcome.summary}")
-    typer.echo(f"wrote {outcome.report_path} and {outcome.results_path}")
+    out(f"merged {len(outcome.sources)} shard folder(s) of `{outcome.command}`: {outcome.summary}")
+    out(f"wrote {outcome.report_path} and {outcome.results_path}")
     code = _exit_code(outcome, no_fail=no_fail)
     if json_summary is not None:
         with error_boundary():

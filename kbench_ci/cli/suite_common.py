@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from kbench_ci.cli.console import ProgressLine, err, error_boundary, suite_progress
+from kbench_ci.cli.console import ProgressLine, err, error_boundary, out, suite_progress
 from kbench_ci.errors import ExitCode
 from kbench_ci.results.atomic import write_json_atomically
 from kbench_ci.results.outcome import CompareOutcome, RunOutcome, UserFailure
@@ -120,8 +120,8 @@ def drive(
             outcome = work(suite_progress(progress))
     if outcome.settings.timing_method_changed:
         err("kbench-ci: note: CPU mode timed with host_time (CUDA events need a GPU)")
-    typer.echo(headline(outcome.report_path.read_text(encoding="utf-8")))
-    typer.echo(f"\nwrote {outcome.report_path} and {outcome.results_path}")
+    out(headline(outcome.report_path.read_text(encoding="utf-8")))
+    out(f"\nwrote {outcome.report_path} and {outcome.results_path}")
     return outcome
 
 

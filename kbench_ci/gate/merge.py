@@ -31,7 +31,7 @@ from typing import Any, Literal, TypeVar
 from kbench_ci.errors import MergeInputError, UsageError
 from kbench_ci.gate.verdicts import _percent, evaluate_gate
 from kbench_ci.report.compare import render_compare
-from kbench_ci.report.markdown import code
+from kbench_ci.report.markdown import cell, code
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.load import load_results
@@ -349,20 +349,21 @@ def _with_problems(summary: str, problems: Sequence[ShardProblem]) -> str:
 def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], geomeans: Sequence[GpuGeomean],
               limit: float | None) -> list[str]:
     lines = ["Merged from " + " · ".join(
-        f"shard {s.label} `{s.directory.name}` ({s.gpu}, {len(s.measured)} case{'' if len(s.measured) == 1 else 's'})" for s in sources
+        f"shard {s.label} {code(s.directory.name)} ({cell(s.gpu, 80)}, {len(s.measured)} case{'' if len(s.measured) == 1 else 's'})"
+        for s in sources
     ) + ".", ""]
     if problems:
         lines += ["> **The shards do not add up to one run, so the gate cannot pass:**"]
         for problem in problems:
             cases = f" ({', '.join(code(c) for c in problem.cases[:20])}{' …' if len(problem.cases) > 20 else ''})" \
                 if problem.cases else ""
-            lines.append(f"> - {problem.message}{cases}")
+            lines.append(f"> - {cell(problem.message, 600)}{cases}")
         lines.append("")
     if len(geomeans) > 1:
         parts = []
         for g in geomeans:
             value = _percent(g.ratio - 1.0) if g.ratio is not None else "—"
-            parts.append(f"{g.gpu} {value} ({g.cases} cases{', over the limit' if g.failed else ''})")
+            parts.append(f"{cell(g.gpu, 80)} {value} ({g.cases} cases{', over the limit' if g.failed else ''})")
         bound = f" (limit +{limit * 100:g}%)" if limit is not None else ""
         lines += ["Geometric mean of head/base per GPU model" + bound + ": " + " · ".join(parts), ""]
     return lines

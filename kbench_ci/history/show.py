@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from kbench_ci.errors import ConfigError, MissingExtraError
 from kbench_ci.history.store import CasePoint, HistoryEntry
+from kbench_ci.report.markdown import cell, code
 from kbench_ci.stats import Step, detect_steps
 from kbench_ci.suite.loader import find_config, load_suite
 from kbench_ci.suite.settings import DEFAULT_THRESHOLD
@@ -153,7 +154,7 @@ def render_markdown(found: Sequence[Trend]) -> str:
         steps = "; ".join(f"{(s.ratio - 1):+.1%} at {trend.step_range(s)}" for s in trend.steps) or "none"
         change = trend.medians_ms[-1] / trend.medians_ms[0] - 1
         lines.append(
-            f"| {trend.gpu} | `{trend.case_id}` | {len(trend.commits)} | {_ms(trend.medians_ms[0])} | "
+            f"| {cell(trend.gpu, 80)} | {code(trend.case_id)} | {len(trend.commits)} | {_ms(trend.medians_ms[0])} | "
             f"{_ms(trend.medians_ms[-1])} | {change:+.1%} | {_percent(trend.threshold)} | {steps} | "
             f"{_first_to_last(trend.registers, str)} | "
             f"{_first_to_last(trend.peak_shares, lambda share: f'{share:.0%}')} |"

@@ -126,7 +126,8 @@ def describe_error(exc: BaseException) -> str:
     # The user's frame; without one (a wrapper's internals only), the innermost outside ours
     frame = users[-1] if users else (mine[-1] if mine else None)
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
-    return f"{type(shown).__name__}: {first}{where}"
+    # one line: a class or file name can hold a newline of its own, and this text reaches logs
+    return " ".join(f"{type(shown).__name__}: {first}{where}".split())
 
 
 #: exception types that wrap the user's own error (its ``__cause__``) and add nothing to it

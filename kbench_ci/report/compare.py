@@ -171,7 +171,7 @@ def render_compare(
                 verdict += " ⚠️ throttled"
             rows.append([
                 case_cell(case),
-                *([(gpu_of or {}).get(case.case_id, "—")] if with_gpu else []),
+                *([cell((gpu_of or {}).get(case.case_id, "—"), 80)] if with_gpu else []),
                 medians_cell(median_ms(case.base), median_ms(case.head)),
                 f"{pct(estimate.ratio)} [{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
                 *([baselines_cell(case.baselines, separator="<br>")] if with_baselines else []),
@@ -461,7 +461,7 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
     if case.result is not None:
         facts += result_facts(case.result)
     if case.throttled:
-        facts.append(("⚠️ throttled", ", ".join(case.throttle_reasons)))
+        facts.append(("⚠️ throttled", cell(", ".join(case.throttle_reasons), 300)))
     for build in (case.base_build, case.head_build):
         if build is not None:
             facts.append((

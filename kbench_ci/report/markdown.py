@@ -56,16 +56,18 @@ def environment_line(environment: Mapping[str, Any] | None) -> list[tuple[str, s
         )
     else:
         gpu = "none — CPU mode (PyTorch on CPU tensors, Triton under TRITON_INTERPRET=1)"
-    rows = [("GPU", gpu)]
+    # a worker reports these (in one process with the pull request's code): text, not markup
+    rows = [("GPU", cell(gpu, 300))]
     if environment.get("gpu_name"):
-        rows.append(("arch", str(environment.get("arch"))))
+        rows.append(("arch", cell(str(environment.get("arch")), 60)))
     rows.append((
         "driver / CUDA / torch / triton",
-        " / ".join(str(environment.get(k) or "—") for k in ("driver_version", "cuda_runtime", "torch_version", "triton_version")),
+        cell(" / ".join(str(environment.get(k) or "—") for k in ("driver_version", "cuda_runtime", "torch_version", "triton_version")),
+             300),
     ))
     libraries = environment.get("libraries") or {}
     if libraries:
-        rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in sorted(libraries.items()))))
+        rows.append(("libraries", cell(", ".join(f"{k} {v}" for k, v in sorted(libraries.items())), 600)))
     return rows
 
 
@@ -95,23 +97,26 @@ def pct(ratio: float | None) -> str:
     return f"{(ratio - 1.0) * 100:+.2f}%"
 
 
-def code(text: str) -> str:
+def code(text: object) -> str:
     """A code span that holds ``text`` whatever backticks it has (a longer fence than any run of
     them in it): inside, GitHub draws every character as it is."""
+    text = " ".join(str(text).split())  # one line: a name a worker reported may hold a newline
     runs = [len(run) for run in re.findall(r"`+", text)]
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    # in a table a pipe ends the cell even inside a code span; GitHub shows "\\|" there as "|"
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
 
 
 def code_cell(text: str, limit: int = 400) -> str:
-    """:func:`code` of ``text`` as one table cell's line, cut at ``limit``, its pipes escaped."""
-    return _table_safe(code(_one_line(text, limit)))
+    """:func:`code` of ``text`` cut at ``limit``: one table cell's line."""
+    return code(_one_line(text, limit))
 
 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
 #: U+2060 WORD JOINER: invisible, and no part of a name or a link
 _JOIN = "\u2060"
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -119,9 +124,56 @@ def _one_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _table_safe(text: str) -> str:
-    # a backslash first: "\|" would read as an escaped backslash and a cell break
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+def _segments(text: str) -> list[tuple[bool, str]]:
+    """``text`` as (is a code span, its characters) pieces, split where GitHub's Markdown splits
+    it: a run of backticks opens a code span that the next run of the same length closes; a
+    backslash before punctuation (a backtick too) makes that character plain. A run that no
+    run closes comes back escaped, so that no code span reaches past the text."""
+    pieces: list[tuple[bool, str]] = []
+    plain, index = "", 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text) and text[index + 1] in _PUNCTUATION:
+            plain += text[index : index + 2]
+            index += 2
+            continue
+        if char != "`":
+            plain += char
+            index += 1
+            continue
+        end = index
+        while end < len(text) and text[end] == "`":
+            end += 1
+        close = _closing_run(text, end, end - index)
+        if close < 0:
+            # escaped: left bare, it could open a code span with a backtick after this text
+            plain += "\\`" * (end - index)
+            index = end
+            continue
+        if plain:
+            pieces.append((False, plain))
+            plain = ""
+        pieces.append((True, text[index : close + end - index]))
+        index = close + end - index
+    if plain:
+        pieces.append((False, plain))
+    return pieces
+
+
+def _closing_run(text: str, start: int, length: int) -> int:
+    """Where the next run of exactly ``length`` backticks from ``start`` begins, or -1."""
+    index = start
+    while index < len(text):
+        if text[index] != "`":
+            index += 1
+            continue
+        end = index
+        while end < len(text) and text[end] == "`":
+            end += 1
+        if end - index == length:
+            return index
+        index = end
+    return -1
 
 
 def inert(text: str) -> str:
@@ -129,19 +181,26 @@ def inert(text: str) -> str:
     its files' names) made into text that GitHub's Markdown shows and does nothing with. A
     kernel's error message lands in the comment the action posts: as Markdown it could open a
     tag or a comment that hides the rows after it, draw an image or a link of its choosing, or
-    @mention anyone (the notification comes from the action's token). Here ``<``, ``>`` and
-    ``&`` become entities, a link's ``](`` and a mention's ``@`` are split by an invisible
-    word joiner; the text reads the same."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MENTION.sub("@" + _JOIN, text.replace("](", "]" + _JOIN + "("))
+    @mention anyone (the notification comes from the action's token). Outside its code spans
+    ``<``, ``>`` and ``&`` become entities, and a link's ``](`` and a mention's ``@`` are split
+    by an invisible word joiner; inside them (where GitHub draws every character as it is)
+    nothing changes. The text reads the same."""
+    out = []
+    for is_code, piece in _segments(text):
+        if not is_code:
+            piece = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            piece = _MENTION.sub("@" + _JOIN, piece.replace("](", "]" + _JOIN + "("))
+        out.append(piece)
+    return "".join(out)
 
 
 def cell(text: str | None, limit: int = 160) -> str:
     """One table cell (or one line of a note) of text that may be a pull request's: one line,
-    long text cut (the details keep all of it), :func:`inert`, pipes escaped."""
+    long text cut (the details keep all of it), :func:`inert`, pipes escaped (a pipe ends a
+    table cell even inside a code span; GitHub shows ``\\|`` as ``|``)."""
     if not text:
         return ""
-    return _table_safe(inert(_one_line(str(text), limit)))
+    return inert(_one_line(str(text), limit)).replace("|", "\\|")
 
 
 def median_ms(variant: VariantResult | None) -> float | None:
@@ -193,7 +252,7 @@ def baselines_cell(speedups: Sequence[BaselineSpeedup], solution: str = "head", 
         elif b.status == "ok":
             parts.append(f"`{b.name}`: {solution} not timed")
         else:
-            parts.append(f"`{b.name}`: {b.status}")
+            parts.append(f"{code(b.name)}: {cell(b.status, 120)}")
     return separator.join(parts)
 
 
@@ -211,7 +270,7 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
         ("GPU before", gpu_state_text(result.gpu_state_before)),
         ("GPU after", gpu_state_text(result.gpu_state_after)),
     ]
-    facts.append(("timing", result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")))
+    facts.append(("timing", cell(result.timing_method + (f" — {result.timing_description}" if result.timing_description else ""), 600)))
     for variant in result.variants:
         if variant.speed_of_light is not None:
             facts.append((f"speed of light ({variant.label})", speed_of_light_text(variant.speed_of_light)))
@@ -232,7 +291,7 @@ def speed_of_light_text(figures: SpeedOfLight) -> str:
         share = f" = {share_text(figures.bandwidth_fraction)} of the measured copy bandwidth" if figures.bandwidth_fraction else ""
         parts.append(f"{figures.bytes_per_s / 1e9:,.4g} GB/s{share}")
     if figures.flops_per_s is not None:
-        share = (f" = {share_text(figures.flops_fraction)} of the measured {figures.matmul_dtype} matmul rate"
+        share = (f" = {share_text(figures.flops_fraction)} of the measured {cell(str(figures.matmul_dtype), 40)} matmul rate"
                  if figures.flops_fraction else "")
         parts.append(f"{figures.flops_per_s / 1e12:,.4g} TFLOP/s{share}")
     work = ", ".join(
@@ -270,7 +329,7 @@ def gpu_state_text(state: Mapping[str, Any] | None) -> str:
     if state.get("power_w") is not None:
         parts.append(f"{state['power_w']:g} W")
     reasons = state.get("throttle_reasons") or []
-    parts.append("throttled: " + ", ".join(reasons) if reasons else "not throttled")
+    parts.append("throttled: " + cell(", ".join(map(str, reasons)), 300) if reasons else "not throttled")
     return ", ".join(parts)
 
 
@@ -311,7 +370,7 @@ def correctness_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> st
             ", ".join(str(t.seed) for t in c.trials) if c else "—",
             tolerance_text(variant),
             ("yes" if variant.post_timing_check else ("no" if variant.post_timing_check is False else "—"))
-            + (f"; {variant.fresh_inputs}" if variant.fresh_inputs else ""),
+            + (f"; {cell(variant.fresh_inputs, 300)}" if variant.fresh_inputs else ""),
             cell(variant.message, 300) if variant.status != "ok" else "",
         ])
     return table(["side", "correctness", "seeds", "tolerance", "re-checked after timing", "message"], rows)
@@ -322,7 +381,7 @@ def tolerance_text(variant: VariantResult) -> str:
     c = variant.correctness
     checks = [check for trial in c.trials for check in trial.outputs] if c else []
     seen: dict[tuple[float, float, str], None] = {(o.atol, o.rtol, o.tolerance_source): None for o in checks}
-    return "; ".join(f"atol={atol:g} rtol={rtol:g} ({source})" for atol, rtol, source in seen) or "—"
+    return "; ".join(f"atol={atol:g} rtol={rtol:g} ({cell(source, 120)})" for atol, rtol, source in seen) or "—"
 
 
 def notes_lines(variants: Sequence[tuple[str, VariantResult | None]]) -> list[str]:

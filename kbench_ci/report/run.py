@@ -107,7 +107,7 @@ def _run_details(case: RunCase) -> list[str]:
     lines = ["<details>", f"<summary>{html.escape(f'{RUN_MARKERS[case.status]} {case.case_id} — {case.status}')}</summary>", ""]
     if case.message:
         lines += [f"**Note:** {cell(case.message, 2000)}", ""]
-    facts: list[tuple[str, str]] = [("implementation", case.implementation)]
+    facts: list[tuple[str, str]] = [("implementation", cell(case.implementation, 60))]
     if case.result is not None:
         facts += result_facts(case.result)
     if case.build is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbench_ci.report.markdown import share_text, table
+from kbench_ci.report.markdown import cell, code, share_text, table
 from kbench_ci.results.model import CompiledKernel, KernelLaunch, VariantResult
 from kbench_ci.results.outcome import SideProfile
 
@@ -110,10 +110,10 @@ def launch_changes(
         old, new = base_kernels[base_name], head_kernels[head_name]
         changes = [*_shape_changes(old, new), _time_change(old, new)]
         weighed.append((max(old.share, new.share),
-                        f"`{_base_name(head_name)}` reshaped (the same kernel): " + ", ".join(changes)))
+                        f"{code(_base_name(head_name))} reshaped (the same kernel): " + ", ".join(changes)))
     paired = set(reshaped) | set(reshaped.values())
     for name in (base_kernels.keys() | head_kernels.keys()) - paired:
-        shown = f"`{short_kernel_name(name)}`"
+        shown = code(short_kernel_name(name))
         was, now = base_kernels.get(name), head_kernels.get(name)
         if was is None and now is not None:
             weighed.append((now.share, f"a new kernel {shown} ({share_text(now.share)} of the time)"))
@@ -192,9 +192,9 @@ def compiled_changes(base: Sequence[CompiledKernel], head: Sequence[CompiledKern
             if getattr(was, field) != getattr(now, field) and None not in (getattr(was, field), getattr(now, field))
         ]
         if was.autotune_pick != now.autotune_pick and None not in (was.autotune_pick, now.autotune_pick):
-            parts.append(f"autotuner picked `{was.autotune_pick}` on base, `{now.autotune_pick}` on head")
+            parts.append(f"autotuner picked {code(was.autotune_pick)} on base, {code(now.autotune_pick)} on head")
         if parts:
-            changes.append(f"compiled `{short_kernel_name(was.name)}`: " + ", ".join(parts))
+            changes.append(f"compiled {code(short_kernel_name(was.name))}: " + ", ".join(parts))
     return changes
 
 
@@ -222,8 +222,8 @@ def autotune_split(base: VariantResult | None, head: VariantResult | None) -> st
     """The autotuner's picks where base and head picked differently (one phrase), else None."""
     for was, now in _autotuned_pairs(base, head):
         if was.autotune_pick != now.autotune_pick:
-            return (f"`{short_kernel_name(was.name)}`: the autotuner picked `{was.autotune_pick}` on base and "
-                    f"`{now.autotune_pick}` on head; the times compare two configs, not two sources")
+            return (f"{code(short_kernel_name(was.name))}: the autotuner picked {code(was.autotune_pick)} on base and "
+                    f"{code(now.autotune_pick)} on head; the times compare two configs, not two sources")
     return None
 
 
@@ -236,12 +236,12 @@ def autotune_sharing(base: VariantResult | None, head: VariantResult | None) -> 
     for was, now in _autotuned_pairs(base, head):
         name = short_kernel_name(was.name)
         if was.autotune_pick != now.autotune_pick:
-            said.append(f"`{name}`: tuned apart, base picked `{was.autotune_pick}` and head `{now.autotune_pick}`")
+            said.append(f"{code(name)}: tuned apart, base picked {code(was.autotune_pick)} and head {code(now.autotune_pick)}")
         elif min(was.versions or 1, now.versions or 1) <= 1:
-            said.append(f"`{name}`: one pick shared through the autotune cache, `{was.autotune_pick}`")
+            said.append(f"{code(name)}: one pick shared through the autotune cache, {code(was.autotune_pick)}")
         else:
-            said.append(f"`{name}`: tuned apart ({was.versions} and {now.versions} versions compiled), "
-                        f"both picked `{was.autotune_pick}`")
+            said.append(f"{code(name)}: tuned apart ({was.versions} and {now.versions} versions compiled), "
+                        f"both picked {code(was.autotune_pick)}")
     return said
 
 
@@ -266,7 +266,7 @@ def launch_rows(side: str, launches: Sequence[KernelLaunch]) -> list[list[str]]:
     """The details' table rows of one side's launches."""
     return [
         [
-            side, f"`{short_kernel_name(launch.name)}`", f"{launch.per_call:g}", share_text(launch.share),
+            side, code(short_kernel_name(launch.name)), f"{launch.per_call:g}", share_text(launch.share),
             f"{launch.mean_us:.3g}", _triple(launch.grid), _triple(launch.block),
             "—" if launch.registers is None else str(launch.registers),
             "—" if launch.shared_bytes is None else f"{launch.shared_bytes:,}",
@@ -284,7 +284,7 @@ def compiled_rows(side: str, kernels: Sequence[CompiledKernel]) -> list[list[str
         return "—" if value is None else f"{value:,}"
 
     return [
-        [side, f"`{short_kernel_name(kernel.name)}`", kernel.source, number(kernel.registers),
+        [side, code(short_kernel_name(kernel.name)), cell(kernel.source, 60), number(kernel.registers),
          f"{number(kernel.spill_stores)} / {number(kernel.spill_loads)}", number(kernel.stack_bytes),
          number(kernel.shared_bytes), number(kernel.num_warps), number(kernel.num_stages),
          cell_text(kernel.autotune_pick), number(kernel.versions)]
@@ -293,7 +293,7 @@ def compiled_rows(side: str, kernels: Sequence[CompiledKernel]) -> list[list[str
 
 
 def cell_text(value: str | None) -> str:
-    return "—" if value is None else f"`{value}`"
+    return "—" if value is None else code(str(value))
 
 
 COMPILED_HEADERS = ["side", "kernel", "from", "registers", "spill stores / loads", "stack B", "shared B", "warps",
@@ -339,5 +339,5 @@ def profile_lines(profiles: Sequence[SideProfile]) -> list[str]:
             cells = [read(p) for p in measured]
             rows.append([label, *("—" if value is None else text.format(value * scale) for value in cells)])
         lines += [table(["", *(p.label for p in measured)], rows), ""]
-    lines += [f"- {p.label}: not profiled: {p.problem}" for p in profiles if p.problem]
+    lines += [f"- {p.label}: not profiled: {cell(p.problem, 600)}" for p in profiles if p.problem]
     return [*lines, ""] if any(p.problem for p in profiles) else lines

@@ -37,22 +37,19 @@ def _markup_left(markdown: str) -> list[str]:
 
 
 def _cells(row: str) -> list[str]:
-    """A table row's cells as GitHub's table extension splits them: a backslash escapes the
-    character after it (so ``\\\\|`` is an escaped backslash and then a cell break)."""
-    cells, current, index = [], "", 0
-    text = row.strip().strip("|") if not row.strip().endswith("\\|") else row.strip()[1:]
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            current += text[index : index + 2]
-            index += 2
-            continue
-        if char == "|":
+    """A table row's cells as GitHub's table extension splits them: at every pipe that no
+    backslash comes just before (cmark-gfm 0.29: ``\\\\|`` does not split either)."""
+    text = row.strip()
+    text = text[1:] if text.startswith("|") else text
+    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
+    cells, current, previous = [], "", ""
+    for char in text:
+        if char == "|" and previous != "\\":
             cells.append(current)
             current = ""
         else:
             current += char
-        index += 1
+        previous = char
     return [*cells, current]
 
 
@@ -75,7 +72,7 @@ def test_a_cell_keeps_the_text_and_drops_the_markup() -> None:
     assert len(_cells(f"| x | {text} |")) == 2  # the pipes, and the escaped one, stay in the cell
     # what a reader sees is the same words: the entities and invisible joiners aside
     shown = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").replace("\u2060", "")
-    assert shown.replace("\\|", "|").replace("\\\\", "\\") == HOSTILE
+    assert shown.replace("\\|", "|") == HOSTILE
 
 
 def test_an_incorrect_heads_message_reaches_the_comment_inert(tmp_path: Path) -> None:
@@ -118,3 +115,32 @@ def test_a_code_span_holds_any_backticks() -> None:
     assert code("make `x` <img>") == "``make `x` <img>``"
     assert code("`start") == "`` `start ``"
     assert code_cell("make a | b") == "`make a \\| b`"
+
+
+def test_code_spans_in_a_message_stay_as_written_and_none_reaches_past_it() -> None:
+    # a message's own code spans are drawn as they are: nothing to escape inside them
+    assert cell("wrote `std::vector<float>&` at `@torch.jit`") == "wrote `std::vector<float>&` at `@torch.jit`"
+    # a backtick that nothing in the text closes is escaped: two texts side by side in one
+    # paragraph cannot pair theirs (the second's "code span" would otherwise start in the first)
+    first, second = cell("it failed `"), cell("x` <img src=https://e.invalid/y.png> `z")
+    assert first == "it failed \\`" and second == "x` <img src=https://e.invalid/y.png> `z"
+    from kbench_ci.report.markdown import _segments
+    plain = [piece for is_code, piece in _segments(f"{first} {second}") if not is_code]
+    assert not any("<img" in piece for piece in plain)
+
+
+def test_names_a_worker_reported_reach_why_it_changed_as_code() -> None:
+    from kbench_ci.report.why import launch_changes
+    from kbench_ci.results.model import KernelLaunch
+
+    def launch(name: str, registers: int) -> KernelLaunch:
+        return KernelLaunch(name=name, per_call=1, share=1.0, mean_us=10.0, grid=(1, 1, 1), block=(32, 1, 1),
+                            registers=registers, shared_bytes=0, blocks_per_sm=1.0, occupancy_pct=50)
+
+    hostile = "k` <img src=https://e.invalid/x.png> @kbench-org/team <!--"
+    lines = launch_changes((launch("k", 32),), (launch("k", 32), launch(hostile, 40)))
+    text = " ".join(lines)
+    assert "img" in text
+    from kbench_ci.report.markdown import _segments
+    plain = [piece for is_code, piece in _segments(text) if not is_code]
+    assert not any("<img" in piece or "@kbench-org" in piece for piece in plain), text
