@@ -114,6 +114,8 @@ def code_cell(text: str, limit: int = 400) -> str:
 
 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
+#: ``#123``, ``org/repo#123``: a reference GitHub links, and records in the issue it names
+_REFERENCE = re.compile(r"#(?=[0-9])")
 #: U+2060 WORD JOINER: invisible, and no part of a name or a link
 _JOIN = "\u2060"
 _PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -181,15 +183,17 @@ def inert(text: str) -> str:
     its files' names) made into text that GitHub's Markdown shows and does nothing with. A
     kernel's error message lands in the comment the action posts: as Markdown it could open a
     tag or a comment that hides the rows after it, draw an image or a link of its choosing, or
-    @mention anyone (the notification comes from the action's token). Outside its code spans
-    ``<``, ``>`` and ``&`` become entities, and a link's ``](`` and a mention's ``@`` are split
-    by an invisible word joiner; inside them (where GitHub draws every character as it is)
+    @mention anyone (the notification comes from the action's token), or reference any issue
+    (``org/repo#1``: GitHub records the mention there). Outside its code spans ``<``, ``>`` and
+    ``&`` become entities, and a link's ``](``, a mention's ``@`` and a reference's ``#`` are
+    split by an invisible word joiner; inside them (where GitHub draws every character as it is)
     nothing changes. The text reads the same."""
     out = []
     for is_code, piece in _segments(text):
         if not is_code:
             piece = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             piece = _MENTION.sub("@" + _JOIN, piece.replace("](", "]" + _JOIN + "("))
+            piece = _REFERENCE.sub("#" + _JOIN, piece)
         out.append(piece)
     return "".join(out)
 

@@ -24,13 +24,13 @@ from tests.unit.report.comment_suite import suite_cases, suite_outcome
 #: what a cheating head raises: closes the details, draws an image, links a "re-run", pings a
 #: team (as text and as an entity), opens a comment to hide the rest, adds table cells
 HOSTILE = ("RuntimeError: </details><img src=https://e.invalid/x.png> [re-run](https://e.invalid/r) "
-           "@kbench-org/maintainers &#64;admin <!-- | 🟢 faster | −42% | ✅ \\| and more")
+           "@kbench-org/maintainers &#64;admin kbench-org/private#1 <!-- | 🟢 faster | −42% | ✅ \\| and more")
 
 
 def _markup_left(markdown: str) -> list[str]:
     """Whatever in ``markdown`` GitHub would still read as markup from HOSTILE."""
     found = []
-    for pattern in (r"<img", r"</details><", r"<!--", r"\]\(https://e\.invalid", r"@kbench-org", r"&#64;admin"):
+    for pattern in (r"<img", r"</details><", r"<!--", r"\]\(https://e\.invalid", r"@kbench-org", r"&#64;admin", r"private#1"):
         if re.search(pattern, markdown):
             found.append(pattern)
     return found
