@@ -101,6 +101,8 @@ def code(text: object) -> str:
     """A code span that holds ``text`` whatever backticks it has (a longer fence than any run of
     them in it): inside, GitHub draws every character as it is."""
     text = " ".join(str(text).split())  # one line: a name a worker reported may hold a newline
+    if not text:  # two bare backticks would open a span that a later one closes
+        return "—"
     runs = [len(run) for run in re.findall(r"`+", text)]
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -114,8 +116,11 @@ def code_cell(text: str, limit: int = 400) -> str:
 
 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_])")
-#: ``#123``, ``org/repo#123``: a reference GitHub links, and records in the issue it names
-_REFERENCE = re.compile(r"#(?=[0-9])")
+#: ``#123``, ``org/repo#123``, ``GH-123``: a reference GitHub links, and records in the issue it names
+_REFERENCE = re.compile(r"#(?=[0-9])|(?i:\bGH)(?=-[0-9])")
+#: where GitHub's extended autolinks begin (``www.``, ``https://``): one that begins outside a
+#: code span runs on to the next space, through a backtick, and would end that span
+_AUTOLINK = re.compile(r"(?i:www)(?=\.)|:(?=//)")
 #: U+2060 WORD JOINER: invisible, and no part of a name or a link
 _JOIN = "\u2060"
 _PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -135,6 +140,9 @@ def _segments(text: str) -> list[tuple[bool, str]]:
     plain, index = "", 0
     while index < len(text):
         char = text[index]
+        if char == "\\" and index + 1 == len(text):
+            plain += "\\\\"  # escaped: a backslash at the end would escape what follows the text
+            break
         if char == "\\" and index + 1 < len(text) and text[index + 1] in _PUNCTUATION:
             plain += text[index : index + 2]
             index += 2
@@ -185,15 +193,17 @@ def inert(text: str) -> str:
     tag or a comment that hides the rows after it, draw an image or a link of its choosing, or
     @mention anyone (the notification comes from the action's token), or reference any issue
     (``org/repo#1``: GitHub records the mention there). Outside its code spans ``<``, ``>`` and
-    ``&`` become entities, and a link's ``](``, a mention's ``@`` and a reference's ``#`` are
-    split by an invisible word joiner; inside them (where GitHub draws every character as it is)
+    ``&`` become entities, and a link's ``](``, a mention's ``@``, a reference's ``#`` (or
+    ``GH``) and an autolink's ``www``/``:`` (before ``.``/``//``) are split by an invisible word
+    joiner; inside them (where GitHub draws every character as it is)
     nothing changes. The text reads the same."""
     out = []
     for is_code, piece in _segments(text):
         if not is_code:
             piece = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             piece = _MENTION.sub("@" + _JOIN, piece.replace("](", "]" + _JOIN + "("))
-            piece = _REFERENCE.sub("#" + _JOIN, piece)
+            piece = _REFERENCE.sub(lambda found: found.group(0) + _JOIN, piece)
+            piece = _AUTOLINK.sub(lambda found: found.group(0) + _JOIN, piece)
         out.append(piece)
     return "".join(out)
 

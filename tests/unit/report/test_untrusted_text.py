@@ -144,3 +144,20 @@ def test_names_a_worker_reported_reach_why_it_changed_as_code() -> None:
     from kbench_ci.report.markdown import _segments
     plain = [piece for is_code, piece in _segments(text) if not is_code]
     assert not any("<img" in piece or "@kbench-org" in piece for piece in plain), text
+
+
+def test_an_autolink_cannot_swallow_a_code_spans_backtick() -> None:
+    # GitHub's extended autolink runs from "www." or "https://" to the next space, through a
+    # backtick: the "code span" after it would be Markdown again (found by a second reviewer)
+    from kbench_ci.report.markdown import _AUTOLINK, _segments
+    for text in ("www.a.com/` <img src=https://e.invalid/x.png> @kbench-org/team `",
+                 "HTTPS://a.b/`<img src=x>`", "ftp://a.b/`<!--`"):
+        safe = cell(text)
+        plain = "".join(piece for is_code, piece in _segments(safe) if not is_code)
+        assert not _AUTOLINK.search(plain), safe  # no autolink begins outside a code span
+
+
+def test_references_a_trailing_backslash_and_an_empty_name() -> None:
+    assert "GH-12" not in cell("see GH-12") and "gh-3" not in cell("gh-3")
+    assert cell("ends with \\") == "ends with \\\\"  # it would escape what follows the text
+    assert code("") == "—" and code("  ") == "—"  # "``" would open a span a later one closes
