@@ -128,6 +128,9 @@ class _Dependencies:
     #: the suite's kernel files (solutions and references): each is its own kernel's, not a file
     #: a Python solution beside it reads
     kernel_files: frozenset[str] = frozenset()
+    #: set where the kernel's Python reaches files by names no import states (``importlib``,
+    #: ``exec``, ``open``, ``__file__`` ...): where, and every changed file then counts
+    any_file_because: str | None = None
 
 
 def affected_kernels(
@@ -243,6 +246,8 @@ def _hits(deps: _Dependencies, changed: frozenset[str]) -> dict[str, str]:
     for path in changed:
         if path in deps.files:
             found[path] = deps.files[path]
+        elif deps.any_file_because is not None:
+            found[path] = f"every changed file counts: {deps.any_file_because}"
         elif deps.folder is not None and path.startswith(f"{deps.folder}/"):
             found[path] = "in the folder of a kernel built by its own command"
         elif (deps.python_folder is not None and path.startswith(f"{deps.python_folder}/") and not path.endswith(".py")
@@ -256,7 +261,7 @@ def _hits(deps: _Dependencies, changed: frozenset[str]) -> dict[str, str]:
 class _DependencyFinder:
     """The dependencies of one side's kernels, each compiler run and parse done once per file."""
 
-    __slots__ = ("suite", "tree", "real_tree", "scan_headers", "label", "notes", "_headers", "_imports")
+    __slots__ = ("suite", "tree", "real_tree", "scan_headers", "label", "notes", "_headers", "_imports", "_reach")
 
     def __init__(self, suite: Suite, tree: Path, scan_headers: HeaderScanner | None, label: str) -> None:
         self.suite = suite
@@ -267,6 +272,7 @@ class _DependencyFinder:
         self.notes: list[str] = []
         self._headers: dict[tuple[Path, bool], frozenset[Path] | str] = {}
         self._imports: dict[tuple[Path, tuple[Path, ...]], dict[Path, Path]] = {}
+        self._reach: dict[Path, str | None] = {}
 
     def of(self, kernel: KernelSpec) -> _Dependencies:
         files: dict[str, str] = {}
@@ -287,13 +293,30 @@ class _DependencyFinder:
                 for header in sorted(scanned):
                     self._add(files, header, f"a header {kernel.solution.name} includes", keep=True)
         self._add_imports(files, kernel.ref, "ref.py")
+        any_file_because = self._dynamic_reach(kernel, files)
+        if any_file_because is not None:
+            self.notes.append(f"{kernel.name} ({self.label}): {any_file_because}; every changed file counts for it")
         if every_header_because is not None:
             self.notes.append(f"{kernel.name} ({self.label}): {every_header_because}; every changed C/C++/CUDA file counts for it")
         kernel_files = frozenset(
             inside for k in self.suite.kernels for inside in (self._inside(k.solution), self._inside(k.ref)) if inside
         )
         return _Dependencies(files=files, every_header_because=every_header_because, folder=folder,
-                             python_folder=python_folder, kernel_files=kernel_files)
+                             python_folder=python_folder, kernel_files=kernel_files, any_file_because=any_file_because)
+
+    def _dynamic_reach(self, kernel: KernelSpec, files: Mapping[str, str]) -> str | None:
+        """Where the kernel's own Python (its solution, its ref.py and the repository modules
+        they import) reaches other files by names that no import states: the first such place,
+        or None. A pull request could otherwise put its change in a file loaded so, and the
+        plan would call the kernel "not affected" and measure nothing."""
+        sources = [kernel.solution, kernel.ref, *(self.tree / path for path in sorted(files) if path.endswith(".py"))]
+        for source in dict.fromkeys(path for path in sources if path.suffix == ".py"):
+            if source not in self._reach:
+                self._reach[source] = _dynamic_reach_in(source)
+            found = self._reach[source]
+            if found is not None:
+                return f"{self._inside(source) or source.name}:{found}"
+        return None
 
     def _scan(self, source: Path, *, cutlass: bool) -> frozenset[Path] | str:
         """The files the compiler reads for ``source``, or why there is no answer."""
@@ -383,6 +406,56 @@ def _imported_files(source: Path, roots: Sequence[Path]) -> Iterator[Path]:
                 # `from package import name`: name may be a submodule.
                 if alias.name != "*":
                     yield from _module_files([*parts, alias.name], bases)
+
+
+#: calls that load code or read files by a name the call computes: builtins called by name,
+#: functions and methods by their own name (``importlib.import_module``, ``Path.read_text``,
+#: ``ctypes.CDLL``, ``os.listdir`` ...), and ``load`` of the modules that load files with it
+#: (``torch.utils.cpp_extension.load``, ``torch.load``, ``np.load``; not Triton's ``tl.load``)
+_DYNAMIC_BUILTINS = frozenset({"__import__", "exec", "eval", "compile", "open", "load"})
+_DYNAMIC_FUNCTIONS = frozenset({
+    "import_module", "run_path", "run_module", "spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader",
+    "load_source", "read_text", "read_bytes", "fromfile", "loadtxt", "genfromtxt", "CDLL", "PyDLL", "LoadLibrary",
+    "load_library", "listdir", "scandir", "iterdir", "walk", "glob", "rglob",
+})
+_LOADING_MODULES = frozenset({"cpp_extension", "torch", "np", "numpy", "pickle", "json", "yaml", "marshal", "ctypes", "cdll"})
+#: names whose mere use means files found at run time: ``__file__`` (a path beside the module),
+#: ``__path__``, ``importlib``/``runpy``/``pkgutil`` as modules
+_DYNAMIC_NAMES = frozenset({"__file__", "__path__", "importlib", "runpy", "pkgutil", "zipimport"})
+
+
+def _dynamic_call(function: ast.expr) -> str | None:
+    if isinstance(function, ast.Name):
+        return function.id if function.id in _DYNAMIC_BUILTINS | _DYNAMIC_FUNCTIONS else None
+    if not isinstance(function, ast.Attribute):
+        return None
+    if function.attr in _DYNAMIC_FUNCTIONS:
+        return function.attr
+    owner = function.value
+    owner_name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
+    return f"{owner_name}.load" if function.attr == "load" and owner_name in _LOADING_MODULES else None
+
+
+def _dynamic_reach_in(source: Path) -> str | None:
+    """``LINE (what)`` of the first place in ``source`` that loads code or reads a file by a
+    name computed at run time, or None. Generous: a kernel it names measures more, never less."""
+    try:
+        parsed = ast.parse(source.read_bytes(), filename=str(source))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(parsed):
+        if isinstance(node, ast.Call):
+            name = _dynamic_call(node.func)
+            if name is not None:
+                return f"{node.lineno} ({name}(...))"
+        elif isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:
+            return f"{node.lineno} ({node.id})"
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                if module.split(".")[0] in _DYNAMIC_NAMES:
+                    return f"{node.lineno} (import {module})"
+    return None
 
 
 def _module_files(parts: Sequence[str], bases: Sequence[Path]) -> Iterator[Path]:

@@ -93,3 +93,40 @@ def test_the_action_measures_only_changes_on_pull_requests_by_default(event: str
 def test_a_bad_changed_only_input_is_named() -> None:
     with pytest.raises(UsageError, match="KBENCH_CHANGED_ONLY='sometimes'"):
         changed_only({"GITHUB_EVENT_NAME": "push", "KBENCH_CHANGED_ONLY": "sometimes"})
+
+
+#: "double" as a pull request's author would write it to keep its helper out of the plan: the
+#: helper module is loaded by a name no import statement states
+DOUBLE_DYNAMIC = DOUBLE.replace("from kernels.helpers import factor\n", "import importlib\n").replace(
+    "torch.mul(x, factor(), out=out)", 'torch.mul(x, importlib.import_module("kernels." + "helpers").factor(), out=out)')
+
+
+def test_a_helper_loaded_by_a_computed_name_still_reaches_its_kernel(tmp_path: Path) -> None:
+    # Red team: with the helper loaded through importlib, a pull request that breaks it read
+    # "not affected (not measured)" and passed the gate (before 2026-12-05)
+    repo = repo_with_helper(tmp_path / "repo")
+    repo.commit({"kernels/double.py": DOUBLE_DYNAMIC}, "double loads its helper by name")
+    base = repo.git("rev-parse", "HEAD")
+    repo.commit({"kernels/helpers.py": "def factor():\n    return 3.0\n"}, "the helper, wrong")
+    done = kbench(repo.root, "compare", "--base", base, "--changed-only", "--device", "cpu", "--output-dir",
+                  str(tmp_path / "out"))
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert measured(tmp_path / "out") == {"double"}
+    data = results(tmp_path / "out")
+    assert data["gate"]["passed"] is False
+    assert any("every changed file counts: kernels/double.py:" in reason for reason in data["changed_only"]["reasons"]["double"])
+
+
+@pytest.mark.parametrize(("source", "found"), [
+    ("import triton.language as tl\ndef k(p):\n    return tl.load(p)\n", None),
+    ("import torch\ndef f(x):\n    return torch.compile(x)\n", None),
+    ("import importlib\n", "1 (import importlib)"),
+    ("from torch.utils import cpp_extension\nm = cpp_extension.load('m', ['m.cu'])\n", "2 (cpp_extension.load(...))"),
+    ("from pathlib import Path\nsrc = Path(__file__).with_name('k.cu')\n", "2 (__file__)"),
+    ("def f():\n    exec(open('impl.py').read())\n", "2 (exec(...))"),
+    ("import os\nnames = os.listdir('.')\n", "2 (listdir(...))"),
+])
+def test_what_counts_as_reaching_files_by_a_computed_name(tmp_path: Path, source: str, found: str | None) -> None:
+    from kbench_ci.suite.affected import _dynamic_reach_in
+    (tmp_path / "k.py").write_text(source)
+    assert _dynamic_reach_in(tmp_path / "k.py") == found
