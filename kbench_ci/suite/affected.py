@@ -421,7 +421,9 @@ _DYNAMIC_FUNCTIONS = frozenset({
 _LOADING_MODULES = frozenset({"cpp_extension", "torch", "np", "numpy", "pickle", "json", "yaml", "marshal", "ctypes", "cdll"})
 #: names whose mere use means files found at run time: ``__file__`` (a path beside the module),
 #: ``__path__``, ``importlib``/``runpy``/``pkgutil`` as modules
-_DYNAMIC_NAMES = frozenset({"__file__", "__path__", "importlib", "runpy", "pkgutil", "zipimport"})
+_DYNAMIC_NAMES = frozenset({"__file__", "__path__", "__builtins__", "builtins", "importlib", "runpy", "pkgutil", "zipimport"})
+#: ``sys.path`` and its kin: a module found where no import resolves it from here
+_SYS_IMPORT_STATE = frozenset({"path", "modules", "meta_path", "path_hooks"})
 
 
 def _dynamic_call(function: ast.expr) -> str | None:
@@ -450,6 +452,9 @@ def _dynamic_reach_in(source: Path) -> str | None:
                 return f"{node.lineno} ({name}(...))"
         elif isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:
             return f"{node.lineno} ({node.id})"
+        elif (isinstance(node, ast.Attribute) and node.attr in _SYS_IMPORT_STATE and isinstance(node.value, ast.Name)
+              and node.value.id == "sys"):
+            return f"{node.lineno} (sys.{node.attr})"
         elif isinstance(node, ast.Import | ast.ImportFrom):
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for module in modules:
