@@ -416,12 +416,15 @@ _DYNAMIC_BUILTINS = frozenset({"__import__", "exec", "eval", "compile", "open", 
 _DYNAMIC_FUNCTIONS = frozenset({
     "import_module", "run_path", "run_module", "spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader",
     "load_source", "read_text", "read_bytes", "fromfile", "loadtxt", "genfromtxt", "CDLL", "PyDLL", "LoadLibrary",
-    "load_library", "listdir", "scandir", "iterdir", "walk", "glob", "rglob",
+    "load_library", "listdir", "scandir", "iterdir", "walk", "glob", "rglob", "open", "fdopen", "from_file", "memmap",
+    "popen", "system", "spawnv", "execv", "execvp",
 })
 _LOADING_MODULES = frozenset({"cpp_extension", "torch", "np", "numpy", "pickle", "json", "yaml", "marshal", "ctypes", "cdll"})
 #: names whose mere use means files found at run time: ``__file__`` (a path beside the module),
 #: ``__path__``, ``importlib``/``runpy``/``pkgutil`` as modules
-_DYNAMIC_NAMES = frozenset({"__file__", "__path__", "__builtins__", "builtins", "importlib", "runpy", "pkgutil", "zipimport"})
+_DYNAMIC_NAMES = frozenset({
+    "__file__", "__path__", "__builtins__", "builtins", "importlib", "runpy", "pkgutil", "zipimport", "subprocess",
+})
 #: ``sys.path`` and its kin: a module found where no import resolves it from here
 _SYS_IMPORT_STATE = frozenset({"path", "modules", "meta_path", "path_hooks"})
 
