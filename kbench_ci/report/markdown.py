@@ -103,11 +103,15 @@ def code(text: object) -> str:
     text = " ".join(str(text).split())  # one line: a name a worker reported may hold a newline
     if not text:  # two bare backticks would open a span that a later one closes
         return "—"
-    runs = [len(run) for run in re.findall(r"`+", text)]
-    fence = "`" * (max(runs, default=0) + 1)
+    fence = "`" * (_longest_backtick_run(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     # in a table a pipe ends the cell even inside a code span; GitHub shows "\\|" there as "|"
     return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|")
+
+
+def _longest_backtick_run(text: str) -> int:
+    """A fence longer than this (a code span's or a code block's) cannot be closed inside ``text``."""
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def code_cell(text: str, limit: int = 400) -> str:
@@ -326,7 +330,7 @@ def compiler_output(build: BuildOutcome | None, title: str) -> list[str]:
     if build is None or build.ok or not build.compiler_output:
         return []
     output = build.compiler_output.rstrip()[-6000:]
-    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", output)), default=0) + 1)
+    fence = "`" * max(3, _longest_backtick_run(output) + 1)
     return [title, "", fence, output, fence, ""]
 
 
