@@ -419,6 +419,8 @@ _DYNAMIC_FUNCTIONS = frozenset({
     "load_library", "listdir", "scandir", "iterdir", "walk", "glob", "rglob", "open", "fdopen", "from_file", "memmap",
     "popen", "system", "spawnv", "execv", "execvp",
 })
+#: either, called by a bare name (``from os import listdir``)
+_DYNAMIC_BARE = _DYNAMIC_BUILTINS | _DYNAMIC_FUNCTIONS
 _LOADING_MODULES = frozenset({"cpp_extension", "torch", "np", "numpy", "pickle", "json", "yaml", "marshal", "ctypes", "cdll"})
 #: names whose mere use means files found at run time: ``__file__`` (a path beside the module),
 #: ``__path__``, ``importlib``/``runpy``/``pkgutil`` as modules
@@ -431,7 +433,7 @@ _SYS_IMPORT_STATE = frozenset({"path", "modules", "meta_path", "path_hooks"})
 
 def _dynamic_call(function: ast.expr) -> str | None:
     if isinstance(function, ast.Name):
-        return function.id if function.id in _DYNAMIC_BUILTINS | _DYNAMIC_FUNCTIONS else None
+        return function.id if function.id in _DYNAMIC_BARE else None
     if not isinstance(function, ast.Attribute):
         return None
     if function.attr in _DYNAMIC_FUNCTIONS:
