@@ -4,6 +4,7 @@ a change to the suite's settings measures everything; the action turns it on for
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,11 @@ def repo_with_helper(root: Path):  # type: ignore[no-untyped-def]
     return repo
 
 
+def compare_changed_only(repo_root: Path, base: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """``compare --base BASE --changed-only`` on the CPU into ``out``."""
+    return kbench(repo_root, "compare", "--base", base, "--changed-only", "--device", "cpu", "--output-dir", str(out))
+
+
 def measured(out: Path) -> set[str]:
     return {case["kernel"] for case in results(out)["cases"]}
 
@@ -52,8 +58,7 @@ def test_a_change_to_one_kernel_measures_only_it_and_lists_the_others(tmp_path: 
     base = repo.git("rev-parse", "HEAD")
     scale = suite_files([{"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}], "variant": "ok"}])
     repo.commit({"kernels/scale.py": scale["kernels/scale.py"] + "\n# a comment that changes the file\n"}, "touch scale")
-    done = kbench(repo.root, "compare", "--base", base, "--changed-only", "--device", "cpu", "--output-dir",
-                  str(tmp_path / "out"))
+    done = compare_changed_only(repo.root, base, tmp_path / "out")
     assert done.returncode == 0, done.stderr[-3000:]
     assert measured(tmp_path / "out") == {"scale"}
     data = results(tmp_path / "out")
@@ -68,15 +73,13 @@ def test_a_helper_module_reaches_the_kernel_that_imports_it_and_settings_reach_a
     repo = repo_with_helper(tmp_path / "repo")
     base = repo.git("rev-parse", "HEAD")
     repo.commit({"kernels/helpers.py": "def factor():\n    return 2.0  # same value, new file\n"}, "helper")
-    done = kbench(repo.root, "compare", "--base", base, "--changed-only", "--device", "cpu", "--output-dir",
-                  str(tmp_path / "helper"))
+    done = compare_changed_only(repo.root, base, tmp_path / "helper")
     assert done.returncode == 0, done.stderr[-3000:]
     assert measured(tmp_path / "helper") == {"double"}
 
     head = repo.git("rev-parse", "HEAD")
     repo.commit({"kbench.toml": suite_toml(KERNELS, {"seed": 7})}, "a suite setting")
-    done = kbench(repo.root, "compare", "--base", head, "--changed-only", "--device", "cpu", "--output-dir",
-                  str(tmp_path / "settings"))
+    done = compare_changed_only(repo.root, head, tmp_path / "settings")
     assert done.returncode == 0, done.stderr[-3000:]
     assert measured(tmp_path / "settings") == {"vadd", "scale", "double"}
     assert "every kernel measured" in (tmp_path / "settings" / "benchmark.md").read_text()
@@ -108,8 +111,7 @@ def test_a_helper_loaded_by_a_computed_name_still_reaches_its_kernel(tmp_path: P
     repo.commit({"kernels/double.py": DOUBLE_DYNAMIC}, "double loads its helper by name")
     base = repo.git("rev-parse", "HEAD")
     repo.commit({"kernels/helpers.py": "def factor():\n    return 3.0\n"}, "the helper, wrong")
-    done = kbench(repo.root, "compare", "--base", base, "--changed-only", "--device", "cpu", "--output-dir",
-                  str(tmp_path / "out"))
+    done = compare_changed_only(repo.root, base, tmp_path / "out")
     assert done.returncode == 1, done.stderr[-3000:]
     assert measured(tmp_path / "out") == {"double"}
     data = results(tmp_path / "out")
