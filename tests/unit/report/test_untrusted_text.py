@@ -88,7 +88,7 @@ def test_an_incorrect_heads_message_reaches_the_comment_inert(tmp_path: Path) ->
 
 
 def test_a_bench_reports_a_failing_solutions_message_inert() -> None:
-    case = CaseResult(case_id="k", dims={"N": 4}, seed=42, timing_method="host_time", variants=(
+    case = CaseResult(case_id="k", dims={"N": 4}, seed=42, timing_method="host_time", timing_description=HOSTILE, variants=(
         VariantResult(label="solution", kind="pytorch", role="solution", status="error", message=HOSTILE),
     ))
     report = render_bench(case, solution_name="k.py", ref_name="ref.py", implementation="pytorch",
