@@ -412,7 +412,7 @@ def _imported_files(source: Path, roots: Sequence[Path]) -> Iterator[Path]:
 #: functions and methods by their own name (``importlib.import_module``, ``Path.read_text``,
 #: ``ctypes.CDLL``, ``os.listdir`` ...), and ``load`` of the modules that load files with it
 #: (``torch.utils.cpp_extension.load``, ``torch.load``, ``np.load``; not Triton's ``tl.load``)
-_DYNAMIC_BUILTINS = frozenset({"__import__", "exec", "eval", "compile", "open", "load"})
+_DYNAMIC_BUILTINS = frozenset({"__import__", "exec", "eval", "compile", "open", "load", "globals", "vars", "locals"})
 _DYNAMIC_FUNCTIONS = frozenset({
     "import_module", "run_path", "run_module", "spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader",
     "load_source", "read_text", "read_bytes", "fromfile", "loadtxt", "genfromtxt", "CDLL", "PyDLL", "LoadLibrary",
@@ -429,6 +429,9 @@ _DYNAMIC_NAMES = frozenset({
 })
 #: ``sys.path`` and its kin: a module found where no import resolves it from here
 _SYS_IMPORT_STATE = frozenset({"path", "modules", "meta_path", "path_hooks"})
+#: attributes of any object that lead to the interpreter's loaders and builtins by another way
+#: (``().__class__.__base__.__subclasses__()``, a function's ``__globals__``)
+_INTROSPECTION = frozenset({"__subclasses__", "__globals__", "__builtins__", "__loader__", "__spec__", "__import__"})
 
 
 def _dynamic_call(function: ast.expr) -> str | None:
@@ -460,6 +463,8 @@ def _dynamic_reach_in(source: Path) -> str | None:
         elif (isinstance(node, ast.Attribute) and node.attr in _SYS_IMPORT_STATE and isinstance(node.value, ast.Name)
               and node.value.id == "sys"):
             return f"{node.lineno} (sys.{node.attr})"
+        elif isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION:
+            return f"{node.lineno} (.{node.attr})"
         elif isinstance(node, ast.Import | ast.ImportFrom):
             modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for module in modules:

@@ -131,6 +131,8 @@ def test_a_helper_loaded_by_a_computed_name_still_reaches_its_kernel(tmp_path: P
     ("f = getattr(__builtins__, 'ex' + 'ec')\n", "1 (__builtins__)"),
     ("import io\ntext = io.open('t').read()\n", "2 (open(...))"),
     ("import subprocess\n", "1 (import subprocess)"),
+    ("load = globals()['__builtins__']['__import__']\n", "1 (globals(...))"),
+    ("loaders = ().__class__.__base__.__subclasses__()\n", "1 (.__subclasses__)"),
 ])
 def test_what_counts_as_reaching_files_by_a_computed_name(tmp_path: Path, source: str, found: str | None) -> None:
     from kbench_ci.suite.affected import _dynamic_reach_in
