@@ -25,6 +25,9 @@ same workers and prints each worker's offset from the median in us too: an offse
 us at every size is a fixed cost of the process's call (which a trusted calibration call before
 any user code loads could measure and take out); one the same in percent is a slower process.
 Each variant's lead-in (from an event after the go to the start event) is printed beside it.
+``warm`` runs the timed kernel itself on 256 floats of the worker's own, then the copy: a
+diagnosis (a side's kernel cannot be run before its start event in the product: that is work in
+the lead-in), saying whether what is cold is the kernel's own module.
 ``--kernel so`` times the add of a CUDA C++ library of its own (nvcc, loaded with ctypes, launched
 with ``<<<>>>`` on the default stream), as a suite's cuda-cpp kernel is, instead of torch's add:
 in a compare, that kernel's two processes still read 6-8% apart with the page reads (H100,
@@ -67,7 +70,7 @@ def _views(arena: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, tor
     return f[:n], f[n : 2 * n], f[2 * n : 3 * n]
 
 
-VARIANTS = ("plain", "touch", "copy", "settle", "both")
+VARIANTS = ("plain", "touch", "copy", "settle", "both", "warm")
 
 # The compare's cvadd (scripts/aa_and_regression.py), a library of its own like a suite's cuda-cpp kernel
 ADD_SO = """
@@ -127,6 +130,9 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int
 
         def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
             solve(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.numel())
+    # warm: the same kernel on 256 floats of this process's own, then the copy: it brings in what
+    # the kernel's own module needs (its code's translations, its instructions) and next to no data
+    tiny = [torch.zeros(256, dtype=torch.float32, device="cuda") for _ in range(3)]
     for a, b, c in views.values():  # load the kernel and map every arena before anything is timed
         add(a, b, c)
     torch.cuda._sleep(1000)
@@ -155,7 +161,9 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int
             led.record(stream)
             if variant in ("touch", "both"):
                 torch.sum(sparse[index], dim=0, out=scratch)
-            if variant == "copy":
+            if variant == "warm":
+                add(*tiny)
+            if variant in ("copy", "warm"):
                 copies[index].copy_(sparse[index])
             if variant in ("settle", "both"):
                 torch.cuda._sleep(int(settle_us * cycles_per_us))
