@@ -28,6 +28,9 @@ Each variant's lead-in (from an event after the go to the start event) is printe
 ``warm`` runs the timed kernel itself on 256 floats of the worker's own, then the copy: a
 diagnosis (a side's kernel cannot be run before its start event in the product: that is work in
 the lead-in), saying whether what is cold is the kernel's own module.
+``empty`` times torch's empty kernel (a spin of 0 cycles) after the copy instead of the add, in
+the same workers: if a worker's offset on it follows its offset on the add, the process's cost is
+one of any call it makes, which a trusted call of each worker could measure and take out.
 ``--kernel so`` times the add of a CUDA C++ library of its own (nvcc, loaded with ctypes, launched
 with ``<<<>>>`` on the default stream), as a suite's cuda-cpp kernel is, instead of torch's add:
 in a compare, that kernel's two processes still read 6-8% apart with the page reads (H100,
@@ -70,7 +73,7 @@ def _views(arena: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor, tor
     return f[:n], f[n : 2 * n], f[2 * n : 3 * n]
 
 
-VARIANTS = ("plain", "touch", "copy", "settle", "both", "warm")
+VARIANTS = ("plain", "touch", "copy", "settle", "both", "warm", "empty")
 
 # The compare's cvadd (scripts/aa_and_regression.py), a library of its own like a suite's cuda-cpp kernel
 ADD_SO = """
@@ -167,8 +170,13 @@ def worker(conn, arenas: list[torch.Tensor], mailbox: torch.Tensor, ns: list[int
                 copies[index].copy_(sparse[index])
             if variant in ("settle", "both"):
                 torch.cuda._sleep(int(settle_us * cycles_per_us))
+            if variant == "empty":
+                copies[index].copy_(sparse[index])
             start.record(stream)
-            add(a, b, c)
+            if variant == "empty":
+                torch.cuda._sleep(0)
+            else:
+                add(a, b, c)
             end.record(stream)
         ops.write(stream.cuda_stream, done, token)
         end.synchronize()
