@@ -180,6 +180,9 @@ class Judge:
         except NoTrustedSetup:
             maker, maker_source = None, ""
         overhead_ms = self.event_overhead_ms(device, job)  # before any side's code of the case loads
+        remeasure = job.placement_pad_bytes > 0
+        if remeasure:
+            self._retire_workers(job)
         sides = self._load(job, problem, device, emit)
         reference = next((side for side in sides if side.label == HEAD_REFERENCE), None)
         if reference is not None:
@@ -208,7 +211,23 @@ class Judge:
             self._retire_reference(reference)
         for side in sides:
             emit(VariantDone(side.result))
+        if remeasure:
+            description += "; measured again in new processes (each side's worker started anew: a process's own bias is drawn again)"
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
+
+    def _retire_workers(self, job: CaseJob) -> None:
+        """Every worker of ``job``'s sides and baselines ended, so the case is measured in new
+        processes. A re-measurement (the parent asks one of a suspected change, and says so by
+        laying its buffers out anew) must not meet the same processes: a kernel of ~5 us runs a
+        few percent slower in one process than in another for that process's whole life, the
+        same sign on every buffer and every stream (docs/statistics.md, "The bias follows the
+        process"). Kept warm, a side's process carried that into the re-measurement, and an A/A
+        case read `slower` twice (H100, 2026-12-05: cvadd 2^20 +8.68%, then +7.53%)."""
+        for label in job.variant_labels():
+            worker = self.workers.pop(label, None)
+            if worker is not None:
+                worker.stop()
+                worker.remove_files()
 
     def _retire_reference(self, reference: Side | None) -> None:
         """The head's reference worker ended, its buffers released (never kept warm: it runs the

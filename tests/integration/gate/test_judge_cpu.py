@@ -274,3 +274,17 @@ def test_bench_under_the_judge(tmp_path: Path, solution: str, status: str, code:
     assert variants["solution"]["status"] == status
     assert variants["pytorch-eager"]["status"] == "ok"
     assert "judged apart" in results["case"]["timing_description"]
+
+
+def test_a_remeasured_case_is_measured_in_new_processes(judged: dict[str, object]) -> None:
+    """A process's own bias lasts its whole life (docs/statistics.md): a re-measurement in the
+    same warm workers only measured it again. The judge starts every worker of a re-measured
+    case anew, and the case's timing description says so; a case measured once says nothing."""
+    results = judged["results"]
+    assert isinstance(results, dict)
+    cases = [case for case in results["cases"] if case.get("timing_description")]
+    again = [case for case in cases if case.get("remeasured")]
+    assert again, "no case was re-measured: the suite no longer reaches the re-measurement"
+    for case in cases:
+        said = "measured again in new processes" in case["timing_description"]
+        assert said == bool(case.get("remeasured")), (case["kernel"], case["timing_description"])
