@@ -85,6 +85,16 @@ DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
 #: gain must pass on top of the clock's resolution (gate.verdicts).
 JUDGE_SETTLE_US_ENV = "KBENCH_CI_JUDGE_SETTLE_US"
 DEFAULT_JUDGE_SETTLE_US = 0.0
+#: environment of a judge: trusted calls (an empty kernel, handed over as a side's are) the
+#: judge times in each new side worker before any side's code is loaded in it, to take each
+#: worker's own steady cost of a call out of its samples (0: none). A ~5 us kernel reads
+#: 0.15-0.3 us more or less in one worker process than in another for the process's whole life
+#: (docs/statistics.md, "The bias follows the process"). Off until a GPU shows the empty
+#: kernel carries the same offset.
+JUDGE_CALIBRATE_CALLS_ENV = "KBENCH_CI_JUDGE_CALIBRATE_CALLS"
+DEFAULT_JUDGE_CALIBRATE_CALLS = 0
+#: the most calibration calls a worker may be given (each is a handoff, ~1 ms)
+MAX_JUDGE_CALIBRATE_CALLS = 1000
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -334,6 +344,7 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
         judge_placements(source)
         judge_touch_stride(source)
         judge_settle_us(source)
+        judge_calibrate_calls(source)
     return value
 
 
@@ -364,6 +375,19 @@ def judge_touch_stride(environ: Mapping[str, str]) -> int:
         raise UsageError(f"{JUDGE_TOUCH_STRIDE_ENV}={environ[JUDGE_TOUCH_STRIDE_ENV]!r} is not a number of bytes",
                          hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
                               f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
+    return int(text)
+
+
+def judge_calibrate_calls(environ: Mapping[str, str]) -> int:
+    """:data:`JUDGE_CALIBRATE_CALLS_ENV`: a whole number of calls, 0 (none) up to
+    :data:`MAX_JUDGE_CALIBRATE_CALLS` (unset: the default)."""
+    text = environ.get(JUDGE_CALIBRATE_CALLS_ENV, "").strip()
+    if not text:
+        return DEFAULT_JUDGE_CALIBRATE_CALLS
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_JUDGE_CALIBRATE_CALLS:
+        raise UsageError(f"{JUDGE_CALIBRATE_CALLS_ENV}={environ[JUDGE_CALIBRATE_CALLS_ENV]!r} is not a number of calls",
+                         hint=f"set {JUDGE_CALIBRATE_CALLS_ENV} to a whole number of calls, 0..{MAX_JUDGE_CALIBRATE_CALLS}, "
+                              f"or 0 for none (default {DEFAULT_JUDGE_CALIBRATE_CALLS})")
     return int(text)
 
 
