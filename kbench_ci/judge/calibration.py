@@ -1,0 +1,101 @@
+"""Each side worker's own cost of a call, measured on trusted calls and taken out of its samples
+(``KBENCH_CI_JUDGE_CALIBRATE_CALLS``; off by default).
+
+A ~5 us kernel reads a steady 0.15-0.3 us more or less in one worker process than in another,
+for that process's whole life, drawn anew with each process (docs/statistics.md, "The bias
+follows the process"). In one process base and head share it and it cancels; under the judge
+each side has a process of its own, and a 1% A/A compare reads ``slower``. So before a new
+worker loads anything, the judge times an empty kernel handed over to it the way every side's
+call is (:data:`kbench_ci.measure.sideproto.CALIBRATION_BASELINE`), and keeps the centre of
+those times as the worker's figure. A case whose sides' workers all have one takes from each
+side's samples its figure less the mean of the case's figures: the differences between the
+processes go, the case's level stays.
+
+Pure arithmetic here (no torch: :mod:`.sides` keeps a worker's figure and is imported before
+torch is); the calls themselves are made in :mod:`.case`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: the calibration's first handed-over calls, not kept (the first hold of the judge's pacing,
+#: the first launch in the process); fewer where the calls are few (at most half of them)
+WARM_UP_CALLS = 5
+#: the largest correction the judge takes out of a side's samples (ms). The offsets seen are
+#: 0.15-0.3 us; a figure further from the case's mean than this was measured under something
+#: else (a busy GPU), and none of the case's figures is taken out. Far below the 3 us the
+#: judge's clock resolves (docs/statistics.md), so no figure can buy a side a verdict.
+MAX_CORRECTION_MS = 0.5e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """One worker's own cost of a call: the centre (ms) of its kept trusted calls' times, or
+    None with why it has none."""
+
+    figure_ms: float | None
+    calls: int = 0
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Corrections:
+    """What the judge takes off each side's every sample (ms, by label; empty: nothing), and
+    what the case's timing description says of it."""
+
+    by_label: Mapping[str, float]
+    words: str
+
+
+def kept(samples: Sequence[float]) -> list[float]:
+    """``samples`` less their first :data:`WARM_UP_CALLS` (at most half of them)."""
+    return list(samples[min(WARM_UP_CALLS, len(samples) // 2):])
+
+
+def centre_ms(samples: Sequence[float]) -> float:
+    """The mean of the middle half of ``samples``. Event times are quantised at 32 ns, a sixth of
+    the offsets looked for: a median would jump from one tick to the next, a mean of the middle
+    half falls between them, and a call held up by something else does not move it."""
+    if not samples:
+        raise ValueError("no samples to take a centre of")
+    ordered = sorted(samples)
+    quarter = len(ordered) // 4
+    middle = ordered[quarter:len(ordered) - quarter]
+    return math.fsum(middle) / len(middle)
+
+
+_WHAT = "each worker's own cost of a call"
+
+
+def corrections(calibrations: Mapping[str, Calibration | None], *, limit_ms: float = MAX_CORRECTION_MS) -> Corrections:
+    """The correction of each side (by label) from its worker's calibration (None: its worker was
+    never calibrated): its figure less the mean of all the sides' figures. None is taken out
+    where any side lacks a figure (the others' would then be measured against a mean that is
+    not the case's), nor where any correction is beyond ``limit_ms``; the words say why."""
+    if not calibrations:
+        return Corrections({}, "")
+    for label, calibration in calibrations.items():
+        if calibration is None:
+            return Corrections({}, f"{_WHAT} not taken out: {label}'s worker was not calibrated before its first load")
+        if calibration.figure_ms is None:
+            return Corrections({}, f"{_WHAT} not taken out: {label}'s worker has no figure ({calibration.refused or 'not measured'})")
+    figures = {label: calibration.figure_ms for label, calibration in calibrations.items()
+               if calibration is not None and calibration.figure_ms is not None}
+    mean = math.fsum(figures.values()) / len(figures)
+    by_label = {label: figure - mean for label, figure in figures.items()}
+    calls = min(calibration.calls for calibration in calibrations.values() if calibration is not None)
+    measured = f"{_WHAT}, measured on {calls} trusted calls in its worker before any side's code loaded there"
+    listed = ", ".join(f"{label} {correction * 1e3:+.2f} us" for label, correction in by_label.items())
+    # (a femtosecond's slack: a correction of exactly the bound, made of floats, is within it)
+    beyond = [label for label, correction in by_label.items() if abs(correction) > limit_ms + 1e-12]
+    if beyond:
+        return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s is beyond the ±{limit_ms * 1e3:.2f} us the judge "
+                                f"takes out ({listed}; figures {_figures(figures)})"))
+    return Corrections(by_label, f"{measured}, taken out: {listed} (figures {_figures(figures)})")
+
+
+def _figures(figures: Mapping[str, float]) -> str:
+    return ", ".join(f"{label} {figure * 1e3:.3f} us" for label, figure in figures.items())
