@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -71,16 +72,22 @@ class Handoff:
     """Judged calls on one device: a GPU clock where the device has one, else the host's."""
 
     def __init__(
-        self, device: torch.device, flush: CacheFlush, clock: GpuClock | None, *, event_overhead_ms: float = 0.0
+        self, device: torch.device, flush: CacheFlush, clock: GpuClock | None, *, event_overhead_ms: float = 0.0,
+        corrections_ms: Mapping[str, float] | None = None,
     ) -> None:
         """``event_overhead_ms``: the GPU's own cost of an event pair, calibrated once by the judge
         and subtracted here from every side's reported time. A side reports its raw event time:
         were each side to calibrate its own, each would subtract another draw of that noise (its
-        own hold, its own warm-up), and two processes of one kernel would read apart by it."""
+        own hold, its own warm-up), and two processes of one kernel would read apart by it.
+
+        ``corrections_ms``: by side label, its worker's own cost of a call less the case's mean
+        (kbench_ci.judge.calibration), subtracted too; measured by the judge on trusted calls
+        before the worker loaded any side's code, never reported by the side."""
         self.device = device
         self.flush = flush
         self.clock = clock
         self.event_overhead_ms = event_overhead_ms
+        self.corrections_ms = dict(corrections_ms or {})
         self.source = "gpu-globaltimer" if clock is not None else "host-monotonic"
         self._tokens = itertools.count(1)
         self._pacing: dict[str, _Pacing] = {}
@@ -131,7 +138,7 @@ class Handoff:
         reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
         stamps = clock.stop()
         outputs = {name: arena.views[name].clone() for name in inputs.output_names}
-        return Judged(self._corrected(reply), stamps, outputs)
+        return Judged(self._corrected(reply, side.label), stamps, outputs)
 
     def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
         clock = self.clock
@@ -177,11 +184,11 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(self._corrected(reply), stamps, outputs, reply.lead_us)
+        return Judged(self._corrected(reply, side.label), stamps, outputs, reply.lead_us)
 
-    def _corrected(self, reply: Called) -> float:
-        """The side's one time, less the judge's event overhead."""
-        return shift_samples(reply.samples_ms, self.event_overhead_ms)[0]
+    def _corrected(self, reply: Called, label: str) -> float:
+        """The side's one time, less the judge's event overhead and the correction of side ``label``'s worker."""
+        return shift_samples(reply.samples_ms, self.event_overhead_ms + self.corrections_ms.get(label, 0.0))[0]
 
     def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
         """The judge's own copy of an output (memory no side maps), one per side and output."""

@@ -3,9 +3,19 @@ figures to what is taken off each side's samples, and when the judge measures a 
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
+import pytest
+import torch
+
+from kbench_ci.judge import handoff as handoff_module
 from kbench_ci.judge.calibration import MAX_CORRECTION_MS, WARM_UP_CALLS, Calibration, centre_ms, corrections, kept
+from kbench_ci.judge.handoff import Handoff
+from kbench_ci.judge.state import Side
+from kbench_ci.measure.inputs import InputSet
+from kbench_ci.measure.sideproto import Called
+from kbench_ci.measure.timing import CacheFlush
+from kbench_ci.results.model import VariantResult
 
 US = 1e-3  # ms
 
@@ -63,3 +73,41 @@ def test_the_first_calls_are_warm_up() -> None:
     assert kept(list(range(20))) == list(range(WARM_UP_CALLS, 20))
     assert kept([1.0, 2.0, 3.0]) == [2.0, 3.0]  # at most half left out
     assert kept([1.0]) == [1.0] and kept([]) == []
+
+
+class _ReplyingWorker:
+    """A worker that answers every call with one time of ``sample_ms``."""
+
+    paused = False
+
+    def __init__(self, sample_ms: float) -> None:
+        self.sample_ms = sample_ms
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def ask(self, request: object, kind: object, *, timeout_s: float) -> Called:
+        return Called(samples_ms=(self.sample_ms,))
+
+
+def _side(label: str, worker: object) -> Side:
+    return Side(label, "solution", worker, VariantResult(label=label, kind="triton", role="solution", status="ok"))  # type: ignore[arg-type]
+
+
+def test_the_handoff_takes_each_sides_correction_off_its_every_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handoff_module, "end_side_strays", lambda: [])
+    cpu = torch.device("cpu")
+    handoff = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=2.0 * US,
+                      corrections_ms={"base": -0.12 * US, "head": 0.12 * US})
+    arena = SimpleNamespace(slot=0, views={})
+    nothing = InputSet(kwargs={}, output_names=(), seed=0)
+    times = {label: handoff.call(_side(label, _ReplyingWorker(10.0 * US)), arena, nothing).sample_ms  # type: ignore[arg-type]
+             for label in ("base", "head", "pytorch-eager")}
+    assert times == pytest.approx({"base": 8.12 * US, "head": 7.88 * US, "pytorch-eager": 8.0 * US})
+    assert handoff._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(7.88 * US)
+    # without corrections, only the one event overhead, as before
+    plain = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=2.0 * US)
+    assert plain._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(8.0 * US)
