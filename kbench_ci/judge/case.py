@@ -1,7 +1,9 @@
 """One case under ``--isolation judge``: the judge's loop over its side workers.
 
 1. Each side (base, head; or the bench solution) and each baseline gets a worker process of its
-   own (:mod:`.sides`) that loads its code and nothing else.
+   own (:mod:`.sides`) that loads its code and nothing else. Where ``KBENCH_CI_JUDGE_CALIBRATE_CALLS``
+   asks it, a new worker first times trusted empty calls, before its first load: its own cost
+   of a call, taken out of its samples later (:mod:`.calibration`).
 2. The judge loads the trusted reference (the base's ref.py in ``compare``, the user's in
    ``bench`` and ``run``) and the trusted setup() (:mod:`.contents`), lends each worker two
    arenas (:mod:`.arena`: placements, one picked at random per round), and checks that a head's
@@ -37,9 +39,11 @@ import torch
 from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
+from kbench_ci.judge.calibration import Calibration, Corrections, centre_ms, corrections, kept
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
+from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays, hold_all_but
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side
 from kbench_ci.judge.trials import (
@@ -68,12 +72,22 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
 )
 from kbench_ci.measure.reference import describe_error, sync
-from kbench_ci.measure.sideproto import LEND_FAILED, Called, CallRequest, EndRequest, Loaded, LoadRequest, Made, MakeRequest
+from kbench_ci.measure.sideproto import (
+    CALIBRATION_BASELINE,
+    LEND_FAILED,
+    Called,
+    CallRequest,
+    EndRequest,
+    Loaded,
+    LoadRequest,
+    Made,
+    MakeRequest,
+)
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
-from kbench_ci.suite.settings import judge_placements, judge_settle_us, judge_touch_stride
+from kbench_ci.suite.settings import judge_calibrate_calls, judge_placements, judge_settle_us, judge_touch_stride
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
@@ -82,6 +96,9 @@ PLACEMENTS = judge_placements(os.environ)
 TOUCH_STRIDE = judge_touch_stride(os.environ)
 #: a side's spin after those reads, before its start event (suite.settings)
 SETTLE_US = judge_settle_us(os.environ)
+#: trusted calls the judge times in each new worker before its first load (suite.settings;
+#: kbench_ci.judge.calibration): 0, none
+CALIBRATE_CALLS = judge_calibrate_calls(os.environ)
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
 
@@ -215,6 +232,40 @@ class Judge:
             description += "; measured again in new processes (each side's worker started anew: a process's own bias is drawn again)"
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
 
+    def _calibrate(self, worker: SideWorker, job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock) -> SideWorker:
+        """``worker``'s own cost of a call (:mod:`.calibration`), measured before its first load:
+        :data:`CALIBRATE_CALLS` trusted calls (an empty kernel, through the same handoff, flush,
+        clock and event overhead as the case's calls), with every other worker stopped and the
+        GPU quiet. The worker that serves the side: a new one, without a figure, where this one
+        ended in its trusted calls (never the side's failure: nothing of the side ran there).
+
+        Why a side cannot use this: the figure is measured before the worker has loaded any
+        side's code (a new process, ``loaded_once`` unset), so a head cannot make its own
+        figure read long; what comes in later meets it only as a correction, bounded by
+        :data:`~.calibration.MAX_CORRECTION_MS` (0.5 us, below the 3 us the judge's clock
+        resolves), and none is taken out unless every side of the case has a figure."""
+        hold_all_but(worker)
+        worker.resume()
+        try:
+            quiet = wait_quiet(clock.idle_latency_us)
+        except (ClockUnavailable, RuntimeError) as exc:
+            quiet = None
+            worker.calibration = Calibration(None, refused=f"the judge's probe of the GPU failed: {describe_error(exc)}")
+        if quiet is not None and not quiet.quiet:
+            worker.calibration = Calibration(None, refused=f"the GPU stayed busy for {quiet.waited_s:.1f} s with every other "
+                                                           "worker stopped")
+        elif quiet is not None:
+            handoff = Handoff(device, CacheFlush(device, enabled=job.settings.flush_l2), clock,
+                              event_overhead_ms=self.event_overhead_ms(device, job))
+            worker.calibration = calibrate_worker(worker, _calibration_request(job, problem), device, handoff,
+                                                  calls=CALIBRATE_CALLS)
+        if worker.alive():
+            return worker
+        lost = worker.calibration.refused if worker.calibration is not None else None
+        worker = self.worker(worker.label, job.settings.device)
+        worker.calibration = Calibration(None, refused=f"its first worker ended in its trusted calls{f' ({lost})' if lost else ''}")
+        return worker
+
     def _retire_workers(self, job: CaseJob) -> None:
         """Every worker of ``job``'s sides and baselines ended, so the case is measured in new
         processes. A re-measurement (the parent asks one of a suspected change, and says so by
@@ -312,19 +363,15 @@ class Judge:
                       *((HEAD_REFERENCE,) if own_reference else ())):
             if label not in job.skip:
                 self.worker(label, job.settings.device)
-        # A side reports raw event times (no overhead of its own to calibrate): the judge
-        # subtracts its one calibration from every side's (Judge.event_overhead_ms).
-        common = {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
-                  "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0, "touch_stride": TOUCH_STRIDE,
-                  "settle_us": SETTLE_US}
-        entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]  # type: ignore[arg-type]
-        entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))  # type: ignore[arg-type]
+        common = _load_settings(job)
+        entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]
+        entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))
                     for name in job.baselines]
         if witness:
-            entries.append((WITNESS, "baseline", LoadRequest(baseline=WITNESS_BASELINE, ref=str(problem.path), **common)))  # type: ignore[arg-type]
+            entries.append((WITNESS, "baseline", LoadRequest(baseline=WITNESS_BASELINE, ref=str(problem.path), **common)))
         if own_reference:  # the head's ref.py, loaded by that worker alone (the judge only names it)
             entries.append((HEAD_REFERENCE, "baseline",
-                            LoadRequest(baseline=WITNESS_BASELINE, ref=job.sides[1].ref, **common)))  # type: ignore[arg-type]
+                            LoadRequest(baseline=WITNESS_BASELINE, ref=job.sides[1].ref, **common)))
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
@@ -338,6 +385,12 @@ class Judge:
                     if other is not worker:
                         other.pause()
                 worker.resume()
+                if clock is not None and CALIBRATE_CALLS > 0 and not worker.loaded_once and label != HEAD_REFERENCE:
+                    # A new process, nothing loaded in it yet: its own cost of a call is measured
+                    # now, before any side's code could run there to make it read long (the head's
+                    # reference worker is never timed, so never calibrated).
+                    worker = self._calibrate(worker, job, problem, device, clock)
+                worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:
                 emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
@@ -370,6 +423,61 @@ class Judge:
         if clock is not None:
             settle_gpu(clock, sides)
         return sides
+
+
+def _load_settings(job: CaseJob) -> dict[str, Any]:
+    """What every LoadRequest of ``job`` carries besides what it loads. A side reports raw event
+    times (no overhead of its own to calibrate): the judge subtracts its one calibration from
+    every side's (Judge.event_overhead_ms)."""
+    return {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
+            "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0, "touch_stride": TOUCH_STRIDE,
+            "settle_us": SETTLE_US}
+
+
+def _calibration_request(job: CaseJob, problem: Problem) -> LoadRequest:
+    """The trusted empty call, loaded as a baseline over the trusted ref.py (the base's in
+    ``compare``, the user's in ``bench`` and ``run``), with the case's lead-in settings: its
+    calls go the way the case's will, page reads and spin included."""
+    return LoadRequest(baseline=CALIBRATION_BASELINE, ref=str(problem.path), **_load_settings(job))
+
+
+#: the placement number of a worker's calibration buffers (Judge._calibrate): apart from the
+#: case's placements (0 up) and a side's inbox (:data:`INBOX_SLOT`)
+CALIBRATION_SLOT = 2_000
+
+
+def calibrate_worker(worker: SideWorker, request: LoadRequest, device: torch.device, handoff: Handoff, *, calls: int) -> Calibration:
+    """``calls`` handed-over calls of ``request``'s trusted call in ``worker``, on one small arena
+    of its own, as a case of their own (ended, the arena released, before the worker's next
+    load); the worker's figure is the centre of their times, the first few left out
+    (:mod:`.calibration`). A failure is said in the figure's place and fails nothing."""
+    side = Side(worker.label, "baseline", worker, VariantResult(label=worker.label, kind=CALIBRATION_BASELINE, role="baseline",
+                                                                status="ok"))
+    arena = None
+    samples: list[float] = []
+    try:
+        loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
+        assert isinstance(loaded, Loaded)
+        if loaded.error is not None:
+            return Calibration(None, refused=f"its trusted call could not be loaded: {loaded.error}")
+        contents = {"x": torch.zeros(1, device=device)}
+        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT, folder=worker.folder / "arenas")
+        worker.send(arena.request)
+        inputs = InputSet(kwargs=contents, output_names=(), seed=0)
+        for _ in range(calls):
+            samples.append(handoff.call(side, arena, inputs).sample_ms)
+    except (SideFailed, RuntimeError) as exc:  # RuntimeError: the judge's own arena (memory, CUDA IPC)
+        return Calibration(None, refused=f"its trusted calls failed: {describe_error(exc) if isinstance(exc, RuntimeError) else exc}")
+    finally:
+        if arena is not None:
+            arena.release()
+        if worker.alive():
+            try:
+                worker.send(EndRequest())
+            except SideFailed:
+                pass
+    samples = kept(samples)
+    return Calibration(centre_ms(samples), calls=len(samples)) if samples else Calibration(None, refused="no calls")
 
 
 #: the arena the judge's calibration reads pages of, as a side reads its own (bytes)
@@ -405,7 +513,8 @@ def _judge(
         _lend([reference], template, device, placements=1)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
-    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job))
+    adjust = process_corrections(sides, calibrated=clock is not None)
+    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job), corrections_ms=adjust.by_label)
     own = None if reference is None else OwnReference(
         side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name,
         head=job.sides[1].label, emit=emit)
@@ -480,11 +589,21 @@ def _judge(
                  "host round trip is not seen")
     else:
         timer = f"each side's own {job.settings.timing_method} timer, held to the judge's monotonic clock around each request"
+    calibrated = f"; {adjust.words}" if adjust.words else ""
     return (
         f"judged apart: each side in a process of its own (paused while another has the turn), inputs staged, outputs "
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
-        f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}"
+        f"pull-request code; {timer}{calibrated}; sandbox: {', '.join(layers) or 'none available'}"
     )
+
+
+def process_corrections(sides: Sequence[Side], *, calibrated: bool) -> Corrections:
+    """What the judge takes off each of ``sides``' samples for its worker's own cost of a call
+    (:mod:`.calibration`): nothing where the workers are not calibrated (:data:`CALIBRATE_CALLS`
+    0, or no GPU clock: ``calibrated`` false). The sides timed are those still in the case."""
+    if not calibrated or CALIBRATE_CALLS <= 0:
+        return Corrections({}, "")
+    return corrections({side.label: side.worker.calibration for side in sides if side.ok})
 
 
 #: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no

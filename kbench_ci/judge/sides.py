@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kbench_ci.judge.calibration import Calibration
 from kbench_ci.measure.sideproto import (
     SIDE_DEVICE_ENV,
     SIDE_PRELOAD_ENV,
@@ -152,6 +153,11 @@ class SideWorker:
         self.channel = mine
         self._buffer = b""
         self._paused: list[int] = []
+        #: whether it was ever asked to load anything: until then no side's code has run in it
+        self.loaded_once = False
+        #: its own cost of a call, measured before its first load (kbench_ci.judge.calibration);
+        #: None where it was not calibrated
+        self.calibration: Calibration | None = None
         _WORKERS[self.process.pid] = self
 
     def alive(self) -> bool:

@@ -3,19 +3,25 @@ figures to what is taken off each side's samples, and when the judge measures a 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from kbench_ci.judge import case
 from kbench_ci.judge import handoff as handoff_module
-from kbench_ci.judge.calibration import MAX_CORRECTION_MS, WARM_UP_CALLS, Calibration, centre_ms, corrections, kept
+from kbench_ci.judge.calibration import MAX_CORRECTION_MS, WARM_UP_CALLS, Calibration, Corrections, centre_ms, corrections, kept
 from kbench_ci.judge.handoff import Handoff
-from kbench_ci.judge.state import Side
+from kbench_ci.judge.quiet import Quiet
+from kbench_ci.judge.sides import SideFailed, SideWorker
+from kbench_ci.judge.state import HEAD_REFERENCE, Side
 from kbench_ci.measure.inputs import InputSet
-from kbench_ci.measure.sideproto import Called
+from kbench_ci.measure.protocol import CaseJob, SideSpec
+from kbench_ci.measure.sideproto import CALIBRATION_BASELINE, Called, EndRequest, LendRequest, Loaded, LoadRequest
 from kbench_ci.measure.timing import CacheFlush
-from kbench_ci.results.model import VariantResult
+from kbench_ci.results.model import MeasureSettings, VariantResult
 
 US = 1e-3  # ms
 
@@ -111,3 +117,236 @@ def test_the_handoff_takes_each_sides_correction_off_its_every_sample(monkeypatc
     # without corrections, only the one event overhead, as before
     plain = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=2.0 * US)
     assert plain._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(8.0 * US)
+
+
+# --- when the judge calibrates a worker (kbench_ci.judge.case) ------------------------------------------------------
+
+
+class _Worker:
+    """A side's worker as the judge's loop sees it: every load answered, every request kept."""
+
+    def __init__(self, label: str, folder: Path | None = None, *, alive: bool = True) -> None:
+        self.label = label
+        self.folder = folder or Path("/nonexistent")
+        self.loaded_once = False
+        self.calibration: Calibration | None = None
+        self.requests: list[object] = []
+        self.paused = False
+        self._alive = alive
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def send(self, request: object) -> None:
+        self.requests.append(request)
+
+    def ask(self, request: object, kind: object, *, timeout_s: float) -> Loaded:
+        self.requests.append(request)
+        return Loaded()
+
+
+def _job(device: str = "cuda", timing_method: str = "cuda_event", *, head_ref_changed: bool = False) -> CaseJob:
+    settings = MeasureSettings(device=device, seed=42, correctness_trials=1, timing_method=timing_method,  # type: ignore[arg-type]
+                               num_warmup=1, trials_per_round=3, discard_first=0, rounds=1, flush_l2=False)
+    sides = tuple(SideSpec(label=label, solution="k.py", ref=f"{label}/ref.py", implementation="triton") for label in ("base", "head"))
+    return CaseJob(case_id="k[N=1]", dims={"N": 1}, sides=sides, baselines=(), settings=settings, event_overhead_ms=0.003,
+                   head_reference_changed=head_ref_changed)
+
+
+_CLOCK = object()
+
+
+def _judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: dict[str, _Worker], *, calls: int,
+           clock: object = _CLOCK) -> tuple[case.Judge, list[tuple[str, bool, int]]]:
+    """A judge over ``workers`` whose calibration is recorded: (label, whether it had loaded,
+    requests it had been sent) for each worker calibrated."""
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", calls)
+    monkeypatch.setattr(case, "hold_all_but", lambda current: None)
+    monkeypatch.setattr(case, "settle_gpu", lambda clock, sides: None)
+    judge = case.Judge(tmp_path, {})
+    judge.workers.update(workers)  # type: ignore[arg-type]
+    monkeypatch.setattr(judge, "worker", lambda label, device: judge.workers[label])
+    monkeypatch.setattr(judge, "clock", lambda device: clock if device.type == "cuda" else None)
+    calibrated: list[tuple[str, bool, int]] = []
+
+    def calibrate(worker: _Worker, job: CaseJob, problem: object, device: torch.device, clock: object) -> _Worker:
+        calibrated.append((worker.label, worker.loaded_once, len(worker.requests)))
+        worker.calibration = Calibration(5.0 * US, calls=10)
+        return worker
+
+    monkeypatch.setattr(judge, "_calibrate", calibrate)
+    return judge, calibrated
+
+
+def _load(judge: case.Judge, job: CaseJob) -> list[Side]:
+    return judge._load(job, SimpleNamespace(path=Path("base/ref.py")), torch.device(job.settings.device), lambda event: None)  # type: ignore[arg-type]
+
+
+def test_a_new_worker_is_calibrated_before_its_first_load_and_never_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workers = {label: _Worker(label) for label in ("base", "head")}
+    judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=50)
+    sides = _load(judge, _job())
+    assert calibrated == [("base", False, 0), ("head", False, 0)]  # nothing loaded in either yet
+    assert all(worker.loaded_once for worker in workers.values())
+    assert [side.label for side in sides] == ["base", "head"] and all(side.ok for side in sides)
+
+    _load(judge, _job())  # the next case, in the same (warm) workers: their figures stand
+    assert len(calibrated) == 2
+    judge.workers["head"] = _Worker("head")  # a new process (a re-measurement retired the old one)
+    _load(judge, _job())
+    assert calibrated[2:] == [("head", False, 0)]
+
+
+@pytest.mark.parametrize(("calls", "device", "timing_method", "clock"), [
+    (0, "cuda", "cuda_event", _CLOCK),  # the knob off (the default)
+    (50, "cpu", "host_time", _CLOCK),  # a CPU: no GPU clock
+    (50, "cuda", "host_time", _CLOCK),  # no events to calibrate
+    (50, "cuda", "cuda_event", None),  # the driver refused the judge its GPU clock
+])
+def test_no_worker_is_calibrated_off_the_knob_or_the_gpu_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: int, device: str, timing_method: str, clock: object,
+) -> None:
+    workers = {label: _Worker(label) for label in ("base", "head")}
+    judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=calls, clock=clock)
+    _load(judge, _job(device, timing_method))
+    assert calibrated == []
+    assert all(worker.loaded_once and worker.calibration is None for worker in workers.values())
+
+
+def test_the_heads_reference_worker_is_never_calibrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workers = {label: _Worker(label) for label in ("base", "head", HEAD_REFERENCE)}
+    judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=50)
+    _load(judge, _job(head_ref_changed=True))
+    assert [label for label, _, _ in calibrated] == ["base", "head"]
+
+
+def test_the_calibration_loads_the_trusted_call_and_measures_only_on_a_quiet_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(case, "hold_all_but", lambda current: None)
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 40)
+    seen: list[tuple[object, int]] = []
+
+    def calibrate_worker(worker: object, request: LoadRequest, device: torch.device, handoff: Handoff, *, calls: int) -> Calibration:
+        seen.append((request, calls))
+        assert handoff.event_overhead_ms == 0.003 and handoff.corrections_ms == {}
+        return Calibration(5.0 * US, calls=calls - WARM_UP_CALLS)
+
+    monkeypatch.setattr(case, "calibrate_worker", calibrate_worker)
+    monkeypatch.setattr(case, "wait_quiet", lambda probe: Quiet(True, 0.0, 30.0, 3))
+    judge = case.Judge(tmp_path, {})
+    clock = SimpleNamespace(idle_latency_us=lambda: 30.0)
+    problem = SimpleNamespace(path=Path("base/ref.py"))
+    head = _Worker("head")
+    assert judge._calibrate(head, _job(), problem, torch.device("cuda"), clock) is head  # type: ignore[arg-type]
+    assert head.calibration == Calibration(5.0 * US, calls=35)
+    ((request, calls),) = seen
+    assert isinstance(request, LoadRequest) and calls == 40
+    assert request.baseline == CALIBRATION_BASELINE and request.side is None
+    assert request.ref == "base/ref.py"  # the trusted ref.py: the base's, in a compare
+    assert request.touch_stride == case.TOUCH_STRIDE and request.settle_us == case.SETTLE_US  # the case's lead-in
+
+    monkeypatch.setattr(case, "wait_quiet", lambda probe: Quiet(False, 3.0, 900.0, 40))
+    busy = _Worker("head")
+    judge._calibrate(busy, _job(), problem, torch.device("cuda"), clock)  # type: ignore[arg-type]
+    assert busy.calibration is not None and busy.calibration.figure_ms is None
+    assert "the GPU stayed busy for 3.0 s" in (busy.calibration.refused or "")
+    assert len(seen) == 1
+
+
+def test_a_worker_lost_in_its_calibration_is_replaced_without_a_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(case, "hold_all_but", lambda current: None)
+    monkeypatch.setattr(case, "wait_quiet", lambda probe: Quiet(True, 0.0, 30.0, 3))
+    monkeypatch.setattr(case, "calibrate_worker", lambda *args, **kwargs: Calibration(None, refused="its trusted calls failed: died"))
+    judge = case.Judge(tmp_path, {})
+    fresh = _Worker("head")
+    monkeypatch.setattr(judge, "worker", lambda label, device: fresh)
+    clock = SimpleNamespace(idle_latency_us=lambda: 30.0)
+    serving = judge._calibrate(_Worker("head", alive=False), _job(), SimpleNamespace(path=Path("ref.py")),  # type: ignore[arg-type]
+                               torch.device("cuda"), clock)  # type: ignore[arg-type]
+    assert serving is fresh and fresh.calibration is not None and fresh.calibration.figure_ms is None
+    assert (fresh.calibration.refused or "").startswith("its first worker ended in its trusted calls (its trusted calls failed")
+
+
+class _Calls:
+    """The handoff, as the calibration sees it: each call's time from ``times``, or a failure."""
+
+    def __init__(self, times: list[float], fail_at: int | None = None) -> None:
+        self.times = iter(times)
+        self.fail_at = fail_at
+        self.count = 0
+
+    def call(self, side: Side, arena: object, inputs: InputSet) -> SimpleNamespace:
+        self.count += 1
+        if self.count == self.fail_at:
+            raise SideFailed("its worker died")
+        return SimpleNamespace(sample_ms=next(self.times))
+
+
+def test_a_workers_figure_is_the_centre_of_its_calls_after_the_warm_up(tmp_path: Path) -> None:
+    worker = _Worker("head", tmp_path)
+    times = [50.0 * US] * WARM_UP_CALLS + [5.0 * US] * 18 + [5.032 * US] * 12 + [40.0 * US]
+    request = case._calibration_request(_job("cpu", "host_time"), SimpleNamespace(path=Path("ref.py")))  # type: ignore[arg-type]
+    calibration = case.calibrate_worker(worker, request, torch.device("cpu"), _Calls(times), calls=len(times))  # type: ignore[arg-type]
+    assert calibration.calls == len(times) - WARM_UP_CALLS and calibration.refused is None
+    assert calibration.figure_ms == pytest.approx(centre_ms(times[WARM_UP_CALLS:]))
+    assert 5.0 * US < (calibration.figure_ms or 0.0) < 5.032 * US
+    load, lend, end = worker.requests
+    assert load is request and isinstance(lend, LendRequest) and lend.slot == case.CALIBRATION_SLOT and isinstance(end, EndRequest)
+    assert [tensor.name for tensor in lend.tensors] == ["x"] and lend.output_names == ()
+    assert not any((tmp_path / "arenas").iterdir())  # its arena released
+
+
+def test_a_calibration_that_fails_gives_no_figure_and_ends_its_case(tmp_path: Path) -> None:
+    worker = _Worker("head", tmp_path)
+    request = case._calibration_request(_job("cpu", "host_time"), SimpleNamespace(path=Path("ref.py")))  # type: ignore[arg-type]
+    calibration = case.calibrate_worker(worker, request, torch.device("cpu"), _Calls([5.0 * US] * 20, fail_at=7), calls=20)  # type: ignore[arg-type]
+    assert calibration.figure_ms is None and calibration.refused == "its trusted calls failed: its worker died"
+    assert isinstance(worker.requests[-1], EndRequest)
+
+    refusing = _Worker("head", tmp_path)
+    refusing.ask = lambda request, kind, *, timeout_s: (refusing.requests.append(request), Loaded(error="no ref.py"))[1]  # type: ignore[method-assign]
+    calibration = case.calibrate_worker(refusing, request, torch.device("cpu"), _Calls([]), calls=20)  # type: ignore[arg-type]
+    assert calibration == Calibration(None, refused="its trusted call could not be loaded: no ref.py")
+    assert [type(sent) for sent in refusing.requests] == [LoadRequest, EndRequest]
+
+
+def test_a_real_worker_serves_on_after_its_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibration is a case of its own in the worker (load, lend, calls, end), and its end
+    must not retire the worker (kbench_ci.measure.isolation.ProcessBaseline.after_case): the
+    side's own load comes next in the same process."""
+    monkeypatch.setattr(handoff_module, "end_side_strays", lambda: [])  # only the test's own worker runs here
+    ref = tmp_path / "ref.py"
+    ref.write_text("def reference(x, **_):\n    return x + 1\n")
+    cpu = torch.device("cpu")
+    worker = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    try:
+        request = case._calibration_request(_job("cpu", "host_time"), SimpleNamespace(path=ref))  # type: ignore[arg-type]
+        calibration = case.calibrate_worker(worker, request, cpu, Handoff(cpu, CacheFlush(cpu, enabled=False), None), calls=12)
+        assert calibration.refused is None and calibration.calls == 12 - WARM_UP_CALLS
+        assert calibration.figure_ms is not None and calibration.figure_ms > 0
+        loaded = worker.ask(LoadRequest(device="cpu", dims={"N": 1}, timing_method="host_time", num_warmup=0, event_overhead_ms=0.0,
+                                        baseline="pytorch-eager", ref=str(ref)), Loaded, timeout_s=120)
+        assert isinstance(loaded, Loaded) and loaded.error is None
+        assert worker.alive()
+    finally:
+        worker.stop()
+
+
+def test_the_case_takes_out_its_timed_sides_corrections_only_where_its_workers_were_calibrated(monkeypatch: pytest.MonkeyPatch) -> None:
+    workers = {label: _Worker(label) for label in ("base", "head", "pytorch-eager")}
+    for worker, figure in zip(workers.values(), (5.0, 5.2, 9.0), strict=True):
+        worker.calibration = Calibration(figure * US, calls=45)
+    sides = [_side(label, worker) for label, worker in workers.items()]
+    sides[2].fail("unavailable", "not installed")  # not timed: its figure is no part of the case's mean
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 50)
+    adjust = case.process_corrections(sides, calibrated=True)
+    assert adjust.by_label == pytest.approx({"base": -0.1 * US, "head": 0.1 * US})
+    assert adjust.words.startswith("each worker's own cost of a call, measured on 45 trusted calls")
+    assert case.process_corrections(sides, calibrated=False) == Corrections({}, "")
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 0)
+    assert case.process_corrections(sides, calibrated=True) == Corrections({}, "")
