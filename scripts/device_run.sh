@@ -37,6 +37,7 @@ part_command() {
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
+    judge-aa-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_cal --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_cal" ;;
     judge-aa-settle) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_SETTLE_US=5 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_settle --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_settle" ;;
     judge-aa-bare) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_TOUCH_STRIDE=0 KBENCH_CI_JUDGE_SETTLE_US=0 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_bare --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_bare" ;;
     judge-truth) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu --out /tmp/kb_out/judge_truth" ;;
@@ -99,4 +100,8 @@ for spec in "$@"; do
   rc=$?
   echo "== $part: rc $rc after $(( $(date +%s) - start ))s" | tee -a "$out/$part.log"
 done
-tar -czf "$out/results.tar.gz" -C /tmp kb_out 2>/dev/null
+# Only the results, reports and logs: a part's repository, caches and built libraries made the
+# archive too large to come back (eighteenth session: judge-changed's).
+(cd /tmp && find kb_out \( -name repo -o -name cache -o -name '*.so' -o -name '.git' \) -prune -o -type f \
+  \( -name '*.json' -o -name '*.md' -o -name '*.stderr' -o -name '*.log' -o -name '*.csv' \) -size -2M -print0 \
+  | tar -czf "$out/results.tar.gz" --null -T - 2>/dev/null)

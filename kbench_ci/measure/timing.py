@@ -244,7 +244,7 @@ class CudaEventTimer:
             self._cycles_per_us = self._calibrate_sleep()
         return self._cycles_per_us
 
-    def calibrate_overhead(self, count: int = 200, *, lead_in: Callable[[], object] | None = None) -> float:
+    def calibrate_overhead(self, count: int = 200) -> float:
         """The GPU's own cost of an event pair around a launch, in ms.
 
         Even with the stream held, the start event's timestamp is taken before the GPU front
@@ -253,13 +253,6 @@ class CudaEventTimer:
         both ways (events as in ``measure_raw``; CUPTI through torch.profiler) and subtract the
         difference from every sample. Where the profiler cannot run, nothing is subtracted
         and ``describe()`` says so.
-
-        ``lead_in``: GPU work enqueued between the hold and the start event, as a judged side's
-        page reads are (kbench_ci.judge): with a kernel ahead of it rather than the hold's spin,
-        the start event sits closer to the next launch, and the pair costs less (kbench_ci.measure
-        .calibration: 2.1-2.5 us against 2.9-3.1 on an H200). Calibrated without it, the judge
-        took 0.6-0.8 us too much off every judged side (H100, 2026-12-05: a Triton matmul, a
-        softmax and a vector add read 0.76, 0.62 and 0.67 us under the code at issue 37's start).
         """
 
         def empty() -> None:
@@ -268,7 +261,7 @@ class CudaEventTimer:
         hold_for_caller = self.hold_us
         self.warm_up(empty, 5)
         self.hold_us = max(self.hold_us, hold_for_caller)
-        with_events = sorted(self.measure_raw(empty, count, lead_in=lead_in))[count // 2]
+        with_events = sorted(self.measure_raw(empty, count))[count // 2]
         try:
             with ActivityTrace(shapes=False) as trace:
                 for _ in range(count):
@@ -286,12 +279,7 @@ class CudaEventTimer:
         self.overhead_source = "calibrated against CUPTI"
         return float(max(with_events - kernel_ms, 0.0))
 
-    def measure_raw(
-        self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None, *,
-        lead_in: Callable[[], object] | None = None,
-    ) -> list[float]:
-        """Each call's raw event time (ms): flush, hold, ``lead_in`` (if any), start event, call,
-        end event."""
+    def measure_raw(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         stream = torch.cuda.current_stream(self.device)
@@ -301,8 +289,6 @@ class CudaEventTimer:
                 hooks.before(index)
             self._flush()
             self._hold(cycles_per_us)
-            if lead_in is not None:
-                lead_in()
             start.record(stream)
             fn()
             end.record(stream)

@@ -38,38 +38,3 @@ def test_nothing_is_taken_off_without_cuda_events(tmp_path: Path) -> None:
         _job().settings, device="cpu", timing_method="host_time"))) == 0.0
     assert judge.event_overhead_ms(torch.device("cuda", 0), _job(timing_method="host_time", overhead_ms=0.003)) == 0.0
 
-
-def test_the_judge_calibrates_with_a_page_read_ahead_of_the_start_event(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Every judged call of a side has its page reads between the go and its start event, and the
-    event pair costs less after a kernel than after the hold's spin: the judge's one figure is
-    taken the same way (without it, three kernels read 0.6-0.8 us low on an H100)."""
-    from kbench_ci.judge import case
-
-    seen: list[object] = []
-    reads = object()
-
-    class Timer:
-        def __init__(self, device: torch.device, *, flush_l2: bool) -> None:
-            pass
-
-        def calibrate_overhead(self, count: int = 200, *, lead_in: object = None) -> float:
-            seen.append(lead_in)
-            return 0.0024
-
-    monkeypatch.setattr(case, "_pages_read_like_a_side", lambda device: reads)
-    monkeypatch.setattr(case, "CudaEventTimer", Timer)
-    assert Judge(tmp_path, {}).event_overhead_ms(torch.device("cuda", 0), _job()) == 0.0024
-    assert seen == [reads]
-
-
-def test_the_calibrations_page_read_copies_a_byte_of_each_touched_page() -> None:
-    from kbench_ci.judge import case
-
-    read = case._pages_read_like_a_side(torch.device("cpu"))
-    if case.TOUCH_STRIDE <= 0:
-        assert read is None
-        return
-    assert read is not None
-    copied = read()
-    assert isinstance(copied, torch.Tensor) and copied.dtype == torch.uint8
-    assert copied.numel() == case._CALIBRATION_ARENA_BYTES // case.TOUCH_STRIDE

@@ -100,20 +100,3 @@ def test_host_timer_reports_no_event_overhead() -> None:
     timer = timing.make_timer("host_time", torch.device("cpu"), flush_l2=False)
     assert timer.event_overhead_ms is None
 
-
-def test_a_lead_in_runs_after_the_hold_and_stays_out_of_the_event_pair(gpu: FakeGpu) -> None:
-    """The judge calibrates its event overhead with a page read ahead of the start event, as a
-    judged side's calls have one: the read runs after each call's hold, once a call, and its
-    time is not in the pair."""
-    timer = timing.CudaEventTimer(torch.device("cuda", 0), flush_l2=False, event_overhead_ms=0.0)
-    timer.warm_up(gpu.kernel(3.0), 2)
-    order: list[str] = []
-    hold_cycles = int(timer.hold_us * CYCLES_PER_US)
-
-    def lead_in() -> None:
-        order.append(f"lead after {gpu.sleeps[-1] == hold_cycles and 'hold'}")
-        gpu.now_us += 5.0
-
-    samples = timer.measure_raw(gpu.kernel(3.0), 4, lead_in=lead_in)
-    assert samples == pytest.approx([0.003] * 4)
-    assert order == ["lead after hold"] * 4
