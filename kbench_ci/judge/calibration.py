@@ -24,6 +24,12 @@ from dataclasses import dataclass
 #: the calibration's first handed-over calls, not kept (the first hold of the judge's pacing,
 #: the first launch in the process); fewer where the calls are few (at most half of them)
 WARM_UP_CALLS = 5
+#: the most the workers' figures may move the case's level (ms): the judge's one event
+#: overhead is taken in its own process, after a held stream, and a handed-over call's pair
+#: costs less (the judged times read 0.6-0.7 us under the in-process code's and 2% under ncu,
+#: H100, 2026-12-05); a shift past this was measured under something else, and only the
+#: differences are taken out
+MAX_LEVEL_MS = 1.5e-3
 #: the largest correction the judge takes out of a side's samples (ms). The offsets seen are
 #: 0.15-0.3 us; a figure further from the case's mean than this was measured under something
 #: else (a busy GPU), and none of the case's figures is taken out. Far below the 3 us the
@@ -70,11 +76,21 @@ def centre_ms(samples: Sequence[float]) -> float:
 _WHAT = "each worker's own cost of a call"
 
 
-def corrections(calibrations: Mapping[str, Calibration | None], *, limit_ms: float = MAX_CORRECTION_MS) -> Corrections:
+def corrections(
+    calibrations: Mapping[str, Calibration | None], *, limit_ms: float = MAX_CORRECTION_MS, level_ms: float | None = None,
+    level_limit_ms: float = MAX_LEVEL_MS,
+) -> Corrections:
     """The correction of each side (by label) from its worker's calibration (None: its worker was
     never calibrated): its figure less the mean of all the sides' figures. None is taken out
     where any side lacks a figure (the others' would then be measured against a mean that is
-    not the case's), nor where any correction is beyond ``limit_ms``; the words say why."""
+    not the case's), nor where any correction is beyond ``limit_ms``; the words say why.
+
+    ``level_ms``: what the figures would be were a handed-over call's event pair to cost what
+    the judge's one overhead says (CUPTI's duration of the empty kernel they time; the figures
+    are already less that overhead). Given, each side's correction is its figure less it: the
+    differences between the processes go, and the case's level becomes the handed-over calls'
+    own, unless the mean figure is more than ``level_limit_ms`` from it (then only the
+    differences go, and the words say so)."""
     if not calibrations:
         return Corrections({}, "")
     for label, calibration in calibrations.items():
@@ -94,7 +110,18 @@ def corrections(calibrations: Mapping[str, Calibration | None], *, limit_ms: flo
     if beyond:
         return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s is beyond the ±{limit_ms * 1e3:.2f} us the judge "
                                 f"takes out ({listed}; figures {_figures(figures)})"))
-    return Corrections(by_label, f"{measured}, taken out: {listed} (figures {_figures(figures)})")
+    level = ""
+    if level_ms is not None:
+        shift = mean - level_ms
+        if abs(shift) <= level_limit_ms + 1e-12:
+            by_label = {label: correction + shift for label, correction in by_label.items()}
+            level = (f"; and the level: every side {shift * 1e3:+.2f} us, the figures' mean less CUPTI's "
+                     f"{level_ms * 1e3:.3f} us for the same empty kernel (a handed-over call's event pair costs "
+                     "what the figures say, not the judge's one overhead)")
+        else:
+            level = (f"; the level not moved: the figures' mean is {shift * 1e3:+.2f} us from CUPTI's "
+                     f"{level_ms * 1e3:.3f} us for the same empty kernel, beyond ±{level_limit_ms * 1e3:.2f} us")
+    return Corrections(by_label, f"{measured}, taken out: {listed} (figures {_figures(figures)}){level}")
 
 
 def _figures(figures: Mapping[str, float]) -> str:

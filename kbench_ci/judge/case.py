@@ -115,6 +115,10 @@ class Judge:
         self._clocks: dict[str, GpuClock | None] = {}
         #: the event overhead (ms) the judge calibrated, by device: one for every side and case
         self._overheads: dict[str, float] = {}
+        #: CUPTI's duration (ms) of the empty kernel in that calibration, by device, where this
+        #: judge made it (not where the parent handed a figure on): the level of the workers'
+        #: own figures (:func:`process_corrections`)
+        self.empty_kernel_ms: dict[str, float] = {}
         #: why the event overhead could not be calibrated, where it could not (the report says so)
         self.overhead_refused: str | None = None
         #: whether any side's code has been loaded in this judge's workers
@@ -158,7 +162,10 @@ class Judge:
                 # timed with events): nothing of theirs may run while the judge calibrates.
                 hold_all_but(None)
             try:
-                self._overheads[key] = CudaEventTimer(device, flush_l2=job.settings.flush_l2).calibrate_overhead()
+                timer = CudaEventTimer(device, flush_l2=job.settings.flush_l2)
+                self._overheads[key] = timer.calibrate_overhead()
+                if timer.empty_kernel_ms is not None:
+                    self.empty_kernel_ms[key] = timer.empty_kernel_ms
             except RuntimeError as exc:  # out of memory for the flush, a lost context: uncorrected, and said
                 self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
         return self._overheads[key]
@@ -499,8 +506,11 @@ def _judge(
         _lend([reference], template, device, placements=1)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
-    adjust = process_corrections(sides, calibrated=clock is not None)
-    handoff = Handoff(device, flush, clock, event_overhead_ms=judge.event_overhead_ms(device, job), corrections_ms=adjust.by_label)
+    overhead_ms = judge.event_overhead_ms(device, job)
+    empty_ms = judge.empty_kernel_ms.get(str(device))
+    adjust = process_corrections(sides, calibrated=clock is not None,
+                                 level_ms=None if empty_ms is None or not overhead_ms else empty_ms)
+    handoff = Handoff(device, flush, clock, event_overhead_ms=overhead_ms, corrections_ms=adjust.by_label)
     own = None if reference is None else OwnReference(
         side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name,
         head=job.sides[1].label, emit=emit)
@@ -582,13 +592,15 @@ def _judge(
     )
 
 
-def process_corrections(sides: Sequence[Side], *, calibrated: bool) -> Corrections:
+def process_corrections(sides: Sequence[Side], *, calibrated: bool, level_ms: float | None = None) -> Corrections:
     """What the judge takes off each of ``sides``' samples for its worker's own cost of a call
     (:mod:`.calibration`): nothing where the workers are not calibrated (:data:`CALIBRATE_CALLS`
-    0, or no GPU clock: ``calibrated`` false). The sides timed are those still in the case."""
+    0, or no GPU clock: ``calibrated`` false). The sides timed are those still in the case.
+    ``level_ms``: CUPTI's duration of the empty kernel the workers' figures time, where this
+    judge measured it: the figures then set the case's level too (:func:`.calibration.corrections`)."""
     if not calibrated or CALIBRATE_CALLS <= 0:
         return Corrections({}, "")
-    return corrections({side.label: side.worker.calibration for side in sides if side.ok})
+    return corrections({side.label: side.worker.calibration for side in sides if side.ok}, level_ms=level_ms)
 
 
 #: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no

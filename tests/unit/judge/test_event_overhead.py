@@ -38,3 +38,25 @@ def test_nothing_is_taken_off_without_cuda_events(tmp_path: Path) -> None:
         _job().settings, device="cpu", timing_method="host_time"))) == 0.0
     assert judge.event_overhead_ms(torch.device("cuda", 0), _job(timing_method="host_time", overhead_ms=0.003)) == 0.0
 
+
+
+def test_the_judge_keeps_cuptis_reading_of_the_empty_kernel_from_its_own_calibration(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Its workers' figures are levelled by it (kbench_ci.judge.calibration); a figure the parent
+    handed on comes without one, and none is made up."""
+    from kbench_ci.judge import case
+
+    class Timer:
+        def __init__(self, device: torch.device, *, flush_l2: bool) -> None:
+            self.empty_kernel_ms = None
+
+        def calibrate_overhead(self) -> float:
+            self.empty_kernel_ms = 0.0011
+            return 0.0029
+
+    monkeypatch.setattr(case, "CudaEventTimer", Timer)
+    judge = Judge(tmp_path, {})
+    assert judge.event_overhead_ms(torch.device("cuda", 0), _job()) == 0.0029
+    assert judge.empty_kernel_ms == {"cuda:0": 0.0011}
+    handed_on = Judge(tmp_path, {})
+    assert handed_on.event_overhead_ms(torch.device("cuda", 0), _job(overhead_ms=0.003)) == 0.003
+    assert handed_on.empty_kernel_ms == {}

@@ -12,7 +12,16 @@ import torch
 
 from kbench_ci.judge import case
 from kbench_ci.judge import handoff as handoff_module
-from kbench_ci.judge.calibration import MAX_CORRECTION_MS, WARM_UP_CALLS, Calibration, Corrections, centre_ms, corrections, kept
+from kbench_ci.judge.calibration import (
+    MAX_CORRECTION_MS,
+    MAX_LEVEL_MS,
+    WARM_UP_CALLS,
+    Calibration,
+    Corrections,
+    centre_ms,
+    corrections,
+    kept,
+)
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.quiet import Quiet
 from kbench_ci.judge.sides import SideFailed, SideWorker
@@ -57,6 +66,29 @@ def test_a_correction_beyond_the_bound_is_said_and_none_is_taken_out() -> None:
     assert "base -0.60 us, head +0.60 us" in adjust.words and "head 6.200 us" in adjust.words
     at_bound = corrections({"base": Calibration(5.0 * US, calls=10), "head": Calibration(5.0 * US + 2 * MAX_CORRECTION_MS)})
     assert at_bound.by_label == pytest.approx({"base": -MAX_CORRECTION_MS, "head": MAX_CORRECTION_MS})
+
+
+def test_with_cuptis_empty_kernel_each_side_loses_its_figure_less_cuptis_reading() -> None:
+    """The figures are the handed-over empty calls less the judge's one overhead (taken in its
+    own process, after a held stream); where the judge also has CUPTI's duration of that empty
+    kernel, what is left above it is what a handed-over call's pair costs beyond the one
+    overhead (negative on an H100: judged times read 0.6-0.7 us low), for every side alike,
+    and each side loses its own figure less CUPTI's reading."""
+    figures = {"base": Calibration(0.30 * US, calls=195), "head": Calibration(0.54 * US, calls=195)}
+    adjust = corrections(figures, level_ms=1.0 * US)
+    assert adjust.by_label == pytest.approx({"base": -0.70 * US, "head": -0.46 * US})
+    assert "and the level: every side -0.58 us" in adjust.words and "CUPTI's 1.000 us" in adjust.words
+    # without CUPTI's reading, only the differences go
+    assert corrections(figures).by_label == pytest.approx({"base": -0.12 * US, "head": 0.12 * US})
+
+
+def test_a_level_beyond_its_bound_moves_nothing_but_the_differences_still_go() -> None:
+    figures = {"base": Calibration(3.0 * US, calls=10), "head": Calibration(3.2 * US, calls=10)}
+    adjust = corrections(figures, level_ms=3.1 * US - MAX_LEVEL_MS - 0.1 * US)
+    assert adjust.by_label == pytest.approx({"base": -0.1 * US, "head": 0.1 * US})
+    assert "the level not moved: the figures' mean is +1.60 us from CUPTI's" in adjust.words
+    # and where the differences themselves are out of bounds, nothing moves, level or not
+    assert corrections({"base": Calibration(3.0 * US), "head": Calibration(4.5 * US)}, level_ms=3.5 * US).by_label == {}
 
 
 def test_no_sides_no_words() -> None:
@@ -348,5 +380,7 @@ def test_the_case_takes_out_its_timed_sides_corrections_only_where_its_workers_w
     assert adjust.by_label == pytest.approx({"base": -0.1 * US, "head": 0.1 * US})
     assert adjust.words.startswith("each worker's own cost of a call, measured on 45 trusted calls")
     assert case.process_corrections(sides, calibrated=False) == Corrections({}, "")
+    levelled = case.process_corrections(sides, calibrated=True, level_ms=4.9 * US)
+    assert levelled.by_label == pytest.approx({"base": 0.1 * US, "head": 0.3 * US})
     monkeypatch.setattr(case, "CALIBRATE_CALLS", 0)
     assert case.process_corrections(sides, calibrated=True) == Corrections({}, "")
