@@ -69,6 +69,9 @@ part_command() {
     processbias3) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate --variants plain,both --pin-numa" ;;
     processbias-so) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,warm,settle; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --variants plain,copy,warm" ;;
     processbias-cal) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 30 --repeats 5 --rotate --variants copy,empty" ;;
+    judge-truth-cal) echo "env KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth_cal" ;;
+    judge-regression5-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts regression --workdir /tmp/kb_out/judge_reg_cal --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_reg_cal" ;;
+    judge-changed-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/changed_only_wall.py --out /tmp/kb_out/judge_changed_cal" ;;
     judge-truth1) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth" ;;
     mps-clock) echo "bash scripts/probes/with_mps.sh python3 scripts/probes/outside_clock_probe.py --calls 100 --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve" ;;
     mps-bias) echo "bash scripts/probes/with_mps.sh python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,warm" ;;
