@@ -119,6 +119,8 @@ class Judge:
         #: judge made it (not where the parent handed a figure on): the level of the workers'
         #: own figures (:func:`process_corrections`)
         self.empty_kernel_ms: dict[str, float] = {}
+        #: devices whose calibration this judge made or tried (once each)
+        self._reading_tried: set[str] = set()
         #: why the event overhead could not be calibrated, where it could not (the report says so)
         self.overhead_refused: str | None = None
         #: whether any side's code has been loaded in this judge's workers
@@ -156,18 +158,25 @@ class Judge:
         key = str(device)
         if job.event_overhead_ms is not None:
             self._overheads.setdefault(key, job.event_overhead_ms)
-        if key not in self._overheads:
+        # With the workers' calibration on, their figures set the case's level against CUPTI's
+        # reading of the empty kernel: a judge handed the run's overhead by the parent (a new
+        # judge in a run) measures that reading too, so no case of a run goes without the level.
+        needs_reading = CALIBRATE_CALLS > 0 and key not in self._reading_tried
+        if key not in self._overheads or needs_reading:
+            self._reading_tried.add(key)
             if self._loaded_code:
                 # Sides' code has run in this judge's workers (a run whose first cases were not
                 # timed with events): nothing of theirs may run while the judge calibrates.
                 hold_all_but(None)
             try:
                 timer = CudaEventTimer(device, flush_l2=job.settings.flush_l2)
-                self._overheads[key] = timer.calibrate_overhead()
+                overhead_ms = timer.calibrate_overhead()
+                self._overheads.setdefault(key, overhead_ms)
                 if timer.empty_kernel_ms is not None:
                     self.empty_kernel_ms[key] = timer.empty_kernel_ms
             except RuntimeError as exc:  # out of memory for the flush, a lost context: uncorrected, and said
-                self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
+                if key not in self._overheads:
+                    self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
         return self._overheads[key]
 
     def worker(self, label: str, device: str) -> SideWorker:
@@ -175,6 +184,11 @@ class Judge:
         if worker is None or not worker.alive() or worker.device != device:
             if worker is not None:
                 worker.stop()
+                if worker.loaded_once:
+                    # What a side's code left in its folders and caches (a bytecode file its
+                    # next worker would import as it starts, before its calibration) goes
+                    # with the worker it ran in: a head could end its worker to be served anew.
+                    worker.remove_files()
             worker = self.workers[label] = SideWorker(label, device, self.scratch, self.environment, self.preload)
         return worker
 
@@ -600,7 +614,13 @@ def process_corrections(sides: Sequence[Side], *, calibrated: bool, level_ms: fl
     judge measured it: the figures then set the case's level too (:func:`.calibration.corrections`)."""
     if not calibrated or CALIBRATE_CALLS <= 0:
         return Corrections({}, "")
-    return corrections({side.label: side.worker.calibration for side in sides if side.ok}, level_ms=level_ms)
+    timed = [side for side in sides if side.ok]
+    if level_ms is None and sum(side.role == "solution" for side in timed) < 2:
+        # bench and run: one solution, reported in absolute time beside its baselines. Against
+        # the case's mean it would move by half its own process's cost and half the others'.
+        return Corrections({}, "each worker's own cost of a call not taken out: one solution, and no CUPTI reading of the "
+                               "empty kernel to level it by")
+    return corrections({side.label: side.worker.calibration for side in timed}, level_ms=level_ms)
 
 
 #: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no

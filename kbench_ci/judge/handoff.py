@@ -51,6 +51,14 @@ class Judged:
     outputs: dict[str, torch.Tensor]
     #: the side's own span from the go to its start event (us; None where it reported none)
     lead_us: float | None = None
+    #: the side's own time as the judge's clock is held against it (ms): less the one event
+    #: overhead only, not its worker's calibration (which would move an honest side's gap by
+    #: its process's cost, and give a lying one that much more cover); None: ``sample_ms``
+    clock_ms: float | None = None
+
+    @property
+    def reported_ms(self) -> float:
+        return self.sample_ms if self.clock_ms is None else self.clock_ms
 
 
 @dataclass(slots=True)
@@ -138,7 +146,7 @@ class Handoff:
         reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
         stamps = clock.stop()
         outputs = {name: arena.views[name].clone() for name in inputs.output_names}
-        return Judged(self._corrected(reply, side.label), stamps, outputs)
+        return Judged(self._corrected(reply, side.label), stamps, outputs, clock_ms=self._corrected(reply, None))
 
     def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
         clock = self.clock
@@ -184,11 +192,13 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(self._corrected(reply, side.label), stamps, outputs, reply.lead_us)
+        return Judged(self._corrected(reply, side.label), stamps, outputs, reply.lead_us, clock_ms=self._corrected(reply, None))
 
-    def _corrected(self, reply: Called, label: str) -> float:
-        """The side's one time, less the judge's event overhead and the correction of side ``label``'s worker."""
-        return shift_samples(reply.samples_ms, self.event_overhead_ms + self.corrections_ms.get(label, 0.0))[0]
+    def _corrected(self, reply: Called, label: str | None) -> float:
+        """The side's one time, less the judge's event overhead and the correction of side
+        ``label``'s worker (None: none)."""
+        correction = 0.0 if label is None else self.corrections_ms.get(label, 0.0)
+        return shift_samples(reply.samples_ms, self.event_overhead_ms + correction)[0]
 
     def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
         """The judge's own copy of an output (memory no side maps), one per side and output."""

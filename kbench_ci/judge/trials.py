@@ -394,7 +394,7 @@ def _one_round(
         side.seen.add(version.number)
         samples.append(judged.sample_ms)
         spans.append(judged.stamps.span_us)
-        side.judged.append((judged.stamps, judged.sample_ms))
+        side.judged.append((judged.stamps, judged.reported_ms))
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us)
     first = job.settings.discard_first

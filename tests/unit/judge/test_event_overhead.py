@@ -60,3 +60,38 @@ def test_the_judge_keeps_cuptis_reading_of_the_empty_kernel_from_its_own_calibra
     handed_on = Judge(tmp_path, {})
     assert handed_on.event_overhead_ms(torch.device("cuda", 0), _job(overhead_ms=0.003)) == 0.003
     assert handed_on.empty_kernel_ms == {}
+
+
+def test_with_the_calibration_on_a_judge_handed_the_runs_figure_still_reads_cupti_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A new judge in a run gets the run's overhead from the parent; with the workers'
+    calibration on it still needs CUPTI's reading of the empty kernel for the case's level
+    (else one run's cases would sit at two levels). It keeps the parent's overhead, and where
+    CUPTI gives no reading it does not try again at every case."""
+    from kbench_ci.judge import case
+
+    calibrations: list[str] = []
+
+    class Timer:
+        reading: float | None = 0.0011
+
+        def __init__(self, device: torch.device, *, flush_l2: bool) -> None:
+            self.empty_kernel_ms = None
+
+        def calibrate_overhead(self) -> float:
+            calibrations.append("calibrated")
+            self.empty_kernel_ms = Timer.reading
+            return 0.0025
+
+    monkeypatch.setattr(case, "CudaEventTimer", Timer)
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 200)
+    judge = Judge(tmp_path, {})
+    cuda = torch.device("cuda", 0)
+    assert judge.event_overhead_ms(cuda, _job(overhead_ms=0.003)) == 0.003
+    assert judge.empty_kernel_ms == {"cuda:0": 0.0011}
+    assert judge.event_overhead_ms(cuda, _job(overhead_ms=0.003)) == 0.003
+    assert calibrations == ["calibrated"]
+    Timer.reading = None  # no CUPTI
+    without = Judge(tmp_path, {})
+    for _ in range(3):
+        assert without.event_overhead_ms(cuda, _job(overhead_ms=0.003)) == 0.003
+    assert without.empty_kernel_ms == {} and calibrations == ["calibrated"] * 2

@@ -146,6 +146,10 @@ def test_the_handoff_takes_each_sides_correction_off_its_every_sample(monkeypatc
              for label in ("base", "head", "pytorch-eager")}
     assert times == pytest.approx({"base": 8.12 * US, "head": 7.88 * US, "pytorch-eager": 8.0 * US})
     assert handoff._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(7.88 * US)
+    # the judge's clock is held against the side's own time less the one overhead only: the
+    # correction of a slow process would otherwise read as time the side left out
+    judged = handoff.call(_side("head", _ReplyingWorker(10.0 * US)), arena, nothing)  # type: ignore[arg-type]
+    assert judged.sample_ms == pytest.approx(7.88 * US) and judged.reported_ms == pytest.approx(8.0 * US)
     # without corrections, only the one event overhead, as before
     plain = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=2.0 * US)
     assert plain._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(8.0 * US)
@@ -271,6 +275,7 @@ def test_the_calibration_loads_the_trusted_call_and_measures_only_on_a_quiet_gpu
     monkeypatch.setattr(case, "calibrate_worker", calibrate_worker)
     monkeypatch.setattr(case, "wait_quiet", lambda probe: Quiet(True, 0.0, 30.0, 3))
     judge = case.Judge(tmp_path, {})
+    judge._reading_tried.add("cuda")  # CUPTI's reading of the empty kernel: tested in test_event_overhead
     clock = SimpleNamespace(idle_latency_us=lambda: 30.0)
     problem = SimpleNamespace(path=Path("base/ref.py"))
     head = _Worker("head")
@@ -384,3 +389,61 @@ def test_the_case_takes_out_its_timed_sides_corrections_only_where_its_workers_w
     assert levelled.by_label == pytest.approx({"base": 0.1 * US, "head": 0.3 * US})
     monkeypatch.setattr(case, "CALIBRATE_CALLS", 0)
     assert case.process_corrections(sides, calibrated=True) == Corrections({}, "")
+
+
+def test_one_solution_beside_baselines_is_levelled_or_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench and run report a solution's absolute time: against the case's mean it would move by
+    half its own process's cost and half its baselines'. Only with CUPTI's reading (each side
+    by its own figure) is anything taken out."""
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 50)
+    workers = {"solution": _Worker("solution"), "pytorch-eager": _Worker("pytorch-eager")}
+    for worker, figure in zip(workers.values(), (0.4, 0.2), strict=True):
+        worker.calibration = Calibration(figure * US, calls=45)
+    sides = [_side("solution", workers["solution"]),
+             Side("pytorch-eager", "baseline", workers["pytorch-eager"],  # type: ignore[arg-type]
+                  VariantResult(label="pytorch-eager", kind="pytorch-eager", role="baseline", status="ok"))]
+    alone = case.process_corrections(sides, calibrated=True)
+    assert alone.by_label == {} and "one solution" in alone.words
+    levelled = case.process_corrections(sides, calibrated=True, level_ms=0.1 * US)
+    assert levelled.by_label == pytest.approx({"solution": 0.3 * US, "pytorch-eager": 0.1 * US})
+
+
+class _Stoppable:
+    def __init__(self, label: str, *, alive: bool = True, loaded_once: bool = True) -> None:
+        self.label, self.device, self.loaded_once = label, "cuda", loaded_once
+        self._alive = alive
+        self.done: list[str] = []
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def stop(self) -> None:
+        self.done.append("stopped")
+
+    def remove_files(self) -> None:
+        self.done.append("files removed")
+
+
+def test_a_remeasured_case_gets_new_workers_and_the_old_ones_files_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = case.Judge(tmp_path, {})
+    old = {label: _Stoppable(label) for label in ("base", "head", case.WITNESS)}
+    judge.workers.update(old)  # type: ignore[arg-type]
+    judge._retire_workers(_job())
+    assert old["base"].done == old["head"].done == ["stopped", "files removed"]
+    assert old[case.WITNESS].done == [] and set(judge.workers) == {case.WITNESS}
+
+
+def test_a_dead_worker_that_ran_a_sides_code_is_replaced_without_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head that ends its own worker gets a new one, which imports torch's bytecode from the
+    side's cache as it starts, before any calibration: what the old one's code left there
+    must go with it."""
+    started: list[str] = []
+    monkeypatch.setattr(case, "SideWorker", lambda label, device, *args: started.append(label) or _Stoppable(label, loaded_once=False))
+    judge = case.Judge(tmp_path, {})
+    dead, fresh_dead = _Stoppable("head", alive=False), _Stoppable("base", alive=False, loaded_once=False)
+    judge.workers.update({"head": dead, "base": fresh_dead})  # type: ignore[dict-item]
+    judge.worker("head", "cuda")
+    judge.worker("base", "cuda")
+    assert dead.done == ["stopped", "files removed"]
+    assert fresh_dead.done == ["stopped"]  # never loaded anything: nothing of a side's to remove
+    assert started == ["head", "base"]
