@@ -462,6 +462,10 @@ def _calibration_request(job: CaseJob, problem: Problem) -> LoadRequest:
     return LoadRequest(baseline=CALIBRATION_BASELINE, ref=str(problem.path), **_load_settings(job))
 
 
+#: the sandbox layer that keeps a side's writes to its own folders (kbench_ci.side.harden): a
+#: worker's calibration is trusted only where it was in force
+WRITES_CONFINED = "landlock-write"
+
 #: the placement number of a worker's calibration buffers (Judge._calibrate): apart from the
 #: case's placements (0 up) and a side's inbox (:data:`INBOX_SLOT`)
 CALIBRATION_SLOT = 2_000
@@ -481,6 +485,10 @@ def calibrate_worker(worker: SideWorker, request: LoadRequest, device: torch.dev
         assert isinstance(loaded, Loaded)
         if loaded.error is not None:
             return Calibration(None, refused=f"its trusted call could not be loaded: {loaded.error}")
+        if WRITES_CONFINED not in loaded.notes:
+            # Without it a side's code could write the bytecode this worker imported as it
+            # started (kbench_ci.judge.sides): its figure would then be the side's to set.
+            return Calibration(None, refused=f"its worker is not confined to its own folders ({WRITES_CONFINED} not in force)")
         contents = {"x": torch.zeros(1, device=device)}
         arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT, folder=worker.folder / "arenas")
         worker.send(arena.request)

@@ -39,6 +39,33 @@ def _log_opened_files(path: str | None) -> None:
     sys.addaudithook(hook)
 
 
+#: preloaded modules the judge imports itself where their bytecode is missing: the sides read
+#: the judge's bytecode folder and cannot write it (kbench_ci.judge.sides); CuTe DSL's is left
+#: out (its import starts a compiler the judge has no use for)
+_BYTECODE_FOR_SIDES = ("triton",)
+
+
+def _write_bytecode_for_sides(preload: Sequence[str]) -> None:
+    """Import each preloaded module whose bytecode is not in this process's bytecode folder yet,
+    so that folder holds it for the sides' next workers (a first run's; later runs find it)."""
+    import importlib  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+
+    if sys.pycache_prefix is None or sys.dont_write_bytecode:
+        return
+    for name in preload:
+        if name not in _BYTECODE_FOR_SIDES:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+                continue
+            if not Path(importlib.util.cache_from_source(spec.origin)).exists():
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112  (a module that does not import is the side's to report)
+            continue
+
+
 def main(argv: Sequence[str]) -> int:
     lifeline, *warm = argv
     _log_opened_files(os.environ.get(OPEN_LOG_ENV))
@@ -70,6 +97,8 @@ def main(argv: Sequence[str]) -> int:
         labels = dict.fromkeys(label for label in os.environ[JUDGE_SIDES_ENV].split(",") if label)
         early = {label: SideWorker(label, warm_device, scratch, side_environment, preload) for label in labels}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
+
+    _write_bytecode_for_sides(preload)
 
     from kbench_ci.errors import ExitCode, KbenchError  # noqa: PLC0415
     from kbench_ci.judge.case import Judge  # noqa: PLC0415

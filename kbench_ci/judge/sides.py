@@ -35,11 +35,14 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, module_command, parents, state
+from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, landlock_abi, module_command, parents, state
 from kbench_ci.scratch import create_new
 
-#: caches the parent sets for workers; each side gets a sub-folder of its own of each
-_PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
+#: the bytecode folder's variable (Python's)
+BYTECODE_ENV = "PYTHONPYCACHEPREFIX"
+#: caches the parent sets for workers; each side gets a sub-folder of its own of each (the
+#: bytecode folder only where Landlock cannot keep the sides out of the judge's)
+_PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", BYTECODE_ENV)
 
 
 #: this judge's side workers, by process id: every other child of the judge is a stray
@@ -126,6 +129,13 @@ class SideWorker:
         env = dict(environment)
         writable = [self.folder]
         for name in _PER_SIDE_CACHES:
+            if name == BYTECODE_ENV and env.get(name) and landlock_abi() >= 1:
+                # Where Landlock keeps every side out of it, the judge's own bytecode folder,
+                # read-only: a bytecode file a side's code planted in a folder of its own would
+                # run as that side's next worker (the next run's) imports torch, before any
+                # calibration of that worker (docs/isolation.md). The judge writes torch's and
+                # the preloaded modules' bytecode there as it imports them; a side writes none.
+                continue
             if env.get(name):
                 own = Path(env[name]) / f"side-{side_folder_name(label)}"
                 own.mkdir(parents=True, exist_ok=True)

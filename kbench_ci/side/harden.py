@@ -29,14 +29,15 @@ import platform
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.procgroup import make_non_dumpable
+from kbench_ci.procgroup import LANDLOCK_SYSCALLS as _SYS_LANDLOCK
+from kbench_ci.procgroup import landlock_abi, make_non_dumpable
+
+__all__ = ["harden", "landlock_abi"]
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _CAP_SYS_PTRACE = 19
 
-_SYS_LANDLOCK = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
-_LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
 
 # filesystem rights (uapi/linux/landlock.h)
@@ -103,15 +104,6 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
-def landlock_abi() -> int:
-    """The Landlock ABI this kernel offers (0: none, or not Linux)."""
-    numbers = _SYS_LANDLOCK.get(platform.machine())
-    if numbers is None or os.name != "posix" or platform.system() != "Linux":
-        return 0
-    version = _libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
-    return max(int(version), 0)
 
 
 def harden(writable: Sequence[Path]) -> tuple[str, ...]:

@@ -182,9 +182,12 @@ class _Worker:
     def send(self, request: object) -> None:
         self.requests.append(request)
 
+    #: the sandbox layers its loads report
+    layers: tuple[str, ...] = (case.WRITES_CONFINED,)
+
     def ask(self, request: object, kind: object, *, timeout_s: float) -> Loaded:
         self.requests.append(request)
-        return Loaded()
+        return Loaded(notes=self.layers)
 
 
 def _job(device: str = "cuda", timing_method: str = "cuda_event", *, head_ref_changed: bool = False) -> CaseJob:
@@ -350,6 +353,17 @@ def test_a_calibration_that_fails_gives_no_figure_and_ends_its_case(tmp_path: Pa
     calibration = case.calibrate_worker(refusing, request, torch.device("cpu"), _Calls([]), calls=20)  # type: ignore[arg-type]
     assert calibration == Calibration(None, refused="its trusted call could not be loaded: no ref.py")
     assert [type(sent) for sent in refusing.requests] == [LoadRequest, EndRequest]
+
+
+def test_a_worker_not_confined_to_its_folders_gets_no_figure(tmp_path: Path) -> None:
+    """Without Landlock's write rule a side's code could have written the bytecode its next
+    worker imports as it starts, before its calibration: such a figure is the side's to set."""
+    worker = _Worker("head", tmp_path)
+    worker.layers = ("not-dumpable", "no-new-privs")
+    request = case._calibration_request(_job("cpu", "host_time"), SimpleNamespace(path=Path("ref.py")))  # type: ignore[arg-type]
+    calibration = case.calibrate_worker(worker, request, torch.device("cpu"), _Calls([5.0 * US] * 20), calls=20)  # type: ignore[arg-type]
+    assert calibration.figure_ms is None and "landlock-write not in force" in (calibration.refused or "")
+    assert [type(sent) for sent in worker.requests] == [LoadRequest, EndRequest]  # not one call made
 
 
 def test_a_real_worker_serves_on_after_its_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
