@@ -83,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
     watch_lifeline(int(lifeline), tickets.put)
     from kbench_ci.judge.sides import SideWorker  # noqa: PLC0415  (no torch)
     from kbench_ci.scratch import make_scratch  # noqa: PLC0415
-    from kbench_ci.suite.settings import JUDGE_SIDES_ENV  # noqa: PLC0415
+    from kbench_ci.suite.settings import JUDGE_SIDES_ENV, judge_calibrate_calls  # noqa: PLC0415
 
     scratch = make_scratch("kbench-judge-")
     early: dict[str, SideWorker] = {}
@@ -98,7 +98,8 @@ def main(argv: Sequence[str]) -> int:
         early = {label: SideWorker(label, warm_device, scratch, side_environment, preload) for label in labels}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
 
-    _write_bytecode_for_sides(preload)
+    if judge_calibrate_calls(os.environ) > 0:  # the sides read this judge's bytecode folder (judge.sides)
+        _write_bytecode_for_sides(preload)
 
     from kbench_ci.errors import ExitCode, KbenchError  # noqa: PLC0415
     from kbench_ci.judge.case import Judge  # noqa: PLC0415

@@ -37,11 +37,12 @@ from kbench_ci.measure.sideproto import (
 )
 from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, landlock_abi, module_command, parents, state
 from kbench_ci.scratch import create_new
+from kbench_ci.suite.settings import judge_calibrate_calls
 
 #: the bytecode folder's variable (Python's)
 BYTECODE_ENV = "PYTHONPYCACHEPREFIX"
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each (the
-#: bytecode folder only where Landlock cannot keep the sides out of the judge's)
+#: bytecode folder not where the workers are calibrated and Landlock keeps them out of the judge's)
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", BYTECODE_ENV)
 
 
@@ -128,13 +129,16 @@ class SideWorker:
         self.folder.mkdir(parents=True, exist_ok=True)
         env = dict(environment)
         writable = [self.folder]
+        shared_bytecode = judge_calibrate_calls(env) > 0 and landlock_abi() >= 1
         for name in _PER_SIDE_CACHES:
-            if name == BYTECODE_ENV and env.get(name) and landlock_abi() >= 1:
-                # Where Landlock keeps every side out of it, the judge's own bytecode folder,
-                # read-only: a bytecode file a side's code planted in a folder of its own would
-                # run as that side's next worker (the next run's) imports torch, before any
-                # calibration of that worker (docs/isolation.md). The judge writes torch's and
-                # the preloaded modules' bytecode there as it imports them; a side writes none.
+            if name == BYTECODE_ENV and env.get(name) and shared_bytecode:
+                # With the workers' calibration on, and where Landlock keeps every side out of
+                # it, the judge's own bytecode folder, read-only: a bytecode file a side's code
+                # planted in a folder of its own would run as that side's next worker (the next
+                # run's) imports torch, before its calibration (docs/isolation.md). The judge
+                # writes torch's and triton's bytecode there as it imports them; a side writes
+                # none (what only a side imports is compiled at each start: off by default
+                # until a GPU has measured what that costs).
                 continue
             if env.get(name):
                 own = Path(env[name]) / f"side-{side_folder_name(label)}"

@@ -45,8 +45,9 @@ def test_a_stopped_workers_files_are_removed_with_its_caches(tmp_path: Path) -> 
 @pytest.mark.parametrize("abi", [7, 0])
 def test_sides_read_the_judges_bytecode_where_landlock_keeps_them_out_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                              abi: int) -> None:
-    """A bytecode file a head planted in a bytecode folder of its own would run as its next
-    worker (the next run's) imports torch, before that worker's calibration. Where Landlock can
+    """With the workers' calibration on: a bytecode file a head planted in a bytecode folder of
+    its own would run as its next worker (the next run's) imports torch, before that worker's
+    calibration. Where Landlock can
     keep every side out of the judge's own bytecode folder, the sides read that one and write
     none; where it cannot, each side keeps a folder of its own (a shared one would let a head
     plant bytecode for the base and the judge)."""
@@ -56,6 +57,7 @@ def test_sides_read_the_judges_bytecode_where_landlock_keeps_them_out_of_it(tmp_
     monkeypatch.setattr(sides, "landlock_abi", lambda: abi)
     judges = tmp_path / "pycache"
     worker = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPYCACHEPREFIX": str(judges),
+                                                               "KBENCH_CI_JUDGE_CALIBRATE_CALLS": "200",
                                                                "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
     try:
         # read once it runs the worker's module: before its exec, a child shows the parent's environment
@@ -72,3 +74,14 @@ def test_sides_read_the_judges_bytecode_where_landlock_keeps_them_out_of_it(tmp_
         assert not any(str(folder).startswith(str(judges)) for folder in worker.writable)
     else:
         assert environ["PYTHONPYCACHEPREFIX"] == str(judges / "side-head") and judges / "side-head" in worker.writable
+
+
+def test_without_the_calibration_each_side_keeps_a_bytecode_folder_of_its_own(tmp_path: Path) -> None:
+    from kbench_ci.judge.sides import SideWorker
+
+    judges = tmp_path / "pycache"
+    environment = {**os.environ, "PYTHONPYCACHEPREFIX": str(judges), "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    environment.pop("KBENCH_CI_JUDGE_CALIBRATE_CALLS", None)
+    worker = SideWorker("head", "cpu", tmp_path / "scratch", environment)
+    worker.stop()
+    assert judges / "side-head" in worker.writable
