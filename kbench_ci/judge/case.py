@@ -253,6 +253,19 @@ class Judge:
             description += "; measured again in new processes (each side's worker started anew: a process's own bias is drawn again)"
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
 
+    def _calibrate_new_workers(
+        self, labels: Sequence[str], job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock,
+    ) -> None:
+        """Every new worker among ``labels``' (nothing loaded in it yet) calibrated, all before
+        any of the case's loads and in a random order: a side's figure measured after another
+        side's load and first compiled call (the GPU's clocks up, its caches full) would set
+        the two apart by when they were measured, the same way in every run. The head's
+        reference worker is never timed, so never calibrated."""
+        fresh = [label for label in labels if label != HEAD_REFERENCE and not self.worker(label, job.settings.device).loaded_once]
+        random.SystemRandom().shuffle(fresh)
+        for label in fresh:
+            self._calibrate(self.worker(label, job.settings.device), job, problem, device, clock)
+
     def _calibrate(self, worker: SideWorker, job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock) -> SideWorker:
         """``worker``'s own cost of a call (:mod:`.calibration`), measured before its first load:
         :data:`CALIBRATE_CALLS` trusted calls (an empty kernel, through the same handoff, flush,
@@ -393,6 +406,8 @@ class Judge:
         if own_reference:  # the head's ref.py, loaded by that worker alone (the judge only names it)
             entries.append((HEAD_REFERENCE, "baseline",
                             LoadRequest(baseline=WITNESS_BASELINE, ref=job.sides[1].ref, **common)))
+        if clock is not None and CALIBRATE_CALLS > 0:
+            self._calibrate_new_workers([label for label, _, _ in entries if label not in job.skip], job, problem, device, clock)
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
@@ -406,11 +421,6 @@ class Judge:
                     if other is not worker:
                         other.pause()
                 worker.resume()
-                if clock is not None and CALIBRATE_CALLS > 0 and not worker.loaded_once and label != HEAD_REFERENCE:
-                    # A new process, nothing loaded in it yet: its own cost of a call is measured
-                    # now, before any side's code could run there to make it read long (the head's
-                    # reference worker is never timed, so never calibrated).
-                    worker = self._calibrate(worker, job, problem, device, clock)
                 worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
             except SideFailed as exc:

@@ -4,6 +4,7 @@ figures to what is taken off each side's samples, and when the judge measures a 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -231,7 +232,8 @@ def test_a_new_worker_is_calibrated_before_its_first_load_and_never_again(tmp_pa
     workers = {label: _Worker(label) for label in ("base", "head")}
     judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=50)
     sides = _load(judge, _job())
-    assert calibrated == [("base", False, 0), ("head", False, 0)]  # nothing loaded in either yet
+    # both before either loads (nothing loaded in either yet), in an order drawn each case
+    assert sorted(calibrated) == [("base", False, 0), ("head", False, 0)]
     assert all(worker.loaded_once for worker in workers.values())
     assert [side.label for side in sides] == ["base", "head"] and all(side.ok for side in sides)
 
@@ -262,7 +264,19 @@ def test_the_heads_reference_worker_is_never_calibrated(tmp_path: Path, monkeypa
     workers = {label: _Worker(label) for label in ("base", "head", HEAD_REFERENCE)}
     judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=50)
     _load(judge, _job(head_ref_changed=True))
-    assert [label for label, _, _ in calibrated] == ["base", "head"]
+    assert sorted(label for label, _, _ in calibrated) == ["base", "head"]
+
+
+def test_the_order_of_the_calibrations_is_drawn_each_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixed order (the base always first) would set the sides apart by when each was measured,
+    the same way in every run."""
+    orders = set()
+    for _ in range(40):
+        workers = {label: _Worker(label) for label in ("base", "head")}
+        judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=50)
+        _load(judge, _job())
+        orders.add(tuple(label for label, _, _ in calibrated))
+    assert orders == {("base", "head"), ("head", "base")}
 
 
 def test_the_calibration_loads_the_trusted_call_and_measures_only_on_a_quiet_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -461,3 +475,18 @@ def test_a_dead_worker_that_ran_a_sides_code_is_replaced_without_its_files(tmp_p
     assert dead.done == ["stopped", "files removed"]
     assert fresh_dead.done == ["stopped"]  # never loaded anything: nothing of a side's to remove
     assert started == ["head", "base"]
+
+
+def test_no_side_of_the_case_has_loaded_when_any_worker_is_calibrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workers = {label: _Worker(label) for label in ("base", "head", "pytorch-eager")}
+    judge, _ = _judge(tmp_path, monkeypatch, workers, calls=50)
+    loaded_when: list[bool] = []
+
+    def calibrate(worker: _Worker, job: CaseJob, problem: object, device: torch.device, clock: object) -> _Worker:
+        loaded_when.append(any(other.loaded_once or other.requests for other in workers.values()))
+        worker.calibration = Calibration(5.0 * US, calls=10)
+        return worker
+
+    monkeypatch.setattr(judge, "_calibrate", calibrate)
+    _load(judge, replace(_job(), baselines=("pytorch-eager",)))
+    assert loaded_when == [False, False, False]
