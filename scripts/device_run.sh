@@ -22,6 +22,14 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 clocks=$!
 trap 'kill $clocks 2>/dev/null' EXIT
 
+# A judged run of scripts/aa_and_regression.py and the judge's clock figures of its results:
+#   judged PARTS RUNS FOLDER [VAR=VALUE ...]   (the knobs the run is to set, e.g. a judge setting)
+judged() {
+  local parts=$1 runs=$2 folder=/tmp/kb_out/$3
+  shift 3
+  echo "env KBENCH_CI_ISOLATION=judge $* python3 scripts/aa_and_regression.py --runs $runs --time-budget 5 --parts $parts --workdir $folder --keep; python3 scripts/probes/clock_figures.py $folder"
+}
+
 part_command() {
   case "$1" in
     truth) echo "python3 scripts/cupti_truth.py --bracket --out /tmp/kb_out/truth" ;;
@@ -36,16 +44,16 @@ part_command() {
     bench) echo "python3 -m pytest tests/gpu/test_gpu_bench.py -q -rA -p no:cacheprovider" ;;
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
-    judge-aa) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa" ;;
-    judge-aa-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_cal --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_cal" ;;
-    judge-aa-settle) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_SETTLE_US=5 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_settle --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_settle" ;;
-    judge-aa-bare) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_TOUCH_STRIDE=0 KBENCH_CI_JUDGE_SETTLE_US=0 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa_bare --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa_bare" ;;
+    judge-aa) judged aa 5 judge_aa ;;
+    judge-aa-cal) judged aa 5 judge_aa_cal KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 ;;
+    judge-aa-settle) judged aa 5 judge_aa_settle KBENCH_CI_JUDGE_SETTLE_US=5 ;;
+    judge-aa-bare) judged aa 5 judge_aa_bare KBENCH_CI_JUDGE_TOUCH_STRIDE=0 KBENCH_CI_JUDGE_SETTLE_US=0 ;;
     judge-truth) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu --out /tmp/kb_out/judge_truth" ;;
-    judge-aa2) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_aa2 --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa2" ;;
+    judge-aa2) judged aa 2 judge_aa2 ;;
     judge-clock-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-clock-redteam-pool) echo "env KBENCH_JUDGE_GPU_CONTROL=1 KBENCH_CI_JUDGE_FRESH_MS=0 python3 -m pytest tests/gpu/test_judge_clock_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-prof) echo "env KBENCH_CI_ISOLATION=judge KBENCH_PROFILE_DIR=$out/jprof PYTHONPATH=$PWD/scripts/probes/profile_site:\$PYTHONPATH python3 scripts/aa_and_regression.py --runs 1 --time-budget 5 --parts aa --workdir /tmp/kb_out/judge_prof --keep; python3 scripts/probes/profile_report.py $out/jprof --top 45 > $out/jprof_report.txt" ;;
-    judge-regression5) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts regression --workdir /tmp/kb_out/judge_reg --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_reg" ;;
+    judge-regression5) judged regression 5 judge_reg ;;
     judge-regression) echo "env KBENCH_CI_ISOLATION=judge python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts regression" ;;
     process-aa2) echo "python3 scripts/aa_and_regression.py --runs 2 --time-budget 5 --parts aa --workdir /tmp/kb_out/process_aa --keep" ;;
     aa10) echo "python3 scripts/aa_and_regression.py --runs 10 --time-budget 5 --parts aa --workdir /tmp/kb_out/aa10 --keep" ;;
@@ -70,7 +78,7 @@ part_command() {
     processbias-so) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,warm,settle; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --variants plain,copy,warm" ;;
     processbias-cal) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 30 --repeats 5 --rotate --variants copy,empty" ;;
     judge-truth-cal) echo "env KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth_cal" ;;
-    judge-regression5-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts regression --workdir /tmp/kb_out/judge_reg_cal --keep; python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_reg_cal" ;;
+    judge-regression5-cal) judged regression 5 judge_reg_cal KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 ;;
     judge-changed-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/changed_only_wall.py --out /tmp/kb_out/judge_changed_cal" ;;
     judge-truth1) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth" ;;
     mps-clock) echo "bash scripts/probes/with_mps.sh python3 scripts/probes/outside_clock_probe.py --calls 100 --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve" ;;
