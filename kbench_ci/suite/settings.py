@@ -356,38 +356,37 @@ def judge_fresh_ms(environ: Mapping[str, str]) -> float:
 
 def judge_placements(environ: Mapping[str, str]) -> int:
     """:data:`JUDGE_PLACEMENTS_ENV`: a whole number, 1 or more (unset: the default)."""
-    text = environ.get(JUDGE_PLACEMENTS_ENV, "").strip()
-    if not text:
-        return DEFAULT_JUDGE_PLACEMENTS
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise UsageError(f"{JUDGE_PLACEMENTS_ENV}={environ[JUDGE_PLACEMENTS_ENV]!r} is not a number of placements",
-                         hint=f"set {JUDGE_PLACEMENTS_ENV} to a whole number, 1 or more (default {DEFAULT_JUDGE_PLACEMENTS})")
-    return int(text)
+    return _judge_whole(environ, JUDGE_PLACEMENTS_ENV, DEFAULT_JUDGE_PLACEMENTS, "placements", least=1,
+                        hint=f"set {JUDGE_PLACEMENTS_ENV} to a whole number, 1 or more (default {DEFAULT_JUDGE_PLACEMENTS})")
 
 
 def judge_touch_stride(environ: Mapping[str, str]) -> int:
     """:data:`JUDGE_TOUCH_STRIDE_ENV`: a whole number of bytes, 0 (no reads) or more (unset: the
     default)."""
-    text = environ.get(JUDGE_TOUCH_STRIDE_ENV, "").strip()
-    if not text:
-        return DEFAULT_JUDGE_TOUCH_STRIDE
-    if not (text.isascii() and text.isdigit()):
-        raise UsageError(f"{JUDGE_TOUCH_STRIDE_ENV}={environ[JUDGE_TOUCH_STRIDE_ENV]!r} is not a number of bytes",
-                         hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
-                              f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
-    return int(text)
+    return _judge_whole(environ, JUDGE_TOUCH_STRIDE_ENV, DEFAULT_JUDGE_TOUCH_STRIDE, "bytes",
+                        hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
+                             f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
 
 
 def judge_calibrate_calls(environ: Mapping[str, str]) -> int:
     """:data:`JUDGE_CALIBRATE_CALLS_ENV`: a whole number of calls, 0 (none) up to
     :data:`MAX_JUDGE_CALIBRATE_CALLS` (unset: the default)."""
-    text = environ.get(JUDGE_CALIBRATE_CALLS_ENV, "").strip()
+    return _judge_whole(environ, JUDGE_CALIBRATE_CALLS_ENV, DEFAULT_JUDGE_CALIBRATE_CALLS, "calls",
+                        most=MAX_JUDGE_CALIBRATE_CALLS,
+                        hint=f"set {JUDGE_CALIBRATE_CALLS_ENV} to a whole number of calls, 0..{MAX_JUDGE_CALIBRATE_CALLS}, "
+                             f"or 0 for none (default {DEFAULT_JUDGE_CALIBRATE_CALLS})")
+
+
+def _judge_whole(
+    environ: Mapping[str, str], name: str, default: int, unit: str, *, least: int = 0, most: int | None = None, hint: str,
+) -> int:
+    """A judge knob that holds a whole number from ``least`` (up to ``most``; unset: ``default``),
+    or a usage error that names it."""
+    text = environ.get(name, "").strip()
     if not text:
-        return DEFAULT_JUDGE_CALIBRATE_CALLS
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_JUDGE_CALIBRATE_CALLS:
-        raise UsageError(f"{JUDGE_CALIBRATE_CALLS_ENV}={environ[JUDGE_CALIBRATE_CALLS_ENV]!r} is not a number of calls",
-                         hint=f"set {JUDGE_CALIBRATE_CALLS_ENV} to a whole number of calls, 0..{MAX_JUDGE_CALIBRATE_CALLS}, "
-                              f"or 0 for none (default {DEFAULT_JUDGE_CALIBRATE_CALLS})")
+        return default
+    if not (text.isascii() and text.isdigit()) or int(text) < least or (most is not None and int(text) > most):
+        raise UsageError(f"{name}={environ[name]!r} is not a number of {unit}", hint=hint)
     return int(text)
 
 
