@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
     "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "end_strays_seen",
-    "parents", "state"]
+    "parents", "state", "LANDLOCK_SYSCALLS", "landlock_abi", "libc"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -203,8 +203,7 @@ def become_subreaper() -> bool:
     where :func:`end_strays` finds it. False where Linux offers no such thing."""
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    return bool(libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
 def _stat_fields(pid: int | str) -> list[bytes] | None:
@@ -356,6 +355,10 @@ def landlock_abi() -> int:
     numbers = LANDLOCK_SYSCALLS.get(platform.machine())
     if numbers is None or os.name != "posix" or platform.system() != "Linux":
         return 0
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    version = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    version = libc().syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
     return max(int(version), 0)
+
+
+def libc() -> ctypes.CDLL:
+    """The C library, with ``errno`` kept for the calls that set it."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)

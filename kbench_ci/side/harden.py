@@ -23,7 +23,6 @@ judge's design, not the design: the judge never trusts what a side says.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from kbench_ci.procgroup import LANDLOCK_SYSCALLS as _SYS_LANDLOCK
 from kbench_ci.procgroup import landlock_abi, make_non_dumpable
+from kbench_ci.procgroup import libc as _libc
 
 __all__ = ["harden", "landlock_abi"]
 
@@ -100,10 +100,6 @@ class _CapData(ctypes.Structure):
 
 
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 def harden(writable: Sequence[Path]) -> tuple[str, ...]:
