@@ -261,10 +261,11 @@ class Judge:
         side's load and first compiled call (the GPU's clocks up, its caches full) would set
         the two apart by when they were measured, the same way in every run. The head's
         reference worker is never timed, so never calibrated."""
-        fresh = [label for label in labels if label != HEAD_REFERENCE and not self.worker(label, job.settings.device).loaded_once]
+        workers = [self.worker(label, job.settings.device) for label in labels if label != HEAD_REFERENCE]
+        fresh = [worker for worker in workers if not worker.loaded_once]
         random.SystemRandom().shuffle(fresh)
-        for label in fresh:
-            self._calibrate(self.worker(label, job.settings.device), job, problem, device, clock)
+        for worker in fresh:
+            self._calibrate(worker, job, problem, device, clock)
 
     def _calibrate(self, worker: SideWorker, job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock) -> SideWorker:
         """``worker``'s own cost of a call (:mod:`.calibration`), measured before its first load:
@@ -811,7 +812,7 @@ def _placements(sides: int, need_bytes: int, device: torch.device) -> int:
     return int(max(1, min(PLACEMENTS, affordable)))
 
 
-_LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", "landlock-write", "landlock-signal"})
+_LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", WRITES_CONFINED, "landlock-signal"})
 
 
 def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype], Tolerance]:

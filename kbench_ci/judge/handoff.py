@@ -49,16 +49,12 @@ class Judged:
     sample_ms: float
     stamps: CallStamps
     outputs: dict[str, torch.Tensor]
-    #: the side's own span from the go to its start event (us; None where it reported none)
-    lead_us: float | None = None
     #: the side's own time as the judge's clock is held against it (ms): less the one event
     #: overhead only, not its worker's calibration (which would move an honest side's gap by
-    #: its process's cost, and give a lying one that much more cover); None: ``sample_ms``
-    clock_ms: float | None = None
-
-    @property
-    def reported_ms(self) -> float:
-        return self.sample_ms if self.clock_ms is None else self.clock_ms
+    #: its process's cost, and give a lying one that much more cover)
+    reported_ms: float
+    #: the side's own span from the go to its start event (us; None where it reported none)
+    lead_us: float | None = None
 
 
 @dataclass(slots=True)
@@ -146,7 +142,7 @@ class Handoff:
         reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
         stamps = clock.stop()
         outputs = {name: arena.views[name].clone() for name in inputs.output_names}
-        return Judged(self._corrected(reply, side.label), stamps, outputs, clock_ms=self._corrected(reply, None))
+        return Judged(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None))
 
     def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
         clock = self.clock
@@ -192,7 +188,7 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(self._corrected(reply, side.label), stamps, outputs, reply.lead_us, clock_ms=self._corrected(reply, None))
+        return Judged(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None), reply.lead_us)
 
     def _corrected(self, reply: Called, label: str | None) -> float:
         """The side's one time, less the judge's event overhead and the correction of side
