@@ -33,8 +33,9 @@ def main() -> None:
     excesses = []
     print(f"{'case':34} {'side':6} {'status':9} {'calls':>5} {'own us':>8} {'gap':>7} {'ref gap':>7} {'excess':>7} {'res':>5} "
           f"{'pre':>6} {'post':>6} verdict")
-    for path in sorted(root.rglob("results.json")):
-        for case, variant in _variants(json.loads(path.read_text()), None):
+    results = [(path, json.loads(path.read_text())) for path in sorted(root.rglob("results.json"))]
+    for _, data in results:
+        for case, variant in _variants(data, None):
             clock = variant["outside_clock"]
             verdict = str((case or {}).get("verdict", ""))
             own = sorted(clock["reported_us"])[len(clock["reported_us"]) // 2] if clock["reported_us"] else float("nan")
@@ -48,8 +49,7 @@ def main() -> None:
                   f"{clock['pre_us']:6.1f} {clock['post_us']:6.1f} {verdict}")
     # What each case took out for its workers' own cost of a call (KBENCH_CI_JUDGE_CALIBRATE_CALLS):
     # the clause of its timing description, where it has one
-    for path in sorted(root.rglob("results.json")):
-        data = json.loads(path.read_text())
+    for path, data in results:
         for case in data.get("cases", [data.get("case")] if isinstance(data.get("case"), dict) else []):
             words = str((case or {}).get("timing_description") or "")
             start = words.find("each worker's own cost of a call")
