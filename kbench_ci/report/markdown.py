@@ -212,6 +212,12 @@ def inert(text: str) -> str:
     return "".join(out)
 
 
+# A judged case's timing description names the timer, the outside clock, the calibration, the
+# sandbox layers and a re-measurement: about 900 characters in all, and each clause is a fact a
+# reviewer needs (the comment's own size limit still applies, in github/comment.py).
+TIMING_TEXT_LIMIT = 1500
+
+
 def cell(text: str | None, limit: int = 160) -> str:
     """One table cell (or one line of a note) of text that may be a pull request's: one line,
     long text cut (the details keep all of it), :func:`inert`, pipes escaped (a pipe ends a
@@ -288,7 +294,7 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
         ("GPU before", gpu_state_text(result.gpu_state_before)),
         ("GPU after", gpu_state_text(result.gpu_state_after)),
     ]
-    facts.append(("timing", cell(result.timing_method + (f" — {result.timing_description}" if result.timing_description else ""), 600)))
+    facts.append(("timing", cell(result.timing_method + (f" — {result.timing_description}" if result.timing_description else ""), TIMING_TEXT_LIMIT)))
     for variant in result.variants:
         if variant.speed_of_light is not None:
             facts.append((f"speed of light ({variant.label})", speed_of_light_text(variant.speed_of_light)))

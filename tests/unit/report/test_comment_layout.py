@@ -11,6 +11,7 @@ deliberately generous glyph widths."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,21 @@ def test_bench_in_cpu_mode_speaks_of_the_cpu_and_the_interpreter() -> None:
     assert "2,672× slower" in report and "Triton's interpreter" in report
     assert "L2" not in report and "cold (the CPU's caches evicted before every trial)" in report
     assert cache_mode_text(True, "cuda:0") == "cold (L2 flushed before every trial)"
+
+
+def test_a_judged_timing_description_reaches_the_report_whole(tmp_path: Path) -> None:
+    """The judge's description ends with the clauses a reviewer needs most (the calibration's
+    corrections, the sandbox layers in force, a re-measurement in new processes); cut at 600
+    characters they were lost from benchmark.md and from bench's report."""
+    description = ("judged apart: each side in a process of its own (paused while another has the turn), inputs staged, "
+                   + "x" * 700 + "; sandbox: landlock-write, no-ptrace; measured again in new processes (each side's worker "
+                   "started anew: a process's own bias is drawn again)")
+    cases = suite_cases(12)
+    result = replace(cases[0].measurement.result, timing_description=description)  # type: ignore[union-attr]
+    cases[0] = replace(cases[0], measurement=replace(cases[0].measurement, result=result))  # type: ignore[type-var]
+    assert "measured again in new processes" in render_compare(suite_outcome(cases, tmp_path))
+    case = CaseResult(case_id="k", dims={"N": 4}, seed=42, timing_method="cuda_event", timing_description=description,
+                      variants=(VariantResult(label="solution", kind="pytorch", role="solution", status="ok"),))
+    report = render_bench(case, solution_name="k.py", ref_name="ref.py", implementation="pytorch",
+                          environment={"gpu_name": None}, num_warmup=1, num_trials=3, discard_first=0, cache_mode="cold")
+    assert "measured again in new processes" in report
