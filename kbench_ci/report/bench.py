@@ -67,7 +67,8 @@ def render_bench(
         ("dims", ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "—"),
         ("seed", str(case.seed)),
         ("correctness", f"**{verdict}**" + (f" — {cell(solution.message, 600)}" if solution.message and verdict != "PASS" else "")),
-        ("timing method", cell(case.timing_method + (f" — {case.timing_description}" if case.timing_description else ""), TIMING_TEXT_LIMIT)),
+        ("timing method",
+         cell(case.timing_method + (f" — {case.timing_description}" if case.timing_description else ""), TIMING_TEXT_LIMIT)),
         ("cache mode", cache_mode),
         ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
     ]

@@ -294,7 +294,8 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
         ("GPU before", gpu_state_text(result.gpu_state_before)),
         ("GPU after", gpu_state_text(result.gpu_state_after)),
     ]
-    facts.append(("timing", cell(result.timing_method + (f" — {result.timing_description}" if result.timing_description else ""), TIMING_TEXT_LIMIT)))
+    timing = result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")
+    facts.append(("timing", cell(timing, TIMING_TEXT_LIMIT)))
     for variant in result.variants:
         if variant.speed_of_light is not None:
             facts.append((f"speed of light ({variant.label})", speed_of_light_text(variant.speed_of_light)))
