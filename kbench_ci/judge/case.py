@@ -44,7 +44,7 @@ from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.quiet import wait_quiet
-from kbench_ci.judge.sides import SideFailed, SideWorker, end_side_strays, hold_all_but
+from kbench_ci.judge.sides import STARTUP_TIMEOUT_S, SideFailed, SideWorker, end_side_strays, hold_all_but
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
@@ -398,6 +398,9 @@ class Judge:
                       *((HEAD_REFERENCE,) if own_reference else ())):
             if label not in job.skip:
                 self.worker(label, job.settings.device)
+        # None paused before all have started (a paused start is a start one after the other).
+        for worker in list(self.workers.values()):
+            worker.wait_started(STARTUP_TIMEOUT_S)
         common = _load_settings(job)
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]
         entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))

@@ -30,6 +30,7 @@ from kbench_ci.measure.sideproto import (
     BadReply,
     Called,
     Loaded,
+    Ready,
     Reply,
     Request,
     decode_reply,
@@ -172,6 +173,9 @@ class SideWorker:
         #: its own cost of a call, measured before its first load (kbench_ci.judge.calibration);
         #: None where it was not calibrated
         self.calibration: Calibration | None = None
+        #: whether its Ready has been read; why it failed to start, where it did
+        self._started = False
+        self._start_failure: str | None = None
         _WORKERS[self.process.pid] = self
 
     def alive(self) -> bool:
@@ -201,7 +205,25 @@ class SideWorker:
             _signal(pid, signal.SIGCONT)
         self._paused = []
 
+    def wait_started(self, timeout_s: float) -> None:
+        """Until the worker has started (its :class:`Ready`), read before its first request: a
+        worker is paused only once started, so new workers import torch and make their CUDA
+        contexts at the same time (about 3 s each on an H100 host, where a fresh pair took 7 s
+        when the first load paused the other worker's start). A worker that dies or hangs as it
+        starts is failed by its first request, with this message. Runs no side's code: nothing
+        is loaded in a worker before it has started."""
+        if self._started or self._start_failure is not None:
+            return
+        try:
+            self.receive(Ready, timeout_s=timeout_s)
+            self._started = True
+        except SideFailed as exc:
+            self._start_failure = f"it did not start: {exc}"
+
     def send(self, request: Request) -> None:
+        self.wait_started(STARTUP_TIMEOUT_S)
+        if self._start_failure is not None:
+            raise SideFailed(self._start_failure)
         try:
             self.channel.sendall(encode_request(request))
         except OSError as exc:
@@ -269,6 +291,8 @@ class SideWorker:
 
 
 #: seconds the judge waits for a paused side's processes to be stopped
+#: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine
+STARTUP_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 0.5
 #: reads of /proc a pause may take to find every process under a worker
 STOP_LOOKS = 4

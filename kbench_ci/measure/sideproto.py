@@ -197,8 +197,16 @@ class Called:
     lead_us: float | None = None
 
 
-Reply = Loaded | Called | Made
-_REPLY_TAGS: dict[type[Any], str] = {Loaded: "loaded", Called: "called", Made: "made"}
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The worker has started: hardened, torch imported, its CUDA context made and its preloaded
+    modules imported. Sent once, unasked, before it reads its first request: the judge lets
+    every new worker start at once and pauses none of them before this (a worker paused while it
+    imported torch made a fresh pair of workers start one after the other)."""
+
+
+Reply = Loaded | Called | Made | Ready
+_REPLY_TAGS: dict[type[Any], str] = {Loaded: "loaded", Called: "called", Made: "made", Ready: "ready"}
 
 #: what a side's layout may claim (its setup()'s tensors): the judge allocates them
 MAX_LAYOUT_TENSORS = 64
@@ -240,6 +248,8 @@ def decode_reply(line: bytes, expected: type[Reply]) -> Reply:
         )
     if expected is Made and tag == "made":
         return Made(error=_optional_text(data.get("error")))
+    if expected is Ready and tag == "ready":
+        return Ready()
     raise BadReply(f"a {tag!r} reply where a {expected.__name__} was due")
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV
+from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV, Ready, encode_reply
 from kbench_ci.side.harden import harden
 
 __all__ = ["main"]
@@ -36,6 +36,7 @@ def main(argv: Sequence[str]) -> int:
     # source at each start (3.5 s of cProfile's compile() a side, 2026-12-05). The folder is the
     # side's own and writable to its code anyway (docs/isolation.md).
     sys.dont_write_bytecode = True
+    channel.sendall(encode_reply(Ready()))
 
     try:
         return serve(channel, layers)

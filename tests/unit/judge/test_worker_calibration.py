@@ -177,6 +177,9 @@ class _Worker:
     def resume(self) -> None:
         pass
 
+    def wait_started(self, timeout_s: float) -> None:
+        pass
+
     def alive(self) -> bool:
         return self._alive
 
@@ -490,3 +493,28 @@ def test_no_side_of_the_case_has_loaded_when_any_worker_is_calibrated(tmp_path: 
     monkeypatch.setattr(judge, "_calibrate", calibrate)
     _load(judge, replace(_job(), baselines=("pytorch-eager",)))
     assert loaded_when == [False, False, False]
+
+
+def test_every_new_worker_has_started_before_any_is_paused_or_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker paused while it imports torch starts only when the other side's load is done: a
+    fresh pair of workers (a re-measured case, a changed-only run) took ~7 s on an H100 host
+    where each start is ~3 s. The judge lets them all start before it pauses any."""
+    events: list[tuple[str, str]] = []
+
+    class _Starting(_Worker):
+        def wait_started(self, timeout_s: float) -> None:
+            events.append(("started", self.label))
+
+        def pause(self) -> None:
+            events.append(("paused", self.label))
+
+        def ask(self, request: object, kind: object, *, timeout_s: float) -> Loaded:
+            events.append(("asked", self.label))
+            return super().ask(request, kind, timeout_s=timeout_s)
+
+    workers = {label: _Starting(label) for label in ("base", "head")}
+    judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=0)  # type: ignore[arg-type]
+    _load(judge, _job())
+    first_other = min(index for index, (what, _) in enumerate(events) if what != "started")
+    assert {label for what, label in events[:first_other] if what == "started"} == {"base", "head"}
+    assert ("asked", "base") in events and ("asked", "head") in events

@@ -1,0 +1,46 @@
+"""A side's worker says when it has started (:class:`Ready`), and the judge reads that before
+its first request: new workers start together, none paused in its start."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench_ci.judge.sides import SideFailed, SideWorker
+from kbench_ci.measure.sideproto import BadReply, EndRequest, Loaded, Ready, decode_reply, encode_reply
+
+ROOT = str(Path(__file__).resolve().parents[3])
+
+
+def test_ready_is_a_reply_of_its_own() -> None:
+    assert isinstance(decode_reply(encode_reply(Ready()), Ready), Ready)
+    with pytest.raises(BadReply, match="'ready' reply where a Loaded was due"):
+        decode_reply(encode_reply(Ready()), Loaded)
+
+
+def test_two_workers_started_together_both_say_they_have_started(tmp_path: Path) -> None:
+    workers = [SideWorker(label, "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT}) for label in ("base", "head")]
+    try:
+        began = time.monotonic()
+        for worker in workers:
+            worker.wait_started(120)
+        waited = time.monotonic() - began
+        assert all(worker._started and worker._start_failure is None for worker in workers)
+        print(f"both started {waited:.2f} s after the first was waited on")
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def test_a_worker_that_cannot_start_fails_its_first_request_saying_so(tmp_path: Path) -> None:
+    # a Python without its standard library: the worker dies before its Ready
+    worker = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONHOME": str(tmp_path)})
+    try:
+        worker.wait_started(60)
+        with pytest.raises(SideFailed, match="it did not start: its worker died"):
+            worker.send(EndRequest())
+    finally:
+        worker.stop()
