@@ -44,3 +44,16 @@ def test_a_worker_that_cannot_start_fails_its_first_request_saying_so(tmp_path: 
             worker.send(EndRequest())
     finally:
         worker.stop()
+
+
+def test_a_worker_held_while_it_starts_is_let_go_to_finish_its_start(tmp_path: Path) -> None:
+    """The judge's hold of every worker (before it calibrates its own figures between cases) may
+    catch a new worker mid-start: waiting for it must not wait out the start-up limit."""
+    worker = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT})
+    try:
+        worker.pause()
+        assert worker.paused
+        worker.wait_started(60)
+        assert worker._started and not worker.paused
+    finally:
+        worker.stop()
