@@ -394,12 +394,12 @@ class Judge:
         witness = _needs_witness(job)
         own_reference = _runs_head_reference(job)
         self._reference_failure = None
-        for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ()),
-                      *((HEAD_REFERENCE,) if own_reference else ())):
-            if label not in job.skip:
-                self.worker(label, job.settings.device)
+        started = [self.worker(label, job.settings.device)
+                   for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ()),
+                                 *((HEAD_REFERENCE,) if own_reference else ()))
+                   if label not in job.skip]
         # None paused before all have started (a paused start is a start one after the other).
-        for worker in list(self.workers.values()):
+        for worker in started:
             worker.wait_started(STARTUP_TIMEOUT_S)
         common = _load_settings(job)
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]

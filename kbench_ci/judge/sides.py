@@ -214,6 +214,9 @@ class SideWorker:
         is loaded in a worker before it has started."""
         if self._started or self._start_failure is not None:
             return
+        if self.channel.fileno() < 0:  # stopped by the judge before it was ever asked anything
+            self._start_failure = "it was stopped before it had started"
+            return
         # A hold of every worker (the judge's own calibration between cases) may have stopped
         # it mid-start; nothing of a side's has run in it yet, so it may go on.
         self.resume()

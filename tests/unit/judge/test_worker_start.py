@@ -57,3 +57,12 @@ def test_a_worker_held_while_it_starts_is_let_go_to_finish_its_start(tmp_path: P
         assert worker._started and not worker.paused
     finally:
         worker.stop()
+
+
+def test_a_worker_stopped_before_it_started_fails_its_first_request_at_once(tmp_path: Path) -> None:
+    worker = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT})
+    worker.stop()
+    began = time.monotonic()
+    with pytest.raises(SideFailed, match="it was stopped before it had started"):
+        worker.send(EndRequest())
+    assert time.monotonic() - began < 5
