@@ -296,9 +296,9 @@ class SideWorker:
                 pass
 
 
-#: seconds the judge waits for a paused side's processes to be stopped
 #: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine
 STARTUP_TIMEOUT_S = 300.0
+#: seconds the judge waits for a paused side's processes to be stopped
 STOP_TIMEOUT_S = 0.5
 #: reads of /proc a pause may take to find every process under a worker
 STOP_LOOKS = 4
