@@ -9,7 +9,6 @@ from kbench_ci.report.markdown import (
     AUDIT_EXPLAINED,
     CLOCK_EXPLAINED,
     SUMMARY_STATS,
-    TIMING_TEXT_LIMIT,
     audit_rows,
     cell,
     clock_rows,
@@ -21,6 +20,7 @@ from kbench_ci.report.markdown import (
     speedup_text,
     table,
     time_unit,
+    timing_cell,
     variant_summaries,
 )
 from kbench_ci.results.model import CaseResult
@@ -67,8 +67,7 @@ def render_bench(
         ("dims", ", ".join(f"{k}={v}" for k, v in case.dims.items()) or "—"),
         ("seed", str(case.seed)),
         ("correctness", f"**{verdict}**" + (f" — {cell(solution.message, 600)}" if solution.message and verdict != "PASS" else "")),
-        ("timing method",
-         cell(case.timing_method + (f" — {case.timing_description}" if case.timing_description else ""), TIMING_TEXT_LIMIT)),
+        ("timing method", timing_cell(case.timing_method, case.timing_description)),
         ("cache mode", cache_mode),
         ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
     ]

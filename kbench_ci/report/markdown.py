@@ -215,7 +215,7 @@ def inert(text: str) -> str:
 # A judged case's timing description names the timer, the outside clock, the calibration, the
 # sandbox layers and a re-measurement: about 900 characters in all, and each clause is a fact a
 # reviewer needs (the comment's own size limit still applies, in github/comment.py).
-TIMING_TEXT_LIMIT = 1500
+_TIMING_TEXT_LIMIT = 1500
 
 
 def cell(text: str | None, limit: int = 160) -> str:
@@ -225,6 +225,11 @@ def cell(text: str | None, limit: int = 160) -> str:
     if not text:
         return ""
     return inert(_one_line(str(text), limit)).replace("|", "\\|")
+
+
+def timing_cell(method: str, description: str | None) -> str:
+    """The case's timer and how it was used, whole (up to :data:`_TIMING_TEXT_LIMIT`)."""
+    return cell(method + (f" — {description}" if description else ""), _TIMING_TEXT_LIMIT)
 
 
 def median_ms(variant: VariantResult | None) -> float | None:
@@ -294,8 +299,7 @@ def result_facts(result: CaseResult) -> list[tuple[str, str]]:
         ("GPU before", gpu_state_text(result.gpu_state_before)),
         ("GPU after", gpu_state_text(result.gpu_state_after)),
     ]
-    timing = result.timing_method + (f" — {result.timing_description}" if result.timing_description else "")
-    facts.append(("timing", cell(timing, TIMING_TEXT_LIMIT)))
+    facts.append(("timing", timing_cell(result.timing_method, result.timing_description)))
     for variant in result.variants:
         if variant.speed_of_light is not None:
             facts.append((f"speed of light ({variant.label})", speed_of_light_text(variant.speed_of_light)))
