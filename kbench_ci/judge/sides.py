@@ -208,8 +208,8 @@ class SideWorker:
     def wait_started(self, timeout_s: float) -> None:
         """Until the worker has started (its :class:`Ready`), read before its first request: a
         worker is paused only once started, so new workers import torch and make their CUDA
-        contexts at the same time (about 3 s each on an H100 host, where a fresh pair took 7 s
-        when the first load paused the other worker's start). A worker that dies or hangs as it
+        contexts at the same time (a fresh pair took ~7 s on an H100 host when the first load
+        paused the other worker's start; one start alone was not timed). A worker that dies or hangs as it
         starts is failed by its first request, with this message. Runs no side's code: nothing
         is loaded in a worker before it has started."""
         if self._started or self._start_failure is not None:

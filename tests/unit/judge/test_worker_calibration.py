@@ -497,8 +497,8 @@ def test_no_side_of_the_case_has_loaded_when_any_worker_is_calibrated(tmp_path: 
 
 def test_every_new_worker_has_started_before_any_is_paused_or_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker paused while it imports torch starts only when the other side's load is done: a
-    fresh pair of workers (a re-measured case, a changed-only run) took ~7 s on an H100 host
-    where each start is ~3 s. The judge lets them all start before it pauses any."""
+    fresh pair of workers (a re-measured case, a changed-only run) took ~7 s on an H100 host.
+    The judge lets them all start before it pauses any."""
     events: list[tuple[str, str]] = []
 
     class _Starting(_Worker):
@@ -513,7 +513,7 @@ def test_every_new_worker_has_started_before_any_is_paused_or_loads(tmp_path: Pa
             return super().ask(request, kind, timeout_s=timeout_s)
 
     workers = {label: _Starting(label) for label in ("base", "head")}
-    judge, calibrated = _judge(tmp_path, monkeypatch, workers, calls=0)  # type: ignore[arg-type]
+    judge, _ = _judge(tmp_path, monkeypatch, workers, calls=0)  # type: ignore[arg-type]
     _load(judge, _job())
     first_other = min(index for index, (what, _) in enumerate(events) if what != "started")
     assert {label for what, label in events[:first_other] if what == "started"} == {"base", "head"}
