@@ -420,10 +420,12 @@ class Judge:
             result = VariantResult(label=label, kind=kind, role=role, status="ok")  # type: ignore[arg-type]
             try:
                 worker = self.worker(label, job.settings.device)
-                # Loading runs the side's code (imports, a first call): the others are paused.
-                for other in self.workers.values():
-                    if other is not worker:
-                        other.pause()
+                # Loading runs the side's code (imports, a first call): a turn like any other.
+                # Every other worker paused, and every process a side left outside its worker
+                # ended: a daemon the last load double-forked (re-parented to the judge, so not
+                # under the worker a pause stops) ran through the next side's load when the
+                # others were only paused (CI, 2026-12-06: daemon_burn's orphan, running).
+                hold_all_but(worker)
                 worker.resume()
                 worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)

@@ -514,7 +514,33 @@ def test_every_new_worker_has_started_before_any_is_paused_or_loads(tmp_path: Pa
 
     workers = {label: _Starting(label) for label in ("base", "head")}
     judge, _ = _judge(tmp_path, monkeypatch, workers, calls=0)  # type: ignore[arg-type]
+    # a hold of every worker but one pauses each of the others
+    monkeypatch.setattr(case, "hold_all_but", lambda current: events.append(("paused", "all but " + (current.label if current else "none"))))
     _load(judge, _job())
     first_other = min(index for index, (what, _) in enumerate(events) if what != "started")
     assert {label for what, label in events[:first_other] if what == "started"} == {"base", "head"}
     assert ("asked", "base") in events and ("asked", "head") in events
+    assert any(what == "paused" for what, _ in events)
+
+
+def test_every_load_is_a_turn_every_other_worker_held_and_strays_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side's load runs its code (imports, a first call). Only pausing the other workers left
+    running what a side's last load had double-forked away from its worker (re-parented to the
+    judge): a daemon of the head's ran through the next load, a baseline's. Each load comes
+    after a hold of every worker but the loading one, the hold that also ends such strays."""
+    events: list[tuple[str, str]] = []
+
+    class _Asked(_Worker):
+        def ask(self, request: object, kind: object, *, timeout_s: float) -> Loaded:
+            events.append(("asked", self.label))
+            return super().ask(request, kind, timeout_s=timeout_s)
+
+    workers = {label: _Asked(label) for label in ("base", "head", "pytorch-eager")}
+    judge, _ = _judge(tmp_path, monkeypatch, workers, calls=0)  # type: ignore[arg-type]
+    monkeypatch.setattr(case, "hold_all_but", lambda current: events.append(("held for", current.label if current else "")))
+    _load(judge, replace(_job(), baselines=("pytorch-eager",)))
+    asked = [index for index, (what, _) in enumerate(events) if what == "asked"]
+    assert [events[index][1] for index in asked] == ["base", "head", "pytorch-eager"]
+    for index in asked:
+        assert events[index - 1] == ("held for", events[index][1]), events
+    assert events[-1] == ("held for", "")  # and all held once the loads are done
