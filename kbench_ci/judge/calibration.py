@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kbench_ci.suite.settings import JUDGE_CALIBRATE_EACH_ENV
+
 #: the calibration's first handed-over calls, not kept (the first hold of the judge's pacing,
 #: the first launch in the process); fewer where the calls are few (at most half of them)
 WARM_UP_CALLS = 5
@@ -77,8 +79,8 @@ _WHAT = "each worker's own cost of a call"
 
 
 def corrections(
-    calibrations: Mapping[str, Calibration | None], *, limit_ms: float = MAX_CORRECTION_MS, level_ms: float | None = None,
-    level_limit_ms: float = MAX_LEVEL_MS,
+    calibrations: Mapping[str, Calibration | None], *, each: bool = True, limit_ms: float = MAX_CORRECTION_MS,
+    level_ms: float | None = None, level_limit_ms: float = MAX_LEVEL_MS,
 ) -> Corrections:
     """The correction of each side (by label) from its worker's calibration (None: its worker was
     never calibrated): its figure less the mean of all the sides' figures. None is taken out
@@ -90,7 +92,13 @@ def corrections(
     are already less that overhead). Given, each side's correction is its figure less it: the
     differences between the processes go, and the case's level becomes the handed-over calls'
     own, unless the mean figure is more than ``level_limit_ms`` from it (then only the
-    differences go, and the words say so)."""
+    differences go, and the words say so).
+
+    ``each`` false (:data:`~kbench_ci.suite.settings.JUDGE_CALIBRATE_EACH_ENV` 0, the default):
+    the level alone, the same shift for every side, so no side moves against another; nothing
+    without ``level_ms``. On an H100 the differences took a 5 us kernel's A/A from +8.3% to
+    +0.6% but moved a 23 us kernel's by -2.1% and a Triton softmax's by -1.1% in the same run
+    (docs/statistics.md): a process's cost is not one cost per call."""
     if not calibrations:
         return Corrections({}, "")
     for label, calibration in calibrations.items():
@@ -110,6 +118,8 @@ def corrections(
     if beyond:
         return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s is beyond the ±{limit_ms * 1e3:.2f} us the judge "
                                 f"takes out ({listed}; figures {_figures(figures)})"))
+    if not each:
+        return _level_alone(figures, mean, measured, listed, level_ms, level_limit_ms)
     level = ""
     if level_ms is not None:
         shift = mean - level_ms
@@ -122,6 +132,25 @@ def corrections(
             level = (f"; the level not moved: the figures' mean is {shift * 1e3:+.2f} us from CUPTI's "
                      f"{level_ms * 1e3:.3f} us for the same empty kernel, beyond ±{level_limit_ms * 1e3:.2f} us")
     return Corrections(by_label, f"{measured}, taken out: {listed} (figures {_figures(figures)}){level}")
+
+
+def _level_alone(
+    figures: Mapping[str, float], mean: float, measured: str, listed: str, level_ms: float | None, level_limit_ms: float,
+) -> Corrections:
+    """Every side shifted by the figures' mean less CUPTI's reading, or nothing, with the words."""
+    kept_in = (f"the workers' differences ({listed}) kept in: each worker's own is taken out only with "
+               f"{JUDGE_CALIBRATE_EACH_ENV}=1")
+    if level_ms is None:
+        return Corrections({}, f"{measured}, not taken out: no CUPTI reading of the empty kernel to set the level by; {kept_in}")
+    shift = mean - level_ms
+    if abs(shift) > level_limit_ms + 1e-12:
+        return Corrections({}, (f"{measured}, not taken out: the figures' mean is {shift * 1e3:+.2f} us from CUPTI's "
+                                f"{level_ms * 1e3:.3f} us for the same empty kernel, beyond ±{level_limit_ms * 1e3:.2f} us "
+                                f"(figures {_figures(figures)})"))
+    return Corrections({label: shift for label in figures}, (
+        f"{measured}: the level taken out, every side {shift * 1e3:+.2f} us, the figures' mean less CUPTI's "
+        f"{level_ms * 1e3:.3f} us for the same empty kernel (a handed-over call's event pair costs what the figures say, "
+        f"not the judge's one overhead; figures {_figures(figures)}); {kept_in}"))
 
 
 def _figures(figures: Mapping[str, float]) -> str:

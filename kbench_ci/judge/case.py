@@ -87,7 +87,13 @@ from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
-from kbench_ci.suite.settings import judge_calibrate_calls, judge_placements, judge_settle_us, judge_touch_stride
+from kbench_ci.suite.settings import (
+    judge_calibrate_calls,
+    judge_calibrate_each,
+    judge_placements,
+    judge_settle_us,
+    judge_touch_stride,
+)
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory
 #: cannot side with either side
@@ -99,6 +105,8 @@ SETTLE_US = judge_settle_us(os.environ)
 #: trusted calls the judge times in each new worker before its first load (suite.settings;
 #: kbench_ci.judge.calibration): 0, none
 CALIBRATE_CALLS = judge_calibrate_calls(os.environ)
+#: with them, each worker's own figure taken out (true), or the level alone (suite.settings)
+CALIBRATE_EACH = judge_calibrate_each(os.environ)
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
 
@@ -635,16 +643,18 @@ def process_corrections(sides: Sequence[Side], *, calibrated: bool, level_ms: fl
     (:mod:`.calibration`): nothing where the workers are not calibrated (:data:`CALIBRATE_CALLS`
     0, or no GPU clock: ``calibrated`` false). The sides timed are those still in the case.
     ``level_ms``: CUPTI's duration of the empty kernel the workers' figures time, where this
-    judge measured it: the figures then set the case's level too (:func:`.calibration.corrections`)."""
+    judge measured it: the figures then set the case's level too (:func:`.calibration.corrections`).
+    With :data:`CALIBRATE_EACH` off (the default) the level is all that is taken out, and
+    nothing without ``level_ms``."""
     if not calibrated or CALIBRATE_CALLS <= 0:
         return Corrections({}, "")
     timed = [side for side in sides if side.ok]
-    if level_ms is None and sum(side.role == "solution" for side in timed) < 2:
+    if CALIBRATE_EACH and level_ms is None and sum(side.role == "solution" for side in timed) < 2:
         # bench and run: one solution, reported in absolute time beside its baselines. Against
         # the case's mean it would move by half its own process's cost and half the others'.
         return Corrections({}, "each worker's own cost of a call not taken out: one solution, and no CUPTI reading of the "
                                "empty kernel to level it by")
-    return corrections({side.label: side.worker.calibration for side in timed}, level_ms=level_ms)
+    return corrections({side.label: side.worker.calibration for side in timed}, each=CALIBRATE_EACH, level_ms=level_ms)
 
 
 #: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no

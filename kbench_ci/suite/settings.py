@@ -95,6 +95,12 @@ JUDGE_CALIBRATE_CALLS_ENV = "KBENCH_CI_JUDGE_CALIBRATE_CALLS"
 DEFAULT_JUDGE_CALIBRATE_CALLS = 0
 #: the most calibration calls a worker may be given (each is a handoff, ~1 ms)
 MAX_JUDGE_CALIBRATE_CALLS = 1000
+#: environment of a judge, with the calibration on: 1 takes each worker's own figure out of its
+#: side's samples (the differences between the processes, and the level); 0 the level alone,
+#: the same shift for every side of a case (judge.calibration). On an H100 the differences
+#: righted a 5 us kernel's A/A (+8.3% to +0.6%) and put a 23 us one's 2.1% off in the same run.
+JUDGE_CALIBRATE_EACH_ENV = "KBENCH_CI_JUDGE_CALIBRATE_EACH"
+DEFAULT_JUDGE_CALIBRATE_EACH = 0
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
@@ -345,6 +351,7 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
         judge_touch_stride(source)
         judge_settle_us(source)
         judge_calibrate_calls(source)
+        judge_calibrate_each(source)
     return value
 
 
@@ -375,6 +382,19 @@ def judge_calibrate_calls(environ: Mapping[str, str]) -> int:
                         most=MAX_JUDGE_CALIBRATE_CALLS,
                         hint=f"set {JUDGE_CALIBRATE_CALLS_ENV} to a whole number of calls, 0..{MAX_JUDGE_CALIBRATE_CALLS}, "
                              f"or 0 for none (default {DEFAULT_JUDGE_CALIBRATE_CALLS})")
+
+
+def judge_calibrate_each(environ: Mapping[str, str]) -> bool:
+    """:data:`JUDGE_CALIBRATE_EACH_ENV`: 1 (each worker's own figure) or 0 (the level alone;
+    unset: the default)."""
+    text = environ.get(JUDGE_CALIBRATE_EACH_ENV, "").strip()
+    if not text:
+        return bool(DEFAULT_JUDGE_CALIBRATE_EACH)
+    if text not in ("0", "1"):
+        raise UsageError(f"{JUDGE_CALIBRATE_EACH_ENV}={environ[JUDGE_CALIBRATE_EACH_ENV]!r} is not 0 or 1",
+                         hint=f"set {JUDGE_CALIBRATE_EACH_ENV}=1 to take each worker's own cost out, or 0 for the "
+                              f"level alone (default {DEFAULT_JUDGE_CALIBRATE_EACH})")
+    return text == "1"
 
 
 def _judge_whole(

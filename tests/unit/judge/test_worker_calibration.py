@@ -32,6 +32,7 @@ from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.measure.sideproto import CALIBRATION_BASELINE, Called, EndRequest, LendRequest, Loaded, LoadRequest
 from kbench_ci.measure.timing import CacheFlush
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.suite.settings import judge_calibrate_each
 
 US = 1e-3  # ms
 
@@ -412,6 +413,7 @@ def test_the_case_takes_out_its_timed_sides_corrections_only_where_its_workers_w
     sides = [_side(label, worker) for label, worker in workers.items()]
     sides[2].fail("unavailable", "not installed")  # not timed: its figure is no part of the case's mean
     monkeypatch.setattr(case, "CALIBRATE_CALLS", 50)
+    monkeypatch.setattr(case, "CALIBRATE_EACH", True)
     adjust = case.process_corrections(sides, calibrated=True)
     assert adjust.by_label == pytest.approx({"base": -0.1 * US, "head": 0.1 * US})
     assert adjust.words.startswith("each worker's own cost of a call, measured on 45 trusted calls")
@@ -427,6 +429,7 @@ def test_one_solution_beside_baselines_is_levelled_or_left_alone(monkeypatch: py
     half its own process's cost and half its baselines'. Only with CUPTI's reading (each side
     by its own figure) is anything taken out."""
     monkeypatch.setattr(case, "CALIBRATE_CALLS", 50)
+    monkeypatch.setattr(case, "CALIBRATE_EACH", True)
     workers = {"solution": _Worker("solution"), "pytorch-eager": _Worker("pytorch-eager")}
     for worker, figure in zip(workers.values(), (0.4, 0.2), strict=True):
         worker.calibration = Calibration(figure * US, calls=45)
@@ -437,6 +440,39 @@ def test_one_solution_beside_baselines_is_levelled_or_left_alone(monkeypatch: py
     assert alone.by_label == {} and "one solution" in alone.words
     levelled = case.process_corrections(sides, calibrated=True, level_ms=0.1 * US)
     assert levelled.by_label == pytest.approx({"solution": 0.3 * US, "pytorch-eager": 0.1 * US})
+
+
+def test_by_default_only_the_level_is_taken_out_the_same_for_every_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KBENCH_CI_JUDGE_CALIBRATE_EACH unset: no side moves against another (a worker's own
+    difference put a 23 us kernel's A/A 2.1% off on an H100), and without CUPTI's reading of
+    the empty kernel nothing moves at all, bench's one solution included."""
+    monkeypatch.setattr(case, "CALIBRATE_CALLS", 50)
+    assert judge_calibrate_each({}) is False
+    monkeypatch.setattr(case, "CALIBRATE_EACH", False)
+    workers = {label: _Worker(label) for label in ("base", "head")}
+    for worker, figure in zip(workers.values(), (0.30, 0.54), strict=True):
+        worker.calibration = Calibration(figure * US, calls=195)
+    sides = [_side(label, worker) for label, worker in workers.items()]
+    levelled = case.process_corrections(sides, calibrated=True, level_ms=1.0 * US)
+    assert levelled.by_label == pytest.approx({"base": -0.58 * US, "head": -0.58 * US})
+    assert "the level taken out, every side -0.58 us" in levelled.words
+    assert "differences (base -0.12 us, head +0.12 us) kept in" in levelled.words
+    assert "KBENCH_CI_JUDGE_CALIBRATE_EACH=1" in levelled.words
+    alone = case.process_corrections(sides, calibrated=True)
+    assert alone.by_label == {} and "no CUPTI reading of the empty kernel" in alone.words
+    solution = [_side("solution", workers["base"])]
+    assert case.process_corrections(solution, calibrated=True).by_label == {}
+    assert case.process_corrections(solution, calibrated=True, level_ms=0.1 * US).by_label == pytest.approx({"solution": 0.2 * US})
+
+
+def test_the_level_alone_is_refused_beyond_its_bound_and_where_a_figure_is_missing_or_far() -> None:
+    figures = {"base": Calibration(3.0 * US, calls=10), "head": Calibration(3.2 * US, calls=10)}
+    far = corrections(figures, each=False, level_ms=3.1 * US - MAX_LEVEL_MS - 0.1 * US)
+    assert far.by_label == {} and "the figures' mean is +1.60 us from CUPTI's" in far.words
+    assert corrections(figures, each=False, level_ms=3.0 * US).by_label == pytest.approx({"base": 0.1 * US, "head": 0.1 * US})
+    assert corrections({"base": Calibration(3.0 * US), "head": None}, each=False, level_ms=3.0 * US).by_label == {}
+    # a figure far from the others says it was measured under something else: nothing moves
+    assert corrections({"base": Calibration(3.0 * US), "head": Calibration(4.5 * US)}, each=False, level_ms=3.5 * US).by_label == {}
 
 
 class _Stoppable:
