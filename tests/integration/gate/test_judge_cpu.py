@@ -24,13 +24,13 @@ from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, make_suite_repo, s
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "judge"
-CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "forge_results", "signal_base", "escape_sandbox",
-          "daemon_spawn", "daemon_burn", "turn_probe", "hold_lock")
+CHEATS = ("rebind_checks", "sabotage_base", "setup_precompute", "gc_answers", "scan_memory", "forge_results", "signal_base",
+          "escape_sandbox", "daemon_spawn", "daemon_burn", "turn_probe", "hold_lock")
 #: cases whose base is not the honest matmul: the base is a probe or sensitive on purpose
 BASES = {"turn_probe": "turn_probe", "daemon_burn": "turn_probe", "hold_lock": "lock_sensitive"}
 #: heads that do no work of their own: only a harness that lets them reach the checks, the
 #: expected outputs or the results channel would pass them
-NO_WORK = ("rebind_checks", "gc_answers", "forge_results")
+NO_WORK = ("rebind_checks", "gc_answers", "scan_memory", "forge_results")
 SHAPE = {"M": 160, "N": 160, "K": 160}
 
 
@@ -65,7 +65,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     marks = Path(tempfile.mkdtemp(prefix="kbench-judge-test-", dir="/dev/shm"))
     environment = {**os.environ, "RUNNER_TEMP": str(runner), "KBENCH_JUDGE_TEST_TARGETS": str(venv),
                    "KBENCH_JUDGE_TEST_DAEMON": str(marks / "daemon"), "KBENCH_JUDGE_TEST_TURNS": str(marks / "turns"),
-                   "KBENCH_JUDGE_TEST_BURNS": str(marks / "burns"),
+                   "KBENCH_JUDGE_TEST_BURNS": str(marks / "burns"), "KBENCH_JUDGE_TEST_SCANS": str(marks / "scans"),
                    "KBENCH_JUDGE_TEST_LOCK": str(marks / "lock"), "KBENCH_CI_JUDGE_OPEN_LOG": str(marks / "judge-opened")}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"
@@ -100,6 +100,27 @@ def test_a_head_that_does_no_work_is_incorrect_whatever_it_rebinds_or_forges(jud
     assert head["status"] == "incorrect", head
     assert case["verdict"] == "incorrect"
     assert _variant(case, "base")["status"] == "ok"
+
+
+def test_a_head_that_reads_its_whole_process_memory_finds_no_answer(judged: dict[str, object]) -> None:
+    """scan_memory.py finds an expected output hidden where torch does not know it (raw bytes,
+    pygpubench's way) in its own process (tests/unit/judge/test_scan_memory_cheat.py); under the
+    judge it read its anonymous and shared memory at every call and found nothing in any call
+    the judge made: no expected output is in any process a side runs in.
+
+    Its worker's first call is its load's, on its own setup()'s contents at a fixed seed,
+    which the judge neither stages nor checks. There it may find an answer: the same contents'
+    output left in the memory of a worker kept warm, by the last case's head (CPU, 2026-12-06:
+    found, and worth nothing: the judge's own calls draw their contents from the OS)."""
+    marks = judged["marks"]
+    assert isinstance(marks, Path)
+    by_worker = {path.name: [line.split() for line in path.read_text().splitlines()] for path in marks.glob("scans.*")}
+    print(f"scan_memory: by worker, bytes read and found: {by_worker}")
+    assert by_worker, "scan_memory never ran"
+    judged_calls = [scan for scans in by_worker.values() for scan in scans[1:]]
+    assert judged_calls, by_worker  # it reached the judge's calls (its correctness trial at least)
+    assert all(int(read) > 16 << 20 for scans in by_worker.values() for read, _ in scans), by_worker  # it did read
+    assert all(found == "False" for _, found in judged_calls), by_worker
 
 
 @pytest.mark.parametrize("cheat", CHEATS)
