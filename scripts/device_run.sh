@@ -45,8 +45,9 @@ part_command() {
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-aa) judged aa 5 judge_aa ;;
-    # the -cal parts: the level alone since ff6c7b2 (KBENCH_CI_JUDGE_CALIBRATE_EACH unset, 0);
-    # before it (sessions 18-19) each worker's own figure was taken out, as -cal-each does now
+    # every -cal part (judge-aa-cal, judge-truth-cal, judge-regression5-cal, judge-changed-cal):
+    # the level alone since ff6c7b2 (KBENCH_CI_JUDGE_CALIBRATE_EACH unset, 0); in sessions 18-19
+    # each worker's own figure was taken out, as judge-aa-cal-each does now
     judge-aa-cal) judged aa 5 judge_aa_cal KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 ;;
     judge-aa-cal-each) judged aa 5 judge_aa_cal_each KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 KBENCH_CI_JUDGE_CALIBRATE_EACH=1 ;;
     judge-aa-settle) judged aa 5 judge_aa_settle KBENCH_CI_JUDGE_SETTLE_US=5 ;;

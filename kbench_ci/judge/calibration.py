@@ -7,9 +7,11 @@ follows the process"). In one process base and head share it and it cancels; und
 each side has a process of its own, and a 1% A/A compare reads ``slower``. So before a new
 worker loads anything, the judge times an empty kernel handed over to it the way every side's
 call is (:data:`kbench_ci.measure.sideproto.CALIBRATION_BASELINE`), and keeps the centre of
-those times as the worker's figure. A case whose sides' workers all have one takes from each
-side's samples its figure less the mean of the case's figures: the differences between the
-processes go, the case's level stays.
+those times as the worker's figure. A case whose sides' workers all have one takes from every
+side's samples the same amount, the figures' mean less CUPTI's reading of the empty kernel
+(the level of a handed-over call); with ``KBENCH_CI_JUDGE_CALIBRATE_EACH=1`` each side loses
+its own figure less that reading, so the differences between the processes go too (on an
+H100 they were right for a 5 us kernel and wrong for a 23 us one: docs/statistics.md).
 
 Pure arithmetic here (no torch: :mod:`.sides` keeps a worker's figure and is imported before
 torch is); the calls themselves are made in :mod:`.case`.
@@ -79,7 +81,7 @@ _WHAT = "each worker's own cost of a call"
 
 
 def corrections(
-    calibrations: Mapping[str, Calibration | None], *, each: bool = True, limit_ms: float = MAX_CORRECTION_MS,
+    calibrations: Mapping[str, Calibration | None], *, each: bool, limit_ms: float = MAX_CORRECTION_MS,
     level_ms: float | None = None, level_limit_ms: float = MAX_LEVEL_MS,
 ) -> Corrections:
     """The correction of each side (by label) from its worker's calibration (None: its worker was
@@ -96,7 +98,8 @@ def corrections(
 
     ``each`` false (:data:`~kbench_ci.suite.settings.JUDGE_CALIBRATE_EACH_ENV` 0, the default):
     the level alone, the same shift for every side, so no side moves against another; nothing
-    without ``level_ms``. On an H100 the differences took a 5 us kernel's A/A from +8.3% to
+    without ``level_ms``, nor where one figure is beyond ``limit_ms`` from the figures' mean
+    (it was measured under something else, and the mean with it). On an H100 the differences took a 5 us kernel's A/A from +8.3% to
     +0.6% but moved a 23 us kernel's by -2.1% and a Triton softmax's by -1.1% in the same run
     (docs/statistics.md): a process's cost is not one cost per call."""
     if not calibrations:
@@ -115,6 +118,9 @@ def corrections(
     listed = ", ".join(f"{label} {correction * 1e3:+.2f} us" for label, correction in by_label.items())
     # (a femtosecond's slack: a correction of exactly the bound, made of floats, is within it)
     beyond = [label for label, correction in by_label.items() if abs(correction) > limit_ms + 1e-12]
+    if beyond and not each:
+        return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s figure is more than ±{limit_ms * 1e3:.2f} us from "
+                                f"the figures' mean, measured under something else ({listed}; figures {_figures(figures)})"))
     if beyond:
         return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s is beyond the ±{limit_ms * 1e3:.2f} us the judge "
                                 f"takes out ({listed}; figures {_figures(figures)})"))

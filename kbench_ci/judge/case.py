@@ -3,7 +3,9 @@
 1. Each side (base, head; or the bench solution) and each baseline gets a worker process of its
    own (:mod:`.sides`) that loads its code and nothing else. Where ``KBENCH_CI_JUDGE_CALIBRATE_CALLS``
    asks it, a new worker first times trusted empty calls, before its first load: its own cost
-   of a call, taken out of its samples later (:mod:`.calibration`).
+   of a call, from which the case's level is taken out of every side's samples later, the same
+   amount for each (or each worker's own, with ``KBENCH_CI_JUDGE_CALIBRATE_EACH=1``:
+   :mod:`.calibration`).
 2. The judge loads the trusted reference (the base's ref.py in ``compare``, the user's in
    ``bench`` and ``run``) and the trusted setup() (:mod:`.contents`), lends each worker two
    arenas (:mod:`.arena`: placements, one picked at random per round), and checks that a head's

@@ -84,8 +84,9 @@ class Handoff:
         were each side to calibrate its own, each would subtract another draw of that noise (its
         own hold, its own warm-up), and two processes of one kernel would read apart by it.
 
-        ``corrections_ms``: by side label, its worker's own cost of a call less the case's mean
-        (kbench_ci.judge.calibration), subtracted too; measured by the judge on trusted calls
+        ``corrections_ms``: by side label, what the workers' calibration takes out of it (the
+        case's level, the same for every side; or, with KBENCH_CI_JUDGE_CALIBRATE_EACH=1, its
+        worker's own cost of a call: kbench_ci.judge.calibration), subtracted too; measured by the judge on trusted calls
         before the worker loaded any side's code, never reported by the side."""
         self.device = device
         self.flush = flush

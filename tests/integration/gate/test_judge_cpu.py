@@ -234,6 +234,9 @@ def test_while_a_side_has_the_turn_every_other_side_is_stopped(judged: dict[str,
           f"not stopped: {len(own)} sighting(s) of the caller's own daemon, {len(running) - len(own)} of anything else")
     assert entries
     assert [entry for entry in running if entry not in own] == [], calls[:5]
+    # and by one call of its own at most: the next change of turn ends it, so a daemon seen by
+    # two calls of its worker outlived a turn
+    assert len({(caller, pid) for caller, pid, _ in own}) == len(own), own
 
 
 def test_a_base_that_fails_only_beside_the_head_is_an_error_never_fixed(judged: dict[str, object]) -> None:
