@@ -122,7 +122,13 @@ def test_sigterm_then_sigint_on_compare_removes_its_worktrees(tmp_path: Path) ->
     process = _start(["compare", "--base", "main", "--device", "cpu", "--output-dir", str(out)], repo.root, scratch)
     try:
         workers = _wait_for_worker(process)
-        assert len(repo.worktrees()) == 2  # the base's worktree exists while the case runs
+        # The base's worktree exists while the case runs. The worker is started early, while the
+        # parent still prepares the base (CI, 2026-12-06, a busy machine: no worktree yet 3 s
+        # after the worker): wait for the case, not for a guess of how long that takes.
+        deadline = time.monotonic() + 60
+        while len(repo.worktrees()) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert len(repo.worktrees()) == 2, repo.worktrees()
         process.send_signal(signal.SIGTERM)
         time.sleep(0.05)
         process.send_signal(signal.SIGINT)
