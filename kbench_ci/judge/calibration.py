@@ -99,9 +99,10 @@ def corrections(
     ``each`` false (:data:`~kbench_ci.suite.settings.JUDGE_CALIBRATE_EACH_ENV` 0, the default):
     the level alone, the same shift for every side, so no side moves against another; nothing
     without ``level_ms``, nor where one figure is beyond ``limit_ms`` from the figures' mean
-    (it was measured under something else, and the mean with it). On an H100 the differences took a 5 us kernel's A/A from +8.3% to
-    +0.6% but moved a 23 us kernel's by -2.1% and a Triton softmax's by -1.1% in the same run
-    (docs/statistics.md): a process's cost is not one cost per call."""
+    (it was measured under something else, and the mean with it). On an H100 the differences
+    took a 5 us kernel's A/A from +8.3% to +0.6% but moved a 23 us kernel's by -2.1% and a
+    Triton softmax's by -1.1% in the same run (docs/statistics.md): a process's cost is not one
+    cost per call."""
     if not calibrations:
         return Corrections({}, "")
     for label, calibration in calibrations.items():
@@ -118,12 +119,11 @@ def corrections(
     listed = ", ".join(f"{label} {correction * 1e3:+.2f} us" for label, correction in by_label.items())
     # (a femtosecond's slack: a correction of exactly the bound, made of floats, is within it)
     beyond = [label for label, correction in by_label.items() if abs(correction) > limit_ms + 1e-12]
-    if beyond and not each:
-        return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s figure is more than ±{limit_ms * 1e3:.2f} us from "
-                                f"the figures' mean, measured under something else ({listed}; figures {_figures(figures)})"))
     if beyond:
-        return Corrections({}, (f"{measured}, not taken out: {beyond[0]}'s is beyond the ±{limit_ms * 1e3:.2f} us the judge "
-                                f"takes out ({listed}; figures {_figures(figures)})"))
+        bound = f"±{limit_ms * 1e3:.2f} us"
+        why = (f"is beyond the {bound} the judge takes out" if each
+               else f"figure is more than {bound} from the figures' mean, measured under something else")
+        return Corrections({}, f"{measured}, not taken out: {beyond[0]}'s {why} ({listed}; figures {_figures(figures)})")
     if not each:
         return _level_alone(figures, mean, measured, listed, level_ms, level_limit_ms)
     level = ""

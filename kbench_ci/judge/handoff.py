@@ -86,8 +86,9 @@ class Handoff:
 
         ``corrections_ms``: by side label, what the workers' calibration takes out of it (the
         case's level, the same for every side; or, with KBENCH_CI_JUDGE_CALIBRATE_EACH=1, its
-        worker's own cost of a call: kbench_ci.judge.calibration), subtracted too; measured by the judge on trusted calls
-        before the worker loaded any side's code, never reported by the side."""
+        worker's own cost of a call: kbench_ci.judge.calibration), subtracted too; measured by
+        the judge on trusted calls before the worker loaded any side's code, never reported by
+        the side."""
         self.device = device
         self.flush = flush
         self.clock = clock

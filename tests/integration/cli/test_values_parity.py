@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.suite_repo import TempRepo, make_suite_repo
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -151,27 +153,22 @@ def test_a_size_expression_that_is_python_fails_the_load_not_a_note_at_run_time(
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-def test_a_bad_calibration_knob_stops_a_judged_bench_with_one_line_and_exit_2(tmp_path: Path) -> None:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "KBENCH_CI_JUDGE_CALIBRATE_CALLS": "many"}
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "many",
+     "KBENCH_CI_JUDGE_CALIBRATE_CALLS='many' is not a number of calls (set KBENCH_CI_JUDGE_CALIBRATE_CALLS to a whole number "
+     "of calls, 0..1000, or 0 for none (default 0))"),
+    ("KBENCH_CI_JUDGE_CALIBRATE_EACH", "yes",
+     "KBENCH_CI_JUDGE_CALIBRATE_EACH='yes' is not 0 or 1 (set KBENCH_CI_JUDGE_CALIBRATE_EACH=1 to take each worker's own "
+     "cost out, or 0 for the level alone (default 0))"),
+])
+def test_a_bad_calibration_knob_stops_a_judged_bench_with_one_line_and_exit_2(
+    tmp_path: Path, name: str, value: str, message: str,
+) -> None:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), name: value}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     done = subprocess.run([sys.executable, "-m", "kbench_ci", "bench", str(CHEATS / "honest.py"), "--implementation=pytorch",
                            f"--ref={CHEATS / 'ref.py'}", "--device=cpu", "--isolation=judge", f"--output-dir={tmp_path / 'out'}"],
                           capture_output=True, text=True, cwd=ROOT, env=environment, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == (
-        "kbench-ci: error: KBENCH_CI_JUDGE_CALIBRATE_CALLS='many' is not a number of calls (set "
-        "KBENCH_CI_JUDGE_CALIBRATE_CALLS to a whole number of calls, 0..1000, or 0 for none (default 0))")
-    assert not (tmp_path / "out" / "results.json").exists()
-
-
-def test_a_bad_calibrate_each_stops_a_judged_bench_with_one_line_and_exit_2(tmp_path: Path) -> None:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "KBENCH_CI_JUDGE_CALIBRATE_EACH": "yes"}
-    environment.pop("CUDA_VISIBLE_DEVICES", None)
-    done = subprocess.run([sys.executable, "-m", "kbench_ci", "bench", str(CHEATS / "honest.py"), "--implementation=pytorch",
-                           f"--ref={CHEATS / 'ref.py'}", "--device=cpu", "--isolation=judge", f"--output-dir={tmp_path / 'out'}"],
-                          capture_output=True, text=True, cwd=ROOT, env=environment, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == (
-        "kbench-ci: error: KBENCH_CI_JUDGE_CALIBRATE_EACH='yes' is not 0 or 1 (set KBENCH_CI_JUDGE_CALIBRATE_EACH=1 to take "
-        "each worker's own cost out, or 0 for the level alone (default 0))")
+    assert done.stderr.strip().splitlines()[-1] == f"kbench-ci: error: {message}"
     assert not (tmp_path / "out" / "results.json").exists()
