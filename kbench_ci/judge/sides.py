@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kbench_ci.judge.calibration import Calibration
+from kbench_ci.measure.deadlines import WORKER_START_TIMEOUT_S
 from kbench_ci.measure.sideproto import (
     SIDE_DEVICE_ENV,
     SIDE_PRELOAD_ENV,
@@ -296,8 +297,9 @@ class SideWorker:
                 pass
 
 
-#: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine
-STARTUP_TIMEOUT_S = 300.0
+#: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine (the
+#: parent gives the judge this much of its own time in a case beside the case's timeout)
+STARTUP_TIMEOUT_S = WORKER_START_TIMEOUT_S
 #: seconds the judge waits for a paused side's processes to be stopped
 STOP_TIMEOUT_S = 0.5
 #: reads of /proc a pause may take to find every process under a worker

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from kbench_ci.errors import ExitCode
+from kbench_ci.measure.deadlines import CaseClock, Expired, judge_allowance_s
 from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
@@ -333,16 +334,21 @@ class WorkerPool:
             sent = time.monotonic()
             _log.debug("case %s sent to worker %d", job.case_id, worker.process.pid)
             cursor = _Cursor()
-            deadline = sent + timeout_s
+            # Under the judge the case's timeout counts the sides' turns only, and the judge's
+            # own time (its workers' start) an allowance of its own (kbench_ci.measure.deadlines).
+            judged = self.module == JUDGE_MODULE
+            clock = CaseClock(timeout_s, sent, judge_allowance_s(timeout_s) if judged else None)
             offset = 0
-            timed_out = False
+            expired: Expired | None = None
             try:
                 while True:
+                    # The time since the last look was spent in the turn the cursor showed then.
+                    clock.advance(time.monotonic(), side_has_turn=cursor.variant is not None)
                     offset = _drain(events_path, offset, outcome, cursor, on_event, signer)
                     if cursor.finished is not None or worker.process.poll() is not None:
                         break
-                    if time.monotonic() > deadline:
-                        timed_out = True
+                    expired = clock.expired()
+                    if expired is not None:
                         break
                     time.sleep(_POLL_SECONDS)
                 offset = _drain(events_path, offset, outcome, cursor, on_event, signer)
@@ -357,6 +363,7 @@ class WorkerPool:
                 # not see the terminal's signal, so it would keep the GPU busy. Take it down first.
                 self._discard()
                 raise
+            timed_out = expired is not None
             if cursor.finished is not None and not timed_out:
                 seen = time.monotonic()
                 _log.debug(
@@ -373,8 +380,12 @@ class WorkerPool:
                 return None, None
             # Hung, crashed, or ended from inside: this worker serves no other case.
             self._discard()
+            if expired == "judge":
+                return None, (f"the judge (which runs no pull-request code; no side is blamed) took more than "
+                              f"{clock.judge_allowance_s:g} s of its own, with no side's turn (starting its side workers); "
+                              "re-run the job, and if it recurs, give the runner fewer jobs at once")
             return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome,
-                             judge=self.module == JUDGE_MODULE)
+                             judge=judged)
         finally:
             shutil.rmtree(case_dir, ignore_errors=True)
 
