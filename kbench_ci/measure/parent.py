@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from kbench_ci.errors import ExitCode
-from kbench_ci.measure.deadlines import CaseClock, Expired, judge_allowance_s
+from kbench_ci.measure.deadlines import CaseClock, Expired
 from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
 from kbench_ci.measure.protocol import (
     CONTEXT_LOST_EXIT,
@@ -334,10 +334,10 @@ class WorkerPool:
             sent = time.monotonic()
             _log.debug("case %s sent to worker %d", job.case_id, worker.process.pid)
             cursor = _Cursor()
-            # Under the judge the case's timeout counts the sides' turns only, and the judge's
-            # own time (its workers' start) an allowance of its own (kbench_ci.measure.deadlines).
+            # The case's timeout counts the sides' turns; the process's own time (a worker's start,
+            # the judge's between turns) an allowance of its own (kbench_ci.measure.deadlines).
             judged = self.module == JUDGE_MODULE
-            clock = CaseClock(timeout_s, sent, judge_allowance_s(timeout_s) if judged else None)
+            clock = CaseClock(timeout_s, sent, judged=judged)
             offset = 0
             expired: Expired | None = None
             try:
@@ -380,10 +380,11 @@ class WorkerPool:
                 return None, None
             # Hung, crashed, or ended from inside: this worker serves no other case.
             self._discard()
-            if expired == "judge":
-                return None, (f"the judge (which runs no pull-request code; no side is blamed) took more than "
-                              f"{clock.judge_allowance_s:g} s of its own, with no side's turn (starting its side workers); "
-                              "re-run the job, and if it recurs, give the runner fewer jobs at once")
+            if expired == "own":
+                who = ("the judge (which runs no pull-request code; no side is blamed)" if judged
+                       else "the worker (before any kernel's code ran in it)")
+                return None, (f"{who} took more than {clock.own_allowance_s:g} s of its own, with no side's turn "
+                              "(starting up): re-run the job, and if it recurs, give the runner fewer jobs at once")
             return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome,
                              judge=judged)
         finally:
