@@ -49,8 +49,13 @@ def load_module(path: Path, *, role: str) -> ModuleType:
     if isinstance(spec.loader, importlib.machinery.SourceFileLoader):
         spec.loader = _FromSource(name, str(path))
     module = importlib.util.module_from_spec(spec)
-    # Let the file import siblings (helpers next to the kernel), as `python file.py` would.
-    sys.path.insert(0, str(path.parent))
+    # Let the file import siblings (helpers next to the kernel), as `python file.py` would, and
+    # its own tree's packages (`from kernels.helpers import ...`) from its suite's root. Before
+    # the root was put here a compare's base found `kernels` through the working folder, which is
+    # the head's checkout: the base ran the head's helpers (in process), or none (under the judge).
+    root = import_root(path.parent)
+    folders = [str(path.parent)] + ([str(root)] if root is not None and root != path.parent else [])
+    sys.path[0:0] = folders
     sys.modules[name] = module
     modules_before = set(sys.modules)
     try:
@@ -86,14 +91,41 @@ def load_module(path: Path, *, role: str) -> ModuleType:
             hint=f"remove the call, or put it under `if __name__ == \"__main__\":` in {path.name}",
         ) from None
     finally:
-        sys.path.remove(str(path.parent))
+        for folder in folders:
+            sys.path.remove(folder)
         _forget_sibling_modules(path.parent, modules_before)
+        if root is not None:
+            _forget_tree_packages(root, modules_before)
     return module
 
 
+def import_root(folder: Path) -> Path | None:
+    """The folder a user's file in ``folder`` imports its repository's own packages from: the
+    nearest one up holding ``kbench.toml`` (the suite's root, where ``kbench-ci`` runs); None
+    outside a suite (``bench`` of a file of its own). A compare's base is a worktree of its own,
+    so its root is its own tree's, never the head's."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / "kbench.toml").is_file():
+            return candidate
+    return None
+
+
+def _forget_tree_packages(root: Path, modules_before: set[str]) -> None:
+    """Drop from the module cache the tree's own packages the load imported (``kernels``,
+    ``kernels.helpers``): the other side's load must import its own tree's. Only a module whose
+    top-level name is a package or module right in ``root``: a virtual environment inside the
+    repository (``.venv/``) holds packages that must stay imported once."""
+    for module_name in set(sys.modules) - modules_before:
+        top = module_name.partition(".")[0]
+        module_file = getattr(sys.modules[module_name], "__file__", None)
+        own = (root / top, root / f"{top}.py")
+        if module_file and any(Path(module_file).resolve().is_relative_to(place) for place in own if place.exists()):
+            del sys.modules[module_name]
+
+
 def _forget_sibling_modules(directory: Path, modules_before: set[str]) -> None:
-    """Drop helpers the file imported from its own folder (``import common``) from the module
-    cache. The loaded module keeps its reference; but a compare loads base and head copies of
+    """Drop helpers the file imported from its own folder or tree (``import common``, ``from
+    kernels import common``) from the module cache. The loaded module keeps its reference; but a compare loads base and head copies of
     the same tree in one process, and the second ``import common`` must find its own tree's
     file, not the cached first one."""
     for module_name in set(sys.modules) - modules_before:
