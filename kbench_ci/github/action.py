@@ -79,6 +79,7 @@ from kbench_ci.github.comment import (
 )
 from kbench_ci.github.workflow_commands import workflow_command
 from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, make_non_dumpable, on_parent_death, user_code_environment
+from kbench_ci.results.controls import show_controls
 from kbench_ci.results.load import load_results
 from kbench_ci.results.versions import COMPARE_SCHEMA
 
@@ -718,7 +719,8 @@ def summary(env: Mapping[str, str]) -> StepResult:
     if os.path.lexists(report) and not has_report:
         lines.append(_command("warning", f"kbench-ci: {report} is not a plain file (a link?); it is not shown"))
     if has_report:
-        text = read_report_file(report)
+        # as in the comment (build_body): a pull request's control characters shown as escapes
+        text = show_controls(read_report_file(report))
         note = (
             "_The job summary was shortened to fit GitHub's 1 MiB limit; the full report is "
             f"`benchmark.md` in the `{artifact}` artifact._"
@@ -728,7 +730,7 @@ def summary(env: Mapping[str, str]) -> StepResult:
         )
         parts.append(folded)
     if parts:
-        _append_summary(_runner_file(env, "GITHUB_STEP_SUMMARY"), "\n".join(parts))
+        _append_summary(_runner_file(env, "GITHUB_STEP_SUMMARY"), show_controls("\n".join(parts)))
 
     regressions = evaluation.gate.regressions if evaluation.gate else 0
     write_outputs(
@@ -1034,7 +1036,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     result = run_step(args[0], os.environ, Path.cwd())
     for line in result.lines:
-        sys.stdout.write(line + "\n")
+        # a line may quote a pull request's words: no ESC sequence or bidi override of theirs plays in the log
+        sys.stdout.write(show_controls(line) + "\n")
     sys.stdout.flush()
     return result.exit_code
 

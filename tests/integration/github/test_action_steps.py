@@ -400,6 +400,26 @@ def test_summary_of_a_passed_gate(tmp_path: Path, runner: dict) -> None:
     assert not (report / "pr-number.txt").exists()
 
 
+def test_the_job_summary_and_the_steps_lines_show_a_heads_controls_as_escapes(
+    tmp_path: Path, runner: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50, item 9: a benchmark.md with a bidi override and an ESC sequence in it (one a
+    process of the head's rewrote after compare, or a fork's artifact) reaches the job summary
+    with both shown as escapes; so does a line the step writes to the log."""
+    report = fake_report(tmp_path / "report", slower=1)
+    (report / "benchmark.md").write_text("| boom | \u202etxt.exe \x1b[2J |\n", encoding="utf-8")
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
+           "KBENCH_COMPARE_OUTCOME": "success"}
+    run_step("summary", env, tmp_path)
+    assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == "| boom | \\u202etxt.exe \\x1b[2J |\n"
+    bad = {**env, "KBENCH_COMPARE_EXIT_CODE": "", "KBENCH_COMPARE_OUTCOME": "fail\u202e\x1b[2J"}
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)  # main() reads the process's environment, as the runner gives it
+    action_steps.main(["gate"])
+    printed = capsys.readouterr().out
+    assert "outcome: fail\\u202e\\x1b[2J" in printed and "\x1b" not in printed and "\u202e" not in printed
+
+
 def test_summary_when_compare_failed_to_run(tmp_path: Path, runner: dict) -> None:
     env = {**runner, "KBENCH_REPORT_DIR": str(tmp_path / "none"), "KBENCH_COMPARE_EXIT_CODE": "3",
            "KBENCH_COMPARE_OUTCOME": "success"}
