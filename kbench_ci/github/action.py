@@ -714,7 +714,7 @@ def summary(env: Mapping[str, str]) -> StepResult:
 
     parts: list[str] = []
     lines: list[str] = []
-    if evaluation.verdict in ("error", "skipped"):
+    if evaluation.verdict in ("error", "skipped") or evaluation.tampered:
         parts.append(f"### kbench-ci: {evaluation.message}\n")
     if os.path.lexists(report) and not has_report:
         lines.append(_command("warning", f"kbench-ci: {report} is not a plain file (a link?); it is not shown"))

@@ -546,6 +546,19 @@ def test_a_gate_object_flipped_after_compare_wrote_it_fails_the_job(
     assert (out["verdict"], out["regressions"]) == ("failed", "1")
     assert out["summary"].startswith("results.json says the gate passed, but its cases fail it (1 slower, 2 unchanged")
     assert summary.lines[-1].startswith("::error::kbench-ci: results.json says the gate passed")
+    shown = Path(runner["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert shown.startswith("### kbench-ci: results.json says the gate passed, but its cases fail it")
+
+
+def test_a_gate_that_says_failed_over_passing_cases_is_tampering_too(tmp_path: Path, runner: dict) -> None:
+    """The cases decide either way: compare writes the gate evaluate_gate gives its cases, so a
+    recorded verdict that disagrees was written by something else, and the job fails."""
+    report = fake_report(tmp_path / "report", passed=False, unchanged=3)
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
+           "KBENCH_COMPARE_OUTCOME": "success", "KBENCH_FAIL_ON_REGRESSION": "false"}
+    gate = run_step("gate", env, tmp_path)
+    assert gate.exit_code == 1
+    assert gate.lines[0].startswith("::error::kbench-ci: results.json says the gate failed, but its cases pass it (3 unchanged")
 
 
 def test_gate_without_results_is_an_error(tmp_path: Path, runner: dict) -> None:
