@@ -25,6 +25,7 @@ import typer
 from kbench_ci.errors import ExitCode, KbenchError
 from kbench_ci.measure.protocol import Progress, WorkerEvent
 from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, on_parent_death
+from kbench_ci.results.controls import show_controls
 
 if TYPE_CHECKING:
     from kbench_ci.gate.progress import SuiteProgress
@@ -82,8 +83,13 @@ def log_safe(text: str) -> str:
     the outputs that hold it), ``::stop-commands::`` silences the step's own commands after it.
     A kernel's error message, its compiler's output and a shard's GPU name reach these lines,
     and a newline of their own would start one; such a line keeps its words behind ``": "``.
-    Any line break counts (the runner also ends a line at a lone carriage return)."""
-    return "".join(f": {line}" if _WORKFLOW_COMMAND.match(line) else line for line in str(text).splitlines(keepends=True))
+    Any line break counts (the runner also ends a line at a lone carriage return).
+
+    Control characters but the line feed and the tab are shown as their escapes
+    (:func:`~kbench_ci.results.controls.show_controls`): the log's viewer plays ESC sequences
+    (``\\x1b[2J`` clears it) and a bidi override (U+202E) turns the rest of a line around."""
+    lines = show_controls(str(text)).splitlines(keepends=True)
+    return "".join(f": {line}" if _WORKFLOW_COMMAND.match(line) else line for line in lines)
 
 
 class _LogSafeFormatter(logging.Formatter):

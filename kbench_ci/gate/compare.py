@@ -49,10 +49,10 @@ from kbench_ci.gate.jobs import check_runnable, check_user_files, implementation
 from kbench_ci.gate.lanes import suite_execution
 from kbench_ci.gate.progress import ProgressFn
 from kbench_ci.gate.shard import plan_shard
-from kbench_ci.gate.verdicts import evaluate_gate
 from kbench_ci.gate.worker_call import WorkerFn
 from kbench_ci.git import GitRepo, ResolvedRevisions
 from kbench_ci.report.compare import render_compare
+from kbench_ci.results.decide import evaluate_gate
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outcome import (
     ACCEPT_ALL,

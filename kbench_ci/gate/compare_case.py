@@ -19,10 +19,11 @@ from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured
 from kbench_ci.gate.jobs import files_differ, implementation_of, job_timeout_s, make_job
 from kbench_ci.gate.profile import profile_sides
-from kbench_ci.gate.verdicts import _percent, assess, measure_case
+from kbench_ci.gate.verdicts import assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun, run_worker
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.protocol import SideSpec, StoppingRule
+from kbench_ci.results.decide import percent
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
     ACCEPT_ALL,
@@ -253,7 +254,7 @@ def _case_message(
     if first is not None:
         note = (
             f"remeasured with {deciding.rounds} rounds: first run {first.verdict.value}"
-            + (f" ({_percent(first.estimate.ratio - 1.0)})" if first.estimate is not None else "")
+            + (f" ({percent(first.estimate.ratio - 1.0)})" if first.estimate is not None else "")
         )
         message = f"{message}; {note}" if message else note
     if goalposts:
@@ -273,8 +274,8 @@ def progress_detail(case: CaseComparison) -> str | None:
     if estimate is None:
         return case.message
     text = (
-        f"{_percent(estimate.ratio - 1.0)} "
-        f"[{_percent(estimate.ci_low - 1.0)}, {_percent(estimate.ci_high - 1.0)}], p = {estimate.p_value:.3g}"
+        f"{percent(estimate.ratio - 1.0)} "
+        f"[{percent(estimate.ci_low - 1.0)}, {percent(estimate.ci_high - 1.0)}], p = {estimate.p_value:.3g}"
     )
     return text + (" (remeasured)" if case.remeasured else "") + (" ⚠️ throttled" if case.throttled else "")
 

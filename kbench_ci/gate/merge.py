@@ -8,10 +8,10 @@ in exactly one shard and every shard finished: anything else is a :class:`ShardP
 names the shard, and the merged gate cannot pass (``complete`` is false).
 
 The cases are read back into the same frozen types the commands wrote them from
-(:mod:`kbench_ci.results.read`), judged by the same :func:`~kbench_ci.gate.verdicts.evaluate_gate`
-and rendered by the same report code, with a GPU column when the shards ran on different GPU
-models. The geometric mean of head/base is taken per GPU model: a ratio measured on one GPU says
-nothing about another.
+(:mod:`kbench_ci.results.read`), judged by the same :func:`~kbench_ci.results.decide.gate_by_model`
+(as the action's summary and gate steps judge a results.json) and rendered by the same report
+code, with a GPU column when the shards ran on different GPU models. The geometric mean of
+head/base is taken per GPU model: a ratio measured on one GPU says nothing about another.
 
 A matrix may also run the whole suite on each of several GPU models (each model's jobs split it
 into shards of their own): when one shard index ran on more than one model, the shards of each
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from kbench_ci.errors import MergeInputError, UsageError
-from kbench_ci.gate.verdicts import _percent, evaluate_gate
 from kbench_ci.report.compare import render_compare
 from kbench_ci.report.markdown import cell, code
 from kbench_ci.report.run import render_run
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
+from kbench_ci.results.decide import GpuGeomean, evaluate_gate, gate_by_model, percent
 from kbench_ci.results.load import load_results
 from kbench_ci.results.outcome import (
     ALPHA,
@@ -122,14 +122,6 @@ class ShardProblem:
 
     def as_json(self) -> dict[str, Any]:
         return {"shard": self.shard, "message": self.message, "cases": list(self.cases)}
-
-
-@dataclass(frozen=True, slots=True)
-class GpuGeomean:
-    gpu: str
-    ratio: float | None
-    cases: int
-    failed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +354,7 @@ def _preamble(sources: Sequence[ShardSource], problems: Sequence[ShardProblem], 
     if len(geomeans) > 1:
         parts = []
         for g in geomeans:
-            value = _percent(g.ratio - 1.0) if g.ratio is not None else "—"
+            value = percent(g.ratio - 1.0) if g.ratio is not None else "—"
             parts.append(f"{cell(g.gpu, 80)} {value} ({g.cases} cases{', over the limit' if g.failed else ''})")
         bound = f" (limit +{limit * 100:g}%)" if limit is not None else ""
         lines += ["Geometric mean of head/base per GPU model" + bound + ": " + " · ".join(parts), ""]
@@ -457,22 +449,7 @@ def _merge_compare(request: MergeRequest, sources: Sequence[ShardSource], check:
     spread = _Spread.of(check, sources, picked)
     total = spread.total
     limit = request.max_geomean_slowdown if request.max_geomean_slowdown is not None else settings_data.get("max_geomean_slowdown")
-    geomeans = []
-    for model, group in zip(spread.models, spread.by_model(cases), strict=True):
-        judged = evaluate_gate(group, max_geomean_slowdown=limit)
-        geomeans.append(GpuGeomean(model, judged.geomean_ratio, len(group), judged.geomean_failed))
-    if len(spread.models) > 1:
-        # One geometric mean per GPU model: the gate fails when any is over the limit.
-        gate = evaluate_gate(cases, total=total)
-        over = [g for g in geomeans if g.failed]
-        if over:
-            words = gate.summary.split(" — ")[0]
-            detail = ", ".join(f"{g.gpu} {_percent((g.ratio or 1.0) - 1.0)}" for g in over)
-            gate = replace(gate, passed=False, geomean_failed=True, max_geomean_slowdown=limit,
-                           summary=f"{words} — gate FAILED (geometric mean of head/base on {detail} exceeds +{limit * 100:g}%)")
-        gate = replace(gate, geomean_ratio=None, max_geomean_slowdown=limit)
-    else:
-        gate = evaluate_gate(cases, total=total, max_geomean_slowdown=limit)
+    gate, geomeans = gate_by_model(cases, spread.gpus, total=total, max_geomean_slowdown=limit)
     if problems:
         gate = replace(gate, passed=False, complete=False, summary=_with_problems(gate.summary, problems))
     if check.per_model:  # a case id is there once per model

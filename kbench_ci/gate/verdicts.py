@@ -1,15 +1,15 @@
 """Verdicts, pure where they can be: one case's verdict from both sides' results (:func:`assess`),
-a suspected regression measured again before it counts (:func:`measure_case`), and the gate over
-all cases (:func:`evaluate_gate`)."""
+a suspected regression measured again before it counts (:func:`measure_case`). The gate over
+all cases is :func:`kbench_ci.results.decide.evaluate_gate`, the one decision merge and the action take too."""
 
 from __future__ import annotations
 
-import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 
 from kbench_ci.gate.worker_call import WorkerRun
+from kbench_ci.results.decide import percent
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import (
     ALPHA,
@@ -17,14 +17,11 @@ from kbench_ci.results.outcome import (
     CONFIDENCE,
     HEAD,
     REMEASURE_FACTOR,
-    TIMED_VERDICTS,
     Assessment,
     BuildOutcome,
-    CaseComparison,
-    Gate,
     Measurement,
 )
-from kbench_ci.stats import Verdict, classify, compare_rounds, geometric_mean, needs_remeasure
+from kbench_ci.stats import Verdict, classify, compare_rounds, needs_remeasure
 
 
 def assess(
@@ -187,7 +184,7 @@ def _settled(first: Measurement, second: Measurement, third: Measurement) -> Mea
     """The third measurement of a contradicted case, deciding: the verdict two of the three
     measurements share, else ``inconclusive``. Its message gives all three changes."""
     changes = ", then ".join(
-        _percent(m.estimate.ratio - 1.0) if m.estimate is not None else m.verdict.value for m in (first, second, third)
+        percent(m.estimate.ratio - 1.0) if m.estimate is not None else m.verdict.value for m in (first, second, third)
     )
     said = f"measured three times on different buffer layouts ({changes})"
     if third.verdict in (first.verdict, second.verdict):
@@ -199,58 +196,3 @@ def _settled(first: Measurement, second: Measurement, third: Measurement) -> Mea
 
 def _joined(first: str | None, second: str) -> str:
     return f"{first}; {second}" if first else second
-
-
-def evaluate_gate(
-    cases: Sequence[CaseComparison], *, total: int | None = None, max_geomean_slowdown: float | None = None
-) -> Gate:
-    """Passed when every case is in, none fails the gate, and the geometric mean is in bounds.
-
-    The geometric mean is over the head/base ratios of the cases that have one (slower, faster,
-    unchanged, inconclusive); it fails when above ``1 + max_geomean_slowdown``.
-    """
-    total = len(cases) if total is None else total
-    counts = {verdict.value: 0 for verdict in Verdict}
-    accepted = tuple(case.case_id for case in cases if case.accepted)
-    for case in cases:
-        if not case.accepted:  # counted apart: "regressions" (the action's output) leaves them out
-            counts[case.verdict.value] += 1
-    failing = tuple(case.case_id for case in cases if case.fails_gate)
-    # An accepted regression is left out of the geometric mean too, or accepting it would not
-    # let the gate pass when a geometric-mean limit is set.
-    ratios = [
-        case.estimate.ratio for case in cases
-        if case.estimate is not None and case.verdict in TIMED_VERDICTS and not case.accepted
-        and math.isfinite(case.estimate.ratio) and case.estimate.ratio > 0
-    ]
-    geomean = geometric_mean(ratios) if ratios else None
-    geomean_failed = (
-        max_geomean_slowdown is not None and geomean is not None and geomean > 1.0 + max_geomean_slowdown
-    )
-    complete = len(cases) >= total
-    passed = complete and not failing and not geomean_failed
-
-    order = sorted(Verdict, key=lambda v: -v.severity)
-    words = [f"{counts[v.value]} {v.value}" for v in order if counts[v.value]]
-    if accepted:
-        words.insert(sum(1 for v in order if counts[v.value] and v.severity >= Verdict.SLOWER.severity),
-                     f"{len(accepted)} slower (accepted)")
-    text = ", ".join(words) if words else "no cases"
-    if not complete:
-        text += f" — incomplete ({len(cases)} of {total} cases)"
-    else:
-        text += " — gate passed" if passed else " — gate FAILED"
-    if geomean_failed:
-        text += (
-            f" (geometric mean of head/base {_percent(geomean - 1.0)}"  # type: ignore[operator]
-            f" exceeds +{max_geomean_slowdown * 100:g}%)"  # type: ignore[operator]
-        )
-    return Gate(
-        passed=passed, complete=complete, counts=counts, summary=text, geomean_ratio=geomean,
-        max_geomean_slowdown=max_geomean_slowdown, geomean_failed=geomean_failed, failing=failing,
-        accepted=accepted,
-    )
-
-
-def _percent(change: float) -> str:
-    return f"{change * 100:+.2f}%"

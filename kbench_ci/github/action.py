@@ -79,6 +79,7 @@ from kbench_ci.github.comment import (
 )
 from kbench_ci.github.workflow_commands import workflow_command
 from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, make_non_dumpable, on_parent_death, user_code_environment
+from kbench_ci.results.controls import show_controls
 from kbench_ci.results.load import load_results
 from kbench_ci.results.versions import COMPARE_SCHEMA
 
@@ -603,6 +604,9 @@ class Evaluation:
     #: kbench-ci wrote it (a link, a FIFO, nested too deep, NaN, a newer schema_version) is the
     #: user's file, exit 2, whatever the compare step returned
     exit_code: int | None = None
+    #: results.json's recorded ``gate.passed`` disagrees with its cases: something rewrote it after
+    #: compare (a process the pull request left running); the job fails whatever fail-on-regression says
+    tampered: bool = False
 
 
 _EXIT_MEANING = {
@@ -640,7 +644,8 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
         return Evaluation("error", None, code, f"kbench-ci {command} exited {code}: {meaning}")
     results = _runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE
     try:
-        gate = load_gate(results, reader="the kbench-ci action")
+        recorded = load_gate(results, reader="the kbench-ci action")
+        gate = judged_gate(results)
     except ResultsFileError as exc:
         return Evaluation("error", None, code, f"kbench-ci {command} exited {code}, but {exc.one_line()}",
                           exit_code=int(exc.exit_code))
@@ -649,11 +654,34 @@ def evaluate(env: Mapping[str, str]) -> Evaluation:
     if incomplete:
         # Not a verdict on the change: a shard is missing, twice, or of another commit. The
         # report names it; the job fails whatever fail-on-regression says.
-        return Evaluation("error", gate, code, gate.summary or "the shards do not add up to one run")
+        return Evaluation("error", gate, code, recorded.summary or "the shards do not add up to one run")
+    if recorded.passed != gate.passed:
+        said, judged = ("passed", "fail it") if recorded.passed else ("failed", "pass it")
+        return Evaluation(
+            "failed", gate, code,
+            f"results.json says the gate {said}, but its cases {judged} ({gate.summary}): it was changed after "
+            f"kbench-ci {command} wrote it, by pull-request code left running or another process of the runner's "
+            "user; the job fails",
+            tampered=True,
+        )
     if code == 1 and gate.passed:
         return Evaluation("error", gate, code, f"kbench-ci {command} exited 1 although results.json says the gate passed")
     verdict: Verdict = "passed" if gate.passed else "failed"
     return Evaluation(verdict, gate, code, gate.summary or f"gate {verdict}")
+
+
+def judged_gate(results: Path) -> Gate:
+    """The gate of ``results`` judged from its cases (:func:`kbench_ci.results.decide.gate_of_results`,
+    what ``merge`` decides by), never from its recorded ``gate`` object, which a process of the
+    runner's user can rewrite after compare. ResultsFileError for a file not as kbench-ci writes one,
+    FileNotFoundError when there is none."""
+    # Imported here: this module runs on the standard library alone in the fork recipe's comment
+    # workflow; the summary and gate steps run in the action's venv, with numpy.
+    from kbench_ci.results.decide import gate_of_results  # noqa: PLC0415
+
+    data = load_results(results, accept=(COMPARE_SCHEMA,), reader="the kbench-ci action").data
+    judged = gate_of_results(data, str(results))
+    return Gate(passed=judged.passed, summary=judged.summary, counts=judged.counts, accepted=len(judged.accepted))
 
 
 def _failed_on_user_files(env: Mapping[str, str]) -> Gate | None:
@@ -661,8 +689,8 @@ def _failed_on_user_files(env: Mapping[str, str]) -> Gate | None:
     files (it writes results.json first); None when there is none (a usage error stopped compare
     before it measured anything, or the file is not one to trust)."""
     try:
-        gate = load_gate(_runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE, reader="the kbench-ci action")
-    except UsageError:
+        gate = judged_gate(_runner_file(env, "KBENCH_REPORT_DIR") / RESULTS_FILE)
+    except (FileNotFoundError, UsageError):
         return None
     return None if gate.passed else gate
 
@@ -686,12 +714,13 @@ def summary(env: Mapping[str, str]) -> StepResult:
 
     parts: list[str] = []
     lines: list[str] = []
-    if evaluation.verdict in ("error", "skipped"):
+    if evaluation.verdict in ("error", "skipped") or evaluation.tampered:
         parts.append(f"### kbench-ci: {evaluation.message}\n")
     if os.path.lexists(report) and not has_report:
         lines.append(_command("warning", f"kbench-ci: {report} is not a plain file (a link?); it is not shown"))
     if has_report:
-        text = read_report_file(report)
+        # as in the comment (build_body): a pull request's control characters shown as escapes
+        text = show_controls(read_report_file(report))
         note = (
             "_The job summary was shortened to fit GitHub's 1 MiB limit; the full report is "
             f"`benchmark.md` in the `{artifact}` artifact._"
@@ -701,7 +730,7 @@ def summary(env: Mapping[str, str]) -> StepResult:
         )
         parts.append(folded)
     if parts:
-        _append_summary(_runner_file(env, "GITHUB_STEP_SUMMARY"), "\n".join(parts))
+        _append_summary(_runner_file(env, "GITHUB_STEP_SUMMARY"), show_controls("\n".join(parts)))
 
     regressions = evaluation.gate.regressions if evaluation.gate else 0
     write_outputs(
@@ -719,6 +748,8 @@ def summary(env: Mapping[str, str]) -> StepResult:
     if evaluation.gate is not None and _plain_file(results):
         lines += _annotations(results, env)
     kind = {"passed": "notice", "skipped": "notice", "failed": "warning", "error": "error"}[evaluation.verdict]
+    if evaluation.tampered:
+        kind = "error"
     return StepResult(0, (*lines, _command(kind, f"kbench-ci: {evaluation.message}")))
 
 
@@ -965,7 +996,7 @@ def gate(env: Mapping[str, str]) -> StepResult:
     if evaluation.verdict == "passed":
         return StepResult(0, (message,))
     if evaluation.verdict == "failed":
-        if fail_on_regression:
+        if fail_on_regression or evaluation.tampered:
             return StepResult(int(ExitCode.GATE_FAILED), (_command("error", message),))
         return StepResult(0, (_command("warning", message + " (fail-on-regression is false)"),))
     code = evaluation.exit_code if evaluation.exit_code is not None else evaluation.compare_exit
@@ -1005,7 +1036,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     result = run_step(args[0], os.environ, Path.cwd())
     for line in result.lines:
-        sys.stdout.write(line + "\n")
+        # a line may quote a pull request's words: no ESC sequence or bidi override of theirs plays in the log
+        sys.stdout.write(show_controls(line) + "\n")
     sys.stdout.flush()
     return result.exit_code
 

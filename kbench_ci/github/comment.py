@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 
 from kbench_ci.errors import GitHubError, GitHubRateLimited, UsageError
 from kbench_ci.github.client import DEFAULT_API_URL, GitHubClient, IssueComment, Repository
+from kbench_ci.results.controls import show_controls
 from kbench_ci.results.load import load_results
 
 __all__ = [
@@ -287,9 +288,12 @@ def _cut_lines(text: str, budget: int, measure: Callable[[str], int]) -> str:
 
 
 def build_body(markdown: str, marker_id: str = "default", limit: int = COMMENT_LIMIT) -> tuple[str, bool]:
-    """The full comment body: marker line, then the report fitted into what is left."""
+    """The full comment body: marker line, then the report fitted into what is left. The report's
+    control characters are shown as escapes (the report writes them so; this holds for a
+    benchmark.md that something else wrote, as the fork recipe's artifact or a file changed after
+    compare): a bidi override or ESC of a pull request's never reaches the comment as itself."""
     head = marker(marker_id) + "\n"
-    text, truncated = fit_body(markdown, limit - len(head))
+    text, truncated = fit_body(show_controls(markdown), limit - len(head))
     return head + text, truncated
 
 

@@ -3,9 +3,13 @@ expects. Standard library only: the action's steps import it before any dependen
 
 from __future__ import annotations
 
+from kbench_ci.results.controls import show_controls
+
 
 def _data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # a message may quote a pull request's words: its controls shown as escapes (ESC would play in
+    # the log's viewer), the line breaks encoded as the runner expects
+    return show_controls(value, keep="\r\n\t").replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _property(value: str) -> str:

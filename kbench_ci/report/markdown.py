@@ -9,6 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from kbench_ci.results.controls import show_controls
 from kbench_ci.results.model import BaselineSpeedup, CaseResult, OutsideClock, SpeedOfLight, VariantResult
 from kbench_ci.results.outcome import BuildOutcome, CaseComparison, RunCase
 from kbench_ci.stats import Summary, summarize
@@ -100,7 +101,9 @@ def pct(ratio: float | None) -> str:
 def code(text: object) -> str:
     """A code span that holds ``text`` whatever backticks it has (a longer fence than any run of
     them in it): inside, GitHub draws every character as it is."""
-    text = " ".join(str(text).split())  # one line: a name a worker reported may hold a newline
+    # one line: a name a worker reported may hold a newline; a bidi override or ESC would
+    # still act inside the span, so they are shown as their escapes
+    text = show_controls(" ".join(str(text).split()))
     if not text:  # two bare backticks would open a span that a later one closes
         return "—"
     fence = "`" * (_longest_backtick_run(text) + 1)
@@ -200,9 +203,12 @@ def inert(text: str) -> str:
     ``&`` become entities, and a link's ``](``, a mention's ``@``, a reference's ``#`` (or
     ``GH``) and an autolink's ``www``/``:`` (before ``.``/``//``) are split by an invisible word
     joiner; inside them (where GitHub draws every character as it is)
-    nothing changes. The text reads the same."""
+    nothing changes. Control characters, a bidi override (U+202E) or ESC among them, are shown as
+    their escapes (:func:`~kbench_ci.results.controls.show_controls`), code spans too: GitHub
+    draws them as they are, and an override turns the rest of the line around. The text reads
+    the same."""
     out = []
-    for is_code, piece in _segments(text):
+    for is_code, piece in _segments(show_controls(text)):
         if not is_code:
             piece = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             piece = _MENTION.sub("@" + _JOIN, piece.replace("](", "]" + _JOIN + "("))
@@ -340,7 +346,7 @@ def compiler_output(build: BuildOutcome | None, title: str) -> list[str]:
     can close the block and have the rest read as Markdown."""
     if build is None or build.ok or not build.compiler_output:
         return []
-    output = build.compiler_output.rstrip()[-6000:]
+    output = show_controls(build.compiler_output.rstrip()[-6000:])
     fence = "`" * max(3, _longest_backtick_run(output) + 1)
     return [title, "", fence, output, fence, ""]
 

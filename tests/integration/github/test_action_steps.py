@@ -14,6 +14,10 @@ import pytest
 from kbench_ci.errors import UsageError
 from kbench_ci.github import action as action_steps
 from kbench_ci.github.action import STEP_SUMMARY_LIMIT, compare_argv, run_step, write_outputs
+from kbench_ci.results.decide import evaluate_gate
+from kbench_ci.results.outcome import CaseComparison
+from kbench_ci.results.writers import case_json
+from kbench_ci.stats import RatioEstimate, Verdict
 from tests.integration.github.github_fake import FakeGitHub
 
 GIT_ENV = {
@@ -341,21 +345,31 @@ REPORT_MD = """## kbench-ci: 2 slower, 1 faster, 14 unchanged — gate FAILED
 """
 
 
-def fake_report(directory: Path, *, passed: bool = False, write_md: bool = True, **counts: int) -> Path:
+def fake_report(directory: Path, *, passed: bool | None = None, write_md: bool = True, **counts: int) -> Path:
+    """A report folder whose results.json holds a case of each verdict counted (as compare writes
+    them: the action judges the cases, not the ``gate`` object); ``passed`` overrides the
+    recorded ``gate.passed`` (as a process left running could)."""
     directory.mkdir(parents=True, exist_ok=True)
-    all_counts = dict.fromkeys(
-        ("slower", "faster", "unchanged", "incorrect", "failed", "inconclusive", "fixed", "added", "removed"), 0
-    )
-    all_counts.update(counts)
     if write_md:
         (directory / "benchmark.md").write_text(REPORT_MD, encoding="utf-8")
+    cases = [fake_case(f"k{verdict}{i}[N=1]", Verdict(verdict)) for verdict, n in counts.items() for i in range(n)]
+    gate = evaluate_gate(cases).as_json()
+    if passed is not None:
+        gate["passed"] = passed
     (directory / "results.json").write_text(json.dumps({
-        "schema": "kbench-ci/compare", "schema_version": 1,
-        "gate": {"passed": passed, "summary": "2 slower, 1 faster, 14 unchanged — gate FAILED",
-                 "counts": all_counts},
-        "cases": [],
+        "schema": "kbench-ci/compare", "schema_version": 1, "gate": gate, "cases": [case_json(c) for c in cases],
     }), encoding="utf-8")
     return directory
+
+
+def fake_case(case_id: str, verdict: Verdict) -> CaseComparison:
+    timed = {Verdict.SLOWER: 1.1, Verdict.FASTER: 0.9, Verdict.UNCHANGED: 1.0, Verdict.INCONCLUSIVE: 1.01}
+    ratio = timed.get(verdict)
+    estimate = None if ratio is None else RatioEstimate(
+        ratio=ratio, ci_low=ratio * 0.99, ci_high=ratio * 1.01, p_value=0.01, n_rounds=10, confidence=0.95,
+        round_ratios=(ratio,) * 10)
+    return CaseComparison(case_id=case_id, kernel=case_id.split("[")[0], dims={"N": 1}, verdict=verdict,
+                          threshold=0.02, estimate=estimate, message=None)
 
 
 def test_summary_of_a_failed_gate(tmp_path: Path, runner: dict) -> None:
@@ -370,10 +384,10 @@ def test_summary_of_a_failed_gate(tmp_path: Path, runner: dict) -> None:
     assert out["report-path"] == str(report / "benchmark.md")
     assert out["results-path"] == str(report / "results.json")
     assert out["has-report"] == "true"
-    assert out["summary"] == "2 slower, 1 faster, 14 unchanged — gate FAILED"
+    assert out["summary"] == "1 incorrect, 2 slower, 1 faster, 14 unchanged — gate FAILED"
     assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == REPORT_MD
     assert (report / "pr-number.txt").read_text() == "7\n"
-    assert result.lines[0].startswith("::warning::")
+    assert result.lines[-1].startswith("::warning::kbench-ci: 1 incorrect")  # after each case's annotation
 
 
 def test_summary_of_a_passed_gate(tmp_path: Path, runner: dict) -> None:
@@ -384,6 +398,26 @@ def test_summary_of_a_passed_gate(tmp_path: Path, runner: dict) -> None:
     out = outputs(env)
     assert (out["verdict"], out["regressions"]) == ("passed", "0")
     assert not (report / "pr-number.txt").exists()
+
+
+def test_the_job_summary_and_the_steps_lines_show_a_heads_controls_as_escapes(
+    tmp_path: Path, runner: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50, item 9: a benchmark.md with a bidi override and an ESC sequence in it (one a
+    process of the head's rewrote after compare, or a fork's artifact) reaches the job summary
+    with both shown as escapes; so does a line the step writes to the log."""
+    report = fake_report(tmp_path / "report", slower=1)
+    (report / "benchmark.md").write_text("| boom | \u202etxt.exe \x1b[2J |\n", encoding="utf-8")
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
+           "KBENCH_COMPARE_OUTCOME": "success"}
+    run_step("summary", env, tmp_path)
+    assert Path(runner["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8") == "| boom | \\u202etxt.exe \\x1b[2J |\n"
+    bad = {**env, "KBENCH_COMPARE_EXIT_CODE": "", "KBENCH_COMPARE_OUTCOME": "fail\u202e\x1b[2J"}
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)  # main() reads the process's environment, as the runner gives it
+    action_steps.main(["gate"])
+    printed = capsys.readouterr().out
+    assert "outcome: fail\\u202e\\x1b[2J" in printed and "\x1b" not in printed and "\u202e" not in printed
 
 
 def test_summary_when_compare_failed_to_run(tmp_path: Path, runner: dict) -> None:
@@ -485,6 +519,48 @@ def test_gate_and_summary_when_compare_exited_2_on_a_users_reference(
     assert summary.lines[-1].startswith("::error::")
 
 
+@pytest.mark.parametrize("flip", ["passed", "gate"])
+@pytest.mark.parametrize("fail_on_regression", ["true", "false"])
+def test_a_gate_object_flipped_after_compare_wrote_it_fails_the_job(
+    tmp_path: Path, runner: dict, flip: str, fail_on_regression: str
+) -> None:
+    """Issue 50, item 2: under the default isolation a head's daemon rewrites results.json after
+    compare wrote it: ``gate.passed`` alone, or the whole gate object (counts, summary) of a
+    passing run. The gate step, the summary and the outputs judge the cases, as merge does; a
+    recorded gate that disagrees with them is tampering and fails the job whatever
+    fail-on-regression says."""
+    report = fake_report(tmp_path / "report", slower=1, unchanged=2)
+    data = json.loads((report / "results.json").read_text())
+    data["gate"]["passed"] = True
+    if flip == "gate":
+        data["gate"].update(summary="3 unchanged — gate passed", counts={"unchanged": 3}, failing_cases=[])
+    (report / "results.json").write_text(json.dumps(data))
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
+           "KBENCH_COMPARE_OUTCOME": "success", "KBENCH_FAIL_ON_REGRESSION": fail_on_regression}
+    gate = run_step("gate", env, tmp_path)
+    assert gate.exit_code == 1
+    (line,) = gate.lines
+    assert line.startswith("::error::kbench-ci: results.json says the gate passed, but its cases fail it")
+    summary = run_step("summary", env, tmp_path)
+    out = outputs(env)
+    assert (out["verdict"], out["regressions"]) == ("failed", "1")
+    assert out["summary"].startswith("results.json says the gate passed, but its cases fail it (1 slower, 2 unchanged")
+    assert summary.lines[-1].startswith("::error::kbench-ci: results.json says the gate passed")
+    shown = Path(runner["GITHUB_STEP_SUMMARY"]).read_text(encoding="utf-8")
+    assert shown.startswith("### kbench-ci: results.json says the gate passed, but its cases fail it")
+
+
+def test_a_gate_that_says_failed_over_passing_cases_is_tampering_too(tmp_path: Path, runner: dict) -> None:
+    """The cases decide either way: compare writes the gate evaluate_gate gives its cases, so a
+    recorded verdict that disagrees was written by something else, and the job fails."""
+    report = fake_report(tmp_path / "report", passed=False, unchanged=3)
+    env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "0",
+           "KBENCH_COMPARE_OUTCOME": "success", "KBENCH_FAIL_ON_REGRESSION": "false"}
+    gate = run_step("gate", env, tmp_path)
+    assert gate.exit_code == 1
+    assert gate.lines[0].startswith("::error::kbench-ci: results.json says the gate failed, but its cases pass it (3 unchanged")
+
+
 def test_gate_without_results_is_an_error(tmp_path: Path, runner: dict) -> None:
     env = {**runner, "KBENCH_REPORT_DIR": str(tmp_path / "none"), "KBENCH_COMPARE_EXIT_CODE": "0",
            "KBENCH_COMPARE_OUTCOME": "success"}
@@ -514,7 +590,7 @@ def test_module_entry_point(tmp_path: Path, runner: dict) -> None:
     done = subprocess.run([sys.executable, "-m", "kbench_ci.github.action", "gate"], env=env,
                           capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[2])
     assert done.returncode == 1
-    assert done.stdout.startswith("::error::kbench-ci: 2 slower")
+    assert done.stdout.startswith("::error::kbench-ci: 1 slower — gate FAILED")
     bad = subprocess.run([sys.executable, "-m", "kbench_ci.github.action", "nope"], env=env,
                          capture_output=True, text=True, cwd=Path(action_steps.__file__).parents[2])
     assert bad.returncode == 2

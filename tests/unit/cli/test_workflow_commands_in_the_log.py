@@ -53,3 +53,20 @@ def test_an_errors_description_is_one_line_whatever_its_class_and_file_are_named
         text = describe_error(exc)
     assert "\n" not in text and "\r" not in text
     assert text.startswith("RuntimeError ::add-mask::FAILED: first") and "second" not in text
+
+
+def test_a_bidi_override_and_an_escape_sequence_are_shown_as_escapes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 50, item 9: the log's viewer plays ESC sequences (``ESC[2J`` clears it) and a bidi
+    override turns the rest of a line around; every C0/C1 and bidi control but the line feed and
+    the tab is written as its escape, so the reviewer sees that the head tried."""
+    from kbench_ci.github.workflow_commands import workflow_command
+
+    hostile = "boom \u202etxt.exe\u2066 \x1b[2J\x1b]8;;https://e.invalid\x07link\x9b1m\x00\x7f\u061c\u200f\tend"
+    shown = "boom \\u202etxt.exe\\u2066 \\x1b[2J\\x1b]8;;https://e.invalid\\x07link\\x9b1m\\x00\\x7f\\u061c\\u200f\tend"
+    assert log_safe(hostile) == shown
+    assert log_safe("a\r::add-mask::FAILED") == "a\\x0d::add-mask::FAILED"  # no line of its own either
+    err(f"kbench-ci: error: {hostile}")
+    out(hostile)
+    captured = capsys.readouterr()
+    assert shown in captured.err and shown in captured.out
+    assert workflow_command("error", f"x\n{hostile}") == f"::error::x%0A{shown}"

@@ -11,7 +11,7 @@ import pytest
 
 from kbench_ci.errors import ExitCode, UsageError
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.verdicts import evaluate_gate
+from kbench_ci.results.decide import evaluate_gate
 from kbench_ci.results.outcome import CompareRequest
 from kbench_ci.stats import RatioEstimate, Verdict
 from tests.support.suite_repo import TempRepo

@@ -13,10 +13,11 @@ import pytest
 from kbench_ci.errors import ConfigError, GitError
 from kbench_ci.gate.builds import SideBuilder, SideBuildFailed
 from kbench_ci.gate.compare import run_compare
-from kbench_ci.gate.verdicts import assess, evaluate_gate, measure_case
+from kbench_ci.gate.verdicts import assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun
 from kbench_ci.measure.parent import WorkerOutcome
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress
+from kbench_ci.results.decide import evaluate_gate
 from kbench_ci.results.model import CaseResult, CorrectnessResult, VariantResult
 from kbench_ci.results.outcome import Assessment, BuildOutcome, CaseComparison, CompareRequest, PhaseTimes
 from kbench_ci.stats import RatioEstimate, Verdict

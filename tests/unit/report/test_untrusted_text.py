@@ -161,3 +161,17 @@ def test_references_a_trailing_backslash_and_an_empty_name() -> None:
     assert "GH-12" not in cell("see GH-12") and "gh-3" not in cell("gh-3")
     assert cell("ends with \\") == "ends with \\\\"  # it would escape what follows the text
     assert code("") == "—" and code("  ") == "—"  # "``" would open a span a later one closes
+
+
+def test_controls_of_a_heads_text_are_shown_as_escapes_in_cells_code_and_compiler_output() -> None:
+    """Issue 50, item 9: a bidi override turns the rest of a line of the comment around (inside a
+    code span too: GitHub draws it as it is), ESC and the other controls reach the job summary."""
+    hostile = "RuntimeError: \u202etxt.exe\u2067 \x1b[2J\x00"
+    shown = "RuntimeError: \\u202etxt.exe\\u2067 \\x1b[2J\\x00"
+    assert cell(hostile) == shown
+    assert code(hostile) == f"`{shown}`"
+    assert code_cell(f"`{hostile}`") == f"`` `{shown}` ``"
+    build = BuildOutcome(side="head", kernel="k", ok=False, duration_s=1.0, command="nvcc k.cu", message="nvcc failed",
+                         compiler_output=f"k.cu(1): error\n{hostile}\tat col 2")
+    lines = compiler_output(build, "Compiler output:")
+    assert lines[3] == f"k.cu(1): error\n{shown}\tat col 2"  # its lines and tabs stay
