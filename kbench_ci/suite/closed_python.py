@@ -133,7 +133,7 @@ _TORCH: Final = (
     "cuda.device_count", "cuda.set_device", "cuda.device", "cuda.get_device_name", "cuda.get_device_capability",
     "cuda.get_device_properties", "cuda.Stream", "cuda.Event", "cuda.stream", "cuda.empty_cache",
     "cuda.manual_seed", "cuda.manual_seed_all", "cuda.max_memory_allocated", "cuda.memory_allocated",
-    "cuda.reset_peak_memory_stats", "cuda.is_bf16_supported",
+    "cuda.reset_peak_memory_stats", "cuda.is_bf16_supported", "cuda.CUDAGraph", "cuda.graph", "cuda._sleep",
     "backends.cuda.matmul.allow_tf32", "backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
     "backends.cuda.matmul.allow_bf16_reduced_precision_reduction", "backends.cudnn.allow_tf32",
     "backends.cudnn.benchmark", "backends.cudnn.deterministic", "backends.cudnn.enabled",
@@ -186,7 +186,11 @@ _STDLIB: Final = (
     "collections.abc.Iterator", "collections.namedtuple", "collections.defaultdict", "collections.OrderedDict",
     "contextlib.contextmanager", "contextlib.nullcontext", "time.perf_counter", "time.perf_counter_ns",
     "time.monotonic", "time.sleep", "warnings.warn", "random.random", "random.randint", "random.seed",
-    "random.Random", "random.uniform", "random.gauss", "__future__.annotations",
+    "random.Random", "random.uniform", "random.gauss", "__future__.annotations", "statistics.mean",
+    "statistics.fmean", "statistics.median", "statistics.stdev", "statistics.pstdev", "statistics.variance",
+    "statistics.quantiles", "statistics.geometric_mean", "statistics.harmonic_mean", "collections.Counter",
+    "collections.deque", "queue.Queue", "threading.Thread", "threading.Event", "threading.Lock", "os.environ",
+    "sys.exit", "sys.version_info", "sys.maxsize",
 )
 
 #: what a closed file may use from outside: dotted names of functions, classes and constants
