@@ -330,10 +330,9 @@ class OpenReach:
     def _resolve(self, binding: _Binding, attrs: tuple[str, ...], depth: int) -> str | None:
         """The dotted name outside the repository that ``binding.attrs`` reaches, None for the
         repository's own code (checked in its own file), or :data:`_LOCAL_MODULE`."""
-        if binding.external is not None:
-            return ".".join((binding.external, *attrs))
         place = binding.place
-        assert place is not None  # noqa: S101 -- a binding is one or the other, by construction
+        if binding.external is not None or place is None:
+            return ".".join(filter(None, (binding.external, *attrs)))
         names = (*binding.attrs, *attrs)
         if depth > 32:
             return "an import chain too long to follow"
