@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from kbench_ci.errors import KbenchError
+from kbench_ci.suite.closed_python import OpenReach
 from kbench_ci.suite.model import KernelSpec, Suite
 from kbench_ci.suite.settings import SuiteSettings
 
@@ -128,8 +129,9 @@ class _Dependencies:
     #: the suite's kernel files (solutions and references): each is its own kernel's, not a file
     #: a Python solution beside it reads
     kernel_files: frozenset[str] = frozenset()
-    #: set where the kernel's Python reaches files by names no import states (``importlib``,
-    #: ``exec``, ``open``, ``__file__`` ...): where, and every changed file then counts
+    #: set where the kernel's Python uses a name not known to be safe, one that may load code
+    #: or read files by a name no import states (``pickle.loads``, ``exec``, ``__file__`` ...):
+    #: where, and every changed file then counts
     any_file_because: str | None = None
 
 
@@ -272,7 +274,7 @@ class _DependencyFinder:
         self.notes: list[str] = []
         self._headers: dict[tuple[Path, bool], frozenset[Path] | str] = {}
         self._imports: dict[tuple[Path, tuple[Path, ...]], dict[Path, Path]] = {}
-        self._reach: dict[Path, str | None] = {}
+        self._reach: dict[tuple[Path, ...], OpenReach] = {}
 
     def of(self, kernel: KernelSpec) -> _Dependencies:
         files: dict[str, str] = {}
@@ -293,7 +295,7 @@ class _DependencyFinder:
                 for header in sorted(scanned):
                     self._add(files, header, f"a header {kernel.solution.name} includes", keep=True)
         self._add_imports(files, kernel.ref, "ref.py")
-        any_file_because = self._dynamic_reach(kernel, files)
+        any_file_because = self._dynamic_reach(kernel)
         if any_file_because is not None:
             self.notes.append(f"{kernel.name} ({self.label}): {any_file_because}; every changed file counts for it")
         if every_header_because is not None:
@@ -304,18 +306,21 @@ class _DependencyFinder:
         return _Dependencies(files=files, every_header_because=every_header_because, folder=folder,
                              python_folder=python_folder, kernel_files=kernel_files, any_file_because=any_file_because)
 
-    def _dynamic_reach(self, kernel: KernelSpec, files: Mapping[str, str]) -> str | None:
+    def _dynamic_reach(self, kernel: KernelSpec) -> str | None:
         """Where the kernel's own Python (its solution, its ref.py and the repository modules
-        they import) reaches other files by names that no import states: the first such place,
+        they import) uses a name not known to be safe, one that may load code or read a file
+        by a name no import states (kbench_ci/suite/closed_python.py): the first such place,
         or None. A pull request could otherwise put its change in a file loaded so, and the
         plan would call the kernel "not affected" and measure nothing."""
-        sources = [kernel.solution, kernel.ref, *(self.tree / path for path in sorted(files) if path.endswith(".py"))]
-        for source in dict.fromkeys(path for path in sources if path.suffix == ".py"):
-            if source not in self._reach:
-                self._reach[source] = _dynamic_reach_in(source)
-            found = self._reach[source]
-            if found is not None:
-                return f"{self._inside(source) or source.name}:{found}"
+        for start in dict.fromkeys(path for path in (kernel.solution, kernel.ref) if path.suffix == ".py"):
+            roots = self._roots(start)
+            if roots not in self._reach:
+                self._reach[roots] = OpenReach(roots, self.real_tree)
+            imported = self._imports.get((start, roots), {})
+            for source in (start.resolve(), *sorted(imported)):
+                found = self._reach[roots].first(source)
+                if found is not None:
+                    return f"{self._inside(source) or source.name}:{found}"
         return None
 
     def _scan(self, source: Path, *, cutlass: bool) -> frozenset[Path] | str:
@@ -332,15 +337,18 @@ class _DependencyFinder:
         return self._headers[key]
 
     def _add_imports(self, files: dict[str, str], start: Path, role: str) -> None:
-        # Where Python looks for a top-level import: the worker puts the file's own folder first
-        # on sys.path; the suite root and the repository root are where a helper package sits.
-        roots = tuple(dict.fromkeys((start.parent, self.suite.root, self.tree)))
+        roots = self._roots(start)
         key = (start, roots)
         if key not in self._imports:
             self._imports[key] = _python_imports(start, roots, self.real_tree)
         for module, importer in sorted(self._imports[key].items()):
             via = "" if importer == start.resolve() else f" through {self._inside(importer)}"
             self._add(files, module, f"a module {role} imports{via}", keep=True)
+
+    def _roots(self, start: Path) -> tuple[Path, ...]:
+        # Where Python looks for a top-level import: the worker puts the file's own folder first
+        # on sys.path; the suite root and the repository root are where a helper package sits.
+        return tuple(dict.fromkeys((start.parent, self.suite.root, self.tree)))
 
     def _add(self, files: dict[str, str], path: Path, role: str, *, keep: bool = False) -> None:
         """Record ``path`` both as written and with links resolved: git lists the link or its target."""
@@ -406,71 +414,6 @@ def _imported_files(source: Path, roots: Sequence[Path]) -> Iterator[Path]:
                 # `from package import name`: name may be a submodule.
                 if alias.name != "*":
                     yield from _module_files([*parts, alias.name], bases)
-
-
-#: calls that load code or read files by a name the call computes: builtins called by name,
-#: functions and methods by their own name (``importlib.import_module``, ``Path.read_text``,
-#: ``ctypes.CDLL``, ``os.listdir`` ...), and ``load`` of the modules that load files with it
-#: (``torch.utils.cpp_extension.load``, ``torch.load``, ``np.load``; not Triton's ``tl.load``)
-_DYNAMIC_BUILTINS = frozenset({"__import__", "exec", "eval", "compile", "open", "load", "globals", "vars", "locals"})
-_DYNAMIC_FUNCTIONS = frozenset({
-    "import_module", "run_path", "run_module", "spec_from_file_location", "SourceFileLoader", "SourcelessFileLoader",
-    "load_source", "read_text", "read_bytes", "fromfile", "loadtxt", "genfromtxt", "CDLL", "PyDLL", "LoadLibrary",
-    "load_library", "listdir", "scandir", "iterdir", "walk", "glob", "rglob", "open", "fdopen", "from_file", "memmap",
-    "popen", "system", "spawnv", "execv", "execvp",
-})
-#: either, called by a bare name (``from os import listdir``)
-_DYNAMIC_BARE = _DYNAMIC_BUILTINS | _DYNAMIC_FUNCTIONS
-_LOADING_MODULES = frozenset({"cpp_extension", "torch", "np", "numpy", "pickle", "json", "yaml", "marshal", "ctypes", "cdll"})
-#: names whose mere use means files found at run time: ``__file__`` (a path beside the module),
-#: ``__path__``, ``importlib``/``runpy``/``pkgutil`` as modules
-_DYNAMIC_NAMES = frozenset({
-    "__file__", "__path__", "__builtins__", "builtins", "importlib", "runpy", "pkgutil", "zipimport", "subprocess",
-})
-#: ``sys.path`` and its kin: a module found where no import resolves it from here
-_SYS_IMPORT_STATE = frozenset({"path", "modules", "meta_path", "path_hooks"})
-#: attributes of any object that lead to the interpreter's loaders and builtins by another way
-#: (``().__class__.__base__.__subclasses__()``, a function's ``__globals__``)
-_INTROSPECTION = frozenset({"__subclasses__", "__globals__", "__builtins__", "__loader__", "__spec__", "__import__"})
-
-
-def _dynamic_call(function: ast.expr) -> str | None:
-    if isinstance(function, ast.Name):
-        return function.id if function.id in _DYNAMIC_BARE else None
-    if not isinstance(function, ast.Attribute):
-        return None
-    if function.attr in _DYNAMIC_FUNCTIONS:
-        return function.attr
-    owner = function.value
-    owner_name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
-    return f"{owner_name}.load" if function.attr == "load" and owner_name in _LOADING_MODULES else None
-
-
-def _dynamic_reach_in(source: Path) -> str | None:
-    """``LINE (what)`` of the first place in ``source`` that loads code or reads a file by a
-    name computed at run time, or None. Generous: a kernel it names measures more, never less."""
-    try:
-        parsed = ast.parse(source.read_bytes(), filename=str(source))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in ast.walk(parsed):
-        if isinstance(node, ast.Call):
-            name = _dynamic_call(node.func)
-            if name is not None:
-                return f"{node.lineno} ({name}(...))"
-        elif isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:
-            return f"{node.lineno} ({node.id})"
-        elif (isinstance(node, ast.Attribute) and node.attr in _SYS_IMPORT_STATE and isinstance(node.value, ast.Name)
-              and node.value.id == "sys"):
-            return f"{node.lineno} (sys.{node.attr})"
-        elif isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION:
-            return f"{node.lineno} (.{node.attr})"
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for module in modules:
-                if module.split(".")[0] in _DYNAMIC_NAMES:
-                    return f"{node.lineno} (import {module})"
-    return None
 
 
 def _module_files(parts: Sequence[str], bases: Sequence[Path]) -> Iterator[Path]:

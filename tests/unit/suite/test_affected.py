@@ -359,3 +359,15 @@ def test_a_source_a_python_solution_compiles_beside_it_counts_but_another_kernel
     softmax_only = plan_for(tmp_path / "again", {
         "kernels/softmax.cu": '// faster\nextern "C" void solve(const float* x, float* y, int N) {}\n'})
     assert "add" not in softmax_only.affected_names
+
+
+def test_a_kernel_that_unpickles_counts_every_changed_file_and_the_note_says_where(tmp_path: Path) -> None:
+    # A pickle's GLOBAL opcode imports the module it names: the helper stays out of every
+    # import statement, so the plan must not call the kernel "not affected".
+    add = "import pickle\n\ndef run_kernel(x, out, **_):\n    pickle.loads(b'ckernels_common\\nlaunch\\n.')(x, out)\n"
+    plan = plan_for(tmp_path, {"kernels/kernels_common.py": "def launch(x, out):\n    out.copy_(x + 1)\n"},
+                    base_changes={"kernels/add.py": add})
+    assert plan.affected_names == {"add"}
+    assert plan.change_of("add").reasons == (  # type: ignore[union-attr]
+        "kernels/kernels_common.py changed (every changed file counts: kernels/add.py:4 (pickle.loads))",)
+    assert "add (head): kernels/add.py:4 (pickle.loads); every changed file counts for it" in plan.notes
