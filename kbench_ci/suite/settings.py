@@ -109,6 +109,10 @@ BYTECODE_SUBDIR = "pycache"
 NO_CACHE_ENV = "KBENCH_CI_NO_CACHE"
 #: environment: "1" starts a fresh worker per case (as --fresh-worker)
 FRESH_WORKER_ENV = "KBENCH_CI_FRESH_WORKER"
+#: the deepest kbench.toml (or [tool.kbench]) may nest arrays and tables: a real suite nests 4
+#: (kernels, a kernel, shapes, a shape); the TOML reader recurses once per level and would end
+#: in a RecursionError past about 400
+MAX_CONFIG_DEPTH = 32
 #: the most compilers that run at once, however many cores the machine has (nvcc's cicc and
 #: ptxas take about a core and a gigabyte each)
 MAX_PARALLEL_BUILDS = 16
