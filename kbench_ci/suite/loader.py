@@ -33,6 +33,7 @@ from kbench_ci.suite.settings import (
     DEFAULT_THRESHOLD,
     DEFAULT_TIMEOUT_S,
     ISOLATIONS,
+    MAX_ADAPTIVE_ROUNDS,
     MAX_CONFIG_DEPTH,
     SuiteSettings,
 )
@@ -322,10 +323,10 @@ def _one_of(value: object, choices: tuple[str, ...], what: str) -> str:
     return value
 
 
-def _int(minimum: int) -> Callable[[object], int]:
+def _int(minimum: int, maximum: int = values.INT64_MAX) -> Callable[[object], int]:
     def parse(value: object) -> int:
         try:
-            return values.integer(value, minimum=minimum)
+            return values.integer(value, minimum=minimum, maximum=maximum)
         except values.InvalidValue as exc:
             raise _Invalid(str(exc)) from None
 
@@ -456,7 +457,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "discard_first": ("discard_first", _int(0)),
     "correctness_trials": ("correctness_trials", _int(1)),
     "timing_method": ("timing_method", _timing_method),
-    "rounds": ("rounds", _int(1)),
+    "rounds": ("rounds", _int(1, MAX_ADAPTIVE_ROUNDS)),
     "time_budget": ("time_budget_s", _seconds_or_zero),
     "max_geomean_slowdown": ("max_geomean_slowdown", _slowdown),
     "warm_worker": ("warm_worker", _bool),
