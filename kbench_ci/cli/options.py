@@ -147,9 +147,19 @@ def check_seconds(
 
 
 def check_rounds(problems: UsageProblems, rounds: int | None) -> None:
-    """``--rounds`` by kbench.toml's rule for ``rounds``: 1 to :data:`~kbench_ci.suite.settings.MAX_ADAPTIVE_ROUNDS`."""
-    if rounds is not None:
-        problems.value("--rounds", partial(values.integer, minimum=1, maximum=settings.MAX_ADAPTIVE_ROUNDS), rounds)
+    """``--rounds`` by kbench.toml's rule for ``rounds``: 1 to :data:`~kbench_ci.suite.settings.MAX_ADAPTIVE_ROUNDS`,
+    the most rounds a case has."""
+    if rounds is None:
+        return
+    with problems.check():
+        try:
+            values.integer(rounds, minimum=1, maximum=settings.MAX_ADAPTIVE_ROUNDS)
+        except values.InvalidValue as exc:
+            raise UsageError(
+                f"--rounds {exc}",
+                hint=f"give 1 to {settings.MAX_ADAPTIVE_ROUNDS}; compare adds rounds by itself until the verdict is "
+                "decided (--time-budget)",
+            ) from None
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

@@ -47,7 +47,8 @@ def test_rounds_past_the_bound(repo: TempRepo, tmp_path: Path, command: tuple[st
     done = kbench(*command, "--rounds", rounds, "--device", "cpu", "--output-dir", str(tmp_path / "out"), cwd=repo.root)
     line = one_error_line(done)
     bound = f"must be at most {MAX_ADAPTIVE_ROUNDS}, got {rounds}" if rounds != "0" else "must be >= 1, got 0"
-    assert line == f"kbench-ci: error: --rounds {bound}", line
+    assert line == (f"kbench-ci: error: --rounds {bound} (give 1 to {MAX_ADAPTIVE_ROUNDS}; compare adds rounds by "
+                    "itself until the verdict is decided (--time-budget))"), line
 
 
 def test_rounds_past_the_bound_in_kbench_toml(tmp_path: Path) -> None:
