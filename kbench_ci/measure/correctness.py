@@ -268,8 +268,8 @@ def _integer_magnitude(tensor: torch.Tensor) -> torch.Tensor:
 
 def _abs_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per element ``|actual - expected|`` (0 where they are equal, equal infinities and NaN on
-    both sides included; inf where one side is NaN) and ``|expected|``, as float64 for the report's figures. Integers'
-    differences are taken exactly before they become doubles."""
+    both sides included; inf where one side is NaN) and ``|expected|``, as float64 for the
+    report's figures. Integers' differences are taken exactly before they become doubles."""
     if _is_exact(expected.dtype):
         difference, overflowed = _integer_difference(actual, expected)
         errors = _magnitude_of(difference).masked_fill(overflowed, 2.0**63)
