@@ -13,6 +13,7 @@ import typer
 from kbench_ci.cli.console import err, error_boundary, out
 from kbench_ci.errors import UsageError
 from kbench_ci.github.comment import compose_body, run_comment
+from kbench_ci.suite import values
 
 __all__ = ["HELP", "comment"]
 
@@ -64,6 +65,11 @@ def comment(
         report_dir = report or from_artifact
         if report_dir is None:
             raise UsageError("give --report DIR or --from-artifact DIR")
+        if pr is not None:
+            try:
+                values.integer(pr, minimum=1)
+            except values.InvalidValue as exc:
+                raise UsageError(f"--pr {exc}", hint="a pull request's number, as in its URL: --pr 42") from None
         if dry_run:
             body, truncated, _ = compose_body(report_dir, marker_id=marker_id)
             out(body)

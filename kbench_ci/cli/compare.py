@@ -20,6 +20,7 @@ from kbench_ci.cli.options import (
     ShardTimingsOption,
     UsageProblems,
     check_gpu_and_output_dir,
+    check_rounds,
     check_seconds,
     resolve_gpus,
     shard_request,
@@ -111,8 +112,9 @@ def compare(
     rounds: Annotated[
         int | None,
         typer.Option(
-            "--rounds", rich_help_panel="How to measure", min=1,
-            help=f"interleaved timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})",
+            "--rounds", rich_help_panel="How to measure",
+            help=f"interleaved timing rounds per case, 1 to {settings.MAX_ADAPTIVE_ROUNDS} (default: the suite's, "
+            f"{settings.DEFAULT_ROUNDS})",
         ),
     ] = None,
     time_budget: Annotated[
@@ -190,6 +192,7 @@ def compare(
         problems = UsageProblems()
         check_gpu_and_output_dir(gpu, problems)
         check_seconds(problems, case_timeout=case_timeout, time_budget=time_budget)
+        check_rounds(problems, rounds)
         problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = CompareRequest(

@@ -17,7 +17,7 @@ from kbench_ci.cli.console import err
 from kbench_ci.cuda.driver import CudaDevice, cuda_devices
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.results.outcome import GpuSlot, ShardRequest
-from kbench_ci.suite import values
+from kbench_ci.suite import settings, values
 from kbench_ci.suite.shards import parse_shard, read_timings
 
 __all__ = [
@@ -144,6 +144,22 @@ def check_seconds(
             problems.value(option, values.timeout_seconds, value)
     if time_budget is not None:
         problems.value("--time-budget", values.budget_seconds, time_budget)
+
+
+def check_rounds(problems: UsageProblems, rounds: int | None) -> None:
+    """``--rounds`` by kbench.toml's rule for ``rounds``: 1 to :data:`~kbench_ci.suite.settings.MAX_ADAPTIVE_ROUNDS`,
+    the most rounds a case has."""
+    if rounds is None:
+        return
+    with problems.check():
+        try:
+            values.integer(rounds, minimum=1, maximum=settings.MAX_ADAPTIVE_ROUNDS)
+        except values.InvalidValue as exc:
+            raise UsageError(
+                f"--rounds {exc}",
+                hint=f"give 1 to {settings.MAX_ADAPTIVE_ROUNDS}; compare adds rounds by itself until the verdict is "
+                "decided (--time-budget)",
+            ) from None
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

@@ -20,6 +20,7 @@ from kbench_ci.cli.options import (
     ShardTimingsOption,
     UsageProblems,
     check_gpu_and_output_dir,
+    check_rounds,
     check_seconds,
     resolve_gpus,
     shard_request,
@@ -60,7 +61,8 @@ def run(
         int | None,
         typer.Option(
             "--rounds", rich_help_panel="How to measure",
-                min=1, help=f"timing rounds per case (default: the suite's, {settings.DEFAULT_ROUNDS})"
+                help=f"timing rounds per case, 1 to {settings.MAX_ADAPTIVE_ROUNDS} (default: the suite's, "
+                f"{settings.DEFAULT_ROUNDS})",
         ),
     ] = None,
     case_timeout: CaseTimeoutOption = None,
@@ -89,6 +91,7 @@ def run(
         problems = UsageProblems()
         check_gpu_and_output_dir(gpu, problems)
         check_seconds(problems, case_timeout=case_timeout)
+        check_rounds(problems, rounds)
         problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = RunRequest(

@@ -238,10 +238,16 @@ def record_all(
 
 
 def entries(repo: Path, *, branch: str = DEFAULT_BRANCH) -> list[HistoryEntry]:
-    """Every entry on the branch, oldest recording first; [] where the branch does not exist."""
+    """Every entry on the branch, oldest recording first. A branch that does not exist is a
+    usage error (naming how to make one), not an empty history: a site of no charts would
+    read as a history with no steps."""
     tip = branch_tip(branch, repo)
     if tip is None:
-        return []
+        raise UsageError(
+            f"no history branch '{branch}' in this repository",
+            hint=f"record a run first: kbench-ci history record --report DIR --branch {branch}; or fetch it: "
+            f"git fetch origin {branch}:{branch}",
+        )
     found = [HistoryEntry.from_json(json.loads(text)) for text in read_branch_files(tip, ENTRIES, repo).values()]
     return sorted(found, key=lambda e: (e.recorded_at, e.commit))
 

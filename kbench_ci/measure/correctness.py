@@ -1,7 +1,10 @@
 """Tolerances by dtype and the comparison of a kernel's outputs with the reference's.
 
-Rule: an element passes when ``|actual - expected| <= atol + rtol * |expected|`` or both are the
-same infinity. NaN never passes, on either side. Shape and dtype must match the reference's.
+Rule: an element passes when ``|actual - expected| <= atol + rtol * |expected|``, or both are the
+same infinity, or both are NaN (``torch.testing.assert_close(equal_nan=True)``: a reference NaN
+where its inputs make it so, ``log`` of a negative, is matched by the same NaN). A NaN against a
+number fails, whichever side has it; a complex element passes as NaN only when the same parts
+are NaN and the other part is close. Shape and dtype must match the reference's.
 :func:`close_elements` applies it, for every check (the correctness trials, the re-check after
 timing and each timed call's check), so no check can pass what another fails. Integers and bools
 are compared as integers, never through float64: float64 holds 53 bits, and two int64 values near
@@ -200,9 +203,22 @@ def close_elements(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tole
         bound = tolerance.atol + tolerance.rtol * _integer_magnitude(expected)
         return ~overflowed & (_magnitude_of(difference) <= bound)
     wide = torch.complex128 if expected.is_complex() else torch.float64
-    a, e = actual.to(wide), expected.to(wide)
+    a, e, both_nan = _nan_matched(actual.to(wide), expected.to(wide))
     same = a == e  # covers equal infinities, whose difference would be NaN
-    return same | ((a - e).abs() <= tolerance.atol + tolerance.rtol * e.abs())  # NaN fails both
+    return both_nan | same | ((a - e).abs() <= tolerance.atol + tolerance.rtol * e.abs())  # other NaN fails all
+
+
+def _nan_matched(a: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``a`` and ``e`` (float64 or complex128) and where both are NaN, which is equal (module
+    doc). A complex element's parts that are NaN on both sides are zeroed instead, so its other
+    part is compared as usual; a part NaN on one side only stays NaN and fails."""
+    if not e.is_complex():
+        return a, e, a.isnan() & e.isnan()
+    ar, er = torch.view_as_real(a), torch.view_as_real(e)
+    matched = ar.isnan() & er.isnan()
+    a = torch.view_as_complex(torch.where(matched, 0.0, ar).contiguous())
+    e = torch.view_as_complex(torch.where(matched, 0.0, er).contiguous())
+    return a, e, torch.zeros(a.shape, dtype=torch.bool, device=a.device)
 
 
 def _value_at(tensor: torch.Tensor, index: int) -> float | int:
@@ -251,18 +267,20 @@ def _integer_magnitude(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def _abs_errors(actual: torch.Tensor, expected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per element ``|actual - expected|`` (0 where they are equal, equal infinities included;
-    inf where either is NaN) and ``|expected|``, as float64 for the report's figures. Integers'
-    differences are taken exactly before they become doubles."""
+    """Per element ``|actual - expected|`` (0 where they are equal, equal infinities and NaN on
+    both sides included; inf where one side is NaN) and ``|expected|``, as float64 for the
+    report's figures. Integers' differences are taken exactly before they become doubles."""
     if _is_exact(expected.dtype):
         difference, overflowed = _integer_difference(actual, expected)
         errors = _magnitude_of(difference).masked_fill(overflowed, 2.0**63)
         return errors, _integer_magnitude(expected)
     wide = torch.complex128 if expected.is_complex() else torch.float64
-    a, e = actual.to(wide), expected.to(wide)
+    a, e, both_nan = _nan_matched(actual.to(wide), expected.to(wide))
     diff = (a - e).abs()
-    errors = torch.nan_to_num(torch.where(a == e, torch.zeros_like(diff), diff), nan=float("inf"))
-    return errors, e.abs()
+    # NaN on both sides is equal (the rule), so its error is 0; a NaN |expected| counts 0, so a
+    # number against the reference's NaN reads as an infinite relative error, not NaN
+    errors = torch.nan_to_num(torch.where((a == e) | both_nan, torch.zeros_like(diff), diff), nan=float("inf"))
+    return errors, torch.nan_to_num(e.abs(), nan=0.0)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

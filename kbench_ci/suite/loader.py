@@ -29,7 +29,14 @@ from kbench_ci.suite.model import (
     KernelSpec,
     Suite,
 )
-from kbench_ci.suite.settings import DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_S, ISOLATIONS, SuiteSettings
+from kbench_ci.suite.settings import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIMEOUT_S,
+    ISOLATIONS,
+    MAX_ADAPTIVE_ROUNDS,
+    MAX_CONFIG_DEPTH,
+    SuiteSettings,
+)
 from kbench_ci.suite.size_expr import check_size_expression, evaluate_size_expression
 
 try:
@@ -140,7 +147,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         )
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data = tomllib.load(fh)
+    except RecursionError:
+        # the reader recurses once per level of nesting: a file nested some 400 deep ends here
+        raise _too_deep(label) from None
     except tomllib.TOMLDecodeError as exc:
         # The decoder's message carries "(at line L, column C)"; keep it verbatim. At the end
         # of the file it says "(at end of document)" and no line: name the line where the
@@ -159,6 +169,32 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{label}: not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise _too_deep(label)
+    return data
+
+
+def _too_deep(label: str) -> ConfigError:
+    return ConfigError(
+        f"{label}: arrays and tables nest more than {MAX_CONFIG_DEPTH} deep",
+        hint="a suite nests 4 (kernels, a kernel, shapes, a shape): remove the extra brackets (see docs/config.md)",
+    )
+
+
+def _depth(data: Mapping[str, Any]) -> int:
+    """How deep arrays and tables nest in parsed TOML (the file's own table: 0; ``kernels``: 1),
+    walked without recursion; stops counting past :data:`MAX_CONFIG_DEPTH`."""
+    deepest = 0
+    pending: list[tuple[object, int]] = [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_CONFIG_DEPTH:
+                break
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 _AT_END = " (at end of document)"
@@ -178,7 +214,7 @@ def _unclosed_from(path: Path) -> int | None:
     for count in range(len(lines) - 1, -1, -1):
         try:
             tomllib.loads("".join(lines[:count]))
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             continue
         # the next line that is not blank or a comment opens what is never closed
         for index in range(count, len(lines)):
@@ -287,10 +323,10 @@ def _one_of(value: object, choices: tuple[str, ...], what: str) -> str:
     return value
 
 
-def _int(minimum: int) -> Callable[[object], int]:
+def _int(minimum: int, maximum: int = values.INT64_MAX) -> Callable[[object], int]:
     def parse(value: object) -> int:
         try:
-            return values.integer(value, minimum=minimum)
+            return values.integer(value, minimum=minimum, maximum=maximum)
         except values.InvalidValue as exc:
             raise _Invalid(str(exc)) from None
 
@@ -421,7 +457,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[object], Any]]] = {
     "discard_first": ("discard_first", _int(0)),
     "correctness_trials": ("correctness_trials", _int(1)),
     "timing_method": ("timing_method", _timing_method),
-    "rounds": ("rounds", _int(1)),
+    "rounds": ("rounds", _int(1, MAX_ADAPTIVE_ROUNDS)),
     "time_budget": ("time_budget_s", _seconds_or_zero),
     "max_geomean_slowdown": ("max_geomean_slowdown", _slowdown),
     "warm_worker": ("warm_worker", _bool),

@@ -38,6 +38,8 @@ ADAPTIVE_BATCH_ROUNDS = 2
 ADAPTIVE_BATCH_GROWTH = 0.25
 #: bootstrap replicates of an interim verdict (the reported one uses stats' default)
 ADAPTIVE_CHECK_BOOTSTRAP = 500
+#: the most rounds a case has: adaptive rounds stop here, and ``rounds`` (kbench.toml) or
+#: ``--rounds`` may ask for no more (a compare's 400 rounds of 10 trials a side: minutes a case)
 MAX_ADAPTIVE_ROUNDS = 400
 #: bytes a re-measurement's worker allocates before loading the case: its buffers then lie
 #: elsewhere than the first measurement's. On an H200 the start-event-to-kernel gap of a 5 us
@@ -109,6 +111,10 @@ BYTECODE_SUBDIR = "pycache"
 NO_CACHE_ENV = "KBENCH_CI_NO_CACHE"
 #: environment: "1" starts a fresh worker per case (as --fresh-worker)
 FRESH_WORKER_ENV = "KBENCH_CI_FRESH_WORKER"
+#: the deepest kbench.toml (or [tool.kbench]) may nest arrays and tables: a real suite nests 4
+#: (kernels, a kernel, shapes, a shape); the TOML reader recurses once per level and would end
+#: in a RecursionError past about 400
+MAX_CONFIG_DEPTH = 32
 #: the most compilers that run at once, however many cores the machine has (nvcc's cicc and
 #: ptxas take about a core and a gigabyte each)
 MAX_PARALLEL_BUILDS = 16
@@ -328,14 +334,45 @@ def execution(
         where="--isolation" if options.isolation else (ISOLATION_ENV if source.get(ISOLATION_ENV) else "isolation"),
         environ=source,
     )
+    if options.no_cache and options.cache_dir is not None:
+        raise UsageError("--no-cache and --cache-dir contradict each other",
+                         hint="give --cache-dir to keep the cache there, or --no-cache to keep none")
     no_cache = True if options.no_cache else _flag(source, NO_CACHE_ENV)
     if no_cache is None and suite.cache is not None:
         no_cache = not suite.cache
     if no_cache:
         return Execution(warm_worker=warm, cache_dir=None, isolation=isolation)
-    folder = options.cache_dir or (Path(source[CACHE_DIR_ENV]) if source.get(CACHE_DIR_ENV) else None)
-    folder = folder or suite.cache_dir or default_cache_dir(source)
-    return Execution(warm_worker=warm, cache_dir=Path(folder).expanduser().absolute(), isolation=isolation)
+    chosen = [
+        (options.cache_dir, "--cache-dir"),
+        (Path(source[CACHE_DIR_ENV]) if source.get(CACHE_DIR_ENV) else None, CACHE_DIR_ENV),
+        (suite.cache_dir, "cache_dir in kbench.toml"),
+        (default_cache_dir(source), "the default cache folder"),
+    ]
+    folder, where = next((path, name) for path, name in chosen if path)
+    return Execution(warm_worker=warm, cache_dir=cache_folder(Path(folder), where=where), isolation=isolation)
+
+
+def cache_folder(folder: Path, *, where: str) -> Path:
+    """``folder`` (absolute) if it can be the cache folder, else a usage error naming ``where``
+    it came from. The rule (docs/config.md): a folder of the user's own, which kbench-ci fills
+    with sub-folders (triton/, inductor/, libraries). Refused: the root or a folder directly
+    under it (/etc, /usr, /tmp: even where the user may write there, as root may, they are no
+    cache's); a file; an existing folder owned by another user or not writable; a folder not
+    yet there whose nearest existing parent the user cannot write in."""
+    absolute = folder.expanduser().absolute()
+    resolved = absolute.resolve()
+    fix = "give a folder of your own, such as ~/.cache/kbench-ci (--cache-dir, KBENCH_CI_CACHE_DIR or cache_dir), or --no-cache"
+    if len(resolved.parts) <= 2:
+        raise UsageError(f"{where} {folder} is a system folder (the root or directly under it), not a cache folder", hint=fix)
+    if resolved.exists() and not resolved.is_dir():
+        raise UsageError(f"{where} {folder} is a file, not a folder", hint=fix)
+    existing = next(path for path in (resolved, *resolved.parents) if path.exists())
+    if existing == resolved and resolved.stat().st_uid != os.geteuid():
+        raise UsageError(f"{where} {folder} belongs to another user (uid {resolved.stat().st_uid})", hint=fix)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable by you" if existing == resolved else f"cannot be made: {existing} is not writable by you"
+        raise UsageError(f"{where} {folder} {what}", hint=fix)
+    return absolute
 
 
 def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None = None) -> str:

@@ -45,14 +45,15 @@ def kind_of(value: object) -> str:
     return type(value).__name__
 
 
-def integer(value: object, *, minimum: int) -> int:
-    """An integer from ``minimum`` to :data:`INT64_MAX`."""
+def integer(value: object, *, minimum: int, maximum: int = INT64_MAX) -> int:
+    """An integer from ``minimum`` to ``maximum`` (at most :data:`INT64_MAX`)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidValue(f"must be an integer, got {kind_of(value)}")
     if value < minimum:
         raise InvalidValue(f"must be >= {minimum}, got {value}")
-    if value > INT64_MAX:
-        raise InvalidValue(f"must be at most {INT64_MAX} (64 bits), got {value}")
+    if value > min(maximum, INT64_MAX):
+        bits = " (64 bits)" if maximum >= INT64_MAX else ""
+        raise InvalidValue(f"must be at most {min(maximum, INT64_MAX)}{bits}, got {value}")
     return value
 
 

@@ -42,12 +42,31 @@ def test_integers_compare_exactly() -> None:
     assert not check.passed and check.mismatched == 1 and check.first_mismatch == (2, 4.0, 3.0)
 
 
-def test_nan_never_passes_on_either_side_and_equal_infinities_do() -> None:
-    expected = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
-    actual = torch.tensor([1.0, float("inf"), float("nan"), float("nan")])
+def test_nan_passes_only_against_nan_and_equal_infinities_do() -> None:
+    """Issue 50, item 14: NaN where the reference is NaN is equal (assert_close's equal_nan);
+    NaN against a number fails, on either side."""
+    nan, inf = float("nan"), float("inf")
+    expected = torch.tensor([1.0, inf, nan, 2.0, nan])
+    actual = torch.tensor([1.0, inf, nan, nan, 3.0])
     check = compare_output("y", actual, expected, LOOSE)
-    assert check.mismatched == 2
-    assert check.max_abs_error == float("inf")
+    assert check.mismatched == 2 and check.first_mismatch is not None and check.first_mismatch[0] == 3
+    assert check.max_abs_error == inf and check.max_rel_error == inf
+    torch.testing.assert_close(actual[:3], expected[:3], equal_nan=True)  # the same rule as torch's
+
+
+def test_nan_on_both_sides_has_no_error() -> None:
+    x = torch.tensor([-1.0, 0.5, -2.0, 4.0])
+    check = compare_output("y", torch.log(x), torch.log(x), LOOSE)
+    assert check.passed and check.mismatched == 0
+    assert (check.max_abs_error, check.max_rel_error) == (0.0, 0.0)
+
+
+def test_a_complex_nan_passes_only_in_the_same_part_and_with_the_other_part_close() -> None:
+    nan = float("nan")
+    expected = torch.tensor([complex(nan, 1.0), complex(nan, 1.0), complex(nan, 1.0), complex(1.0, nan), 2.0])
+    actual = torch.tensor([complex(nan, 1.0), complex(nan, 5.0), complex(1.0, nan), complex(1.0, nan), 2.0])
+    check = compare_output("z", actual, expected, LOOSE)
+    assert check.mismatched == 2 and check.first_mismatch is not None and check.first_mismatch[0] == 1
 
 
 def test_error_figures() -> None:
@@ -103,6 +122,8 @@ def _cases() -> list[tuple[str, dict[str, object], dict[str, torch.Tensor]]]:
         ("within tolerance", {"c": expected + 1e-7}, {"c": expected}),
         ("one element off", {"c": one_off}, {"c": expected}),
         ("a NaN", {"c": with_nan}, {"c": expected}),
+        ("NaN where the reference is NaN", {"c": with_nan.clone()}, {"c": with_nan}),
+        ("a number where the reference is NaN", {"c": expected.clone()}, {"c": with_nan}),
         ("float64 given for float32", {"c": expected.double()}, {"c": expected}),
         ("no tensor", {"c": 1.0}, {"c": expected}),
         ("missing", {}, {"c": expected}),

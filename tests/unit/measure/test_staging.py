@@ -103,7 +103,7 @@ def test_staging_copies_a_version_in_and_poisons_the_outputs() -> None:
     assert torch.equal(timed.kwargs["x"], timed.inputs.kwargs["x"])
 
 
-def test_mismatches_follow_the_tolerance_and_nan_never_passes() -> None:
+def test_mismatches_follow_the_tolerance_and_a_nan_against_a_number_never_passes() -> None:
     tolerance = Tolerance(atol=1e-3, rtol=0.0, source="test")
     expected = torch.zeros(10)
     actual = expected.clone()
