@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.basefiles import Change, blame, restore
 from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
@@ -139,6 +140,8 @@ class Judge:
         self.clock_refused: str | None = None
         #: the case's head reference worker's load failure (message, hint), if it failed
         self._reference_failure: tuple[str, str | None] | None = None
+        #: every change of the base's files found in this case (the pull request's doing)
+        self._base_changes: list[Change] = []
 
     def clock(self, device: torch.device) -> GpuClock | None:
         """The judge's GPU clock on ``device``, made once; None on a CPU or where the driver refuses it."""
@@ -221,6 +224,8 @@ class Judge:
             torch.cuda.set_device(device)
         else:
             torch.set_num_threads(1)
+        self._base_changes = []
+        self._guard_base_files(job)  # before the judge reads the base's ref.py itself
         problem = load_problem(Path(job.sides[0].ref))
         try:
             maker: Maker | None
@@ -257,6 +262,11 @@ class Judge:
         finally:
             self._end(sides)
             self._retire_reference(reference)
+        self._guard_base_files(job)  # a change no load of the base met (the case's last turns)
+        if self._base_changes:
+            for side in sides:
+                if side.label == job.sides[1].label:
+                    side.fail("incorrect", blame(self._base_changes, job.base_files[0].path))
         for side in sides:
             emit(VariantDone(side.result))
         if remeasure:
@@ -361,6 +371,14 @@ class Judge:
                     side.worker.stop()
         end_side_strays()
 
+    def _guard_base_files(self, job: CaseJob) -> None:
+        """The base's files put back as the parent recorded them before any pull-request code ran
+        (:mod:`kbench_ci.basefiles`); what changed is kept, to lay on the head. Landlock keeps
+        a side from writing them, not from ``chmod``: a head that set the base's helper to mode
+        000 at its load failed the next fresh base worker, and the 30x slower head read ``fixed``."""
+        if job.base_files:
+            self._base_changes.extend(restore(job.base_files))
+
     def _base_alone(
         self, sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
         emit: Emit, description: str,
@@ -436,6 +454,10 @@ class Judge:
                 # under the worker a pause stops) ran through the next side's load when the
                 # others were only paused (CI, 2026-12-06: daemon_burn's orphan, running).
                 hold_all_but(worker)
+                if index == 0 and role == "solution":
+                    # Every other worker stopped, every stray ended: nothing of the pull
+                    # request's runs between this check and the base's load
+                    self._guard_base_files(job)
                 worker.resume()
                 worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)

@@ -1,0 +1,92 @@
+"""Issue 50, item 1: a head that makes the base's own files fail it must never read ``fixed``.
+
+tests/fixtures/base_files/chmod_base.py (30x the base's work) finds the base's temporary
+worktree through its own repository's git folder and, at import, sets the base's helper module
+to mode 000. Landlock does not cover ``chmod``; the base loads before the head in the first
+measurement, so it is the re-measurement's fresh base worker (the head reads ``slower``, which
+is measured again) that cannot import its helper. Before the base's files were guarded, that
+base failed beside the head and again alone, and the head read ``fixed``: gate passed, exit 0.
+
+Root reads a mode-000 file anyway (``CAP_DAC_OVERRIDE``), and CI runs as root: where the tests
+run as root, the compare runs without the two capabilities that ignore mode bits (``setpriv``'s
+bounding set), as an unprivileged runner would be (its python, under root's 0700 home here,
+stays readable to the same uid).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.suite_repo import TempRepo, suite_toml
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures" / "base_files"
+SHAPE = {"M": 96, "N": 96, "K": 96}
+
+
+def _unprivileged() -> list[str]:
+    """The command's prefix that takes mode bits' exemption from root (nothing when the tests
+    are not root)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("the tests run as root and setpriv (util-linux) is missing: the attack needs mode bits that hold")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def _repo(root: Path) -> TempRepo:
+    repo = TempRepo(root / "repo")
+    toml = suite_toml([{"name": "mm", "kind": "pytorch", "shapes": [SHAPE]}], {"correctness_trials": 2, "rounds": 3})
+    repo.commit({
+        "kbench.toml": toml,
+        **{f"kernels/{name}": (FIXTURES / name).read_text() for name in ("mm.py", "mm_helpers.py", "mm_ref.py")},
+    }, "an honest matmul whose work is in a helper beside it")
+    repo.git("checkout", "-q", "-b", "chmod-base")
+    repo.commit({"kernels/mm.py": (FIXTURES / "chmod_base.py").read_text()}, "30x slower, and the base's helper chmodded")
+    return repo
+
+
+def _compare(root: Path, isolation: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    repo = _repo(root)
+    home = root / "home"
+    home.mkdir()
+    prefix = _unprivileged()
+    environment = {**os.environ, "HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    environment.pop("CUDA_VISIBLE_DEVICES", None)
+    out = root / "out"
+    completed = subprocess.run(
+        [*prefix, sys.executable, "-m", "kbench_ci", "compare", "--base", "main", "--device", "cpu",
+         "--isolation", isolation, "--threshold", "0.05", "--output-dir", str(out), "--no-cache"],
+        cwd=repo.root, env=environment, capture_output=True, text=True, timeout=600,
+    )
+    print(completed.stderr[-3000:])
+    assert (out / "results.json").is_file(), completed.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    helper = stat.S_IMODE((root / "repo" / "kernels" / "mm_helpers.py").stat().st_mode)
+    assert helper == 0o644, oct(helper)  # the head's own copy is untouched: only the base's was its target
+    return completed, results["cases"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["judge", "process"])
+def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, isolation: str) -> None:
+    completed, case = _compare(tmp_path, isolation)
+    head, base = case["head"], case["base"]
+    print(isolation, case["verdict"], "| head:", head["status"], head.get("message"), "| base:", base["status"],
+          base.get("message"), "| case:", case.get("message"), "| exit", completed.returncode)
+    assert case["verdict"] != "fixed", case
+    assert completed.returncode != 0, completed.stderr[-2000:]
+    assert head["status"] == "incorrect", head
+    assert "mm_helpers.py" in (head.get("message") or ""), head
+    assert "mode" in (head.get("message") or ""), head
+    # The base's file was put back, and the base measured from it
+    assert base["status"] == "ok", base
