@@ -13,8 +13,11 @@ Trusted code only (the parent, the judge): nothing here is imported by a side.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +27,10 @@ from pathlib import Path
 #: folder is its own under the judge; in process Python writes ``__pycache__`` beside the
 #: sources) and git's own data
 _SKIPPED = frozenset({"__pycache__", ".git"})
+#: the inode flags (``chattr``) a root side can set without Landlock's leave: immutable and
+#: append-only; each blocks writes to the file or folder, which a base writes into its own folders
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+_LOCKING_FLAGS = 0x10 | 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,8 @@ class GuardedFile:
     gid: int
     #: sha256 of a file's contents; None for a folder
     sha256: str | None = None
+    #: its immutable and append-only flags (``chattr +i``, ``+a``)
+    flags: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +87,42 @@ def _guard(path: str) -> GuardedFile | None:
         return None
     if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
         return None  # a link or a device: nothing the base loads through its own mode
-    return GuardedFile(path, stat.S_IMODE(status.st_mode), status.st_uid, status.st_gid, digest)
+    return GuardedFile(path, stat.S_IMODE(status.st_mode), status.st_uid, status.st_gid, digest, _flags(path) or 0)
+
+
+def _flags(path: str) -> int | None:
+    """The immutable and append-only flags of ``path``; None where they cannot be read (a file
+    system without them, a file this user cannot open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        value = array.array("i", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, value, True)
+        return value[0] & _LOCKING_FLAGS
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _set_flags(path: str, flags: int) -> bool:
+    """``path``'s immutable and append-only flags set to ``flags`` (its other flags kept)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        value = array.array("i", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, value, True)
+        value[0] = (value[0] & ~_LOCKING_FLAGS) | flags
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, value, True)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _sha256(path: str) -> str:
@@ -116,6 +160,11 @@ def _restore(entry: GuardedFile) -> Change | None:
         return Change(entry.path, f"no longer a {'file' if is_file else 'folder'}", False)
     what: list[str] = []
     restored = True
+    flags = _flags(entry.path)
+    if flags is not None and flags != entry.flags:
+        # first: an immutable file's mode and owner cannot be put back
+        what.append(f"flags {_flag_names(entry.flags)} → {_flag_names(flags)}")
+        restored = _set_flags(entry.path, entry.flags)
     if (status.st_uid, status.st_gid) != (entry.uid, entry.gid):
         what.append(f"owner {entry.uid}:{entry.gid} → {status.st_uid}:{status.st_gid}")
         try:
@@ -138,6 +187,53 @@ def _restore(entry: GuardedFile) -> Change | None:
             what.append("contents changed")
             restored = False
     return Change(entry.path, ", ".join(what), restored) if what else None
+
+
+def _flag_names(flags: int) -> str:
+    return "".join(name for bit, name in ((0x10, "i"), (0x20, "a")) if flags & bit) or "none"
+
+
+def reclaim(folders: Iterable[Path], *, below: bool = True) -> None:
+    """A worker's own folders and caches made writable to it again, everything under them
+    included: immutable and append-only flags cleared (a root side may set them on another
+    side's folders; the base then could not write a library's copy or a compiled kernel
+    there), folders ``rwx`` and files ``rw`` for their owner, owned by this user where it is
+    root. Nothing is laid on anyone: the base's own code may make a file read-only.
+    ``below`` False: each folder alone, not what is in it."""
+    uid, gid = os.geteuid(), os.getegid()
+
+    def fix(path: str, folder: bool) -> None:
+        try:
+            status = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(status.st_mode):
+            return
+        _set_flags(path, 0)
+        try:
+            if uid == 0 and (status.st_uid, status.st_gid) != (uid, gid):
+                os.chown(path, uid, gid)
+            wanted = stat.S_IMODE(status.st_mode) | (0o700 if folder else 0o600)
+            if wanted != stat.S_IMODE(status.st_mode):
+                os.chmod(path, wanted)
+        except OSError:
+            pass
+
+    for top in folders:
+        fix(str(top), True)
+        if not below:
+            continue
+        for here, dirs, files in os.walk(top):
+            for name in dirs:
+                fix(os.path.join(here, name), True)
+            for name in files:
+                fix(os.path.join(here, name), False)
+
+
+def remove(folder: Path) -> None:
+    """``folder`` and everything in it removed, whatever a side did to keep it (see :func:`reclaim`)."""
+    reclaim([folder])
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def blame(changes: Sequence[Change], root: str | None = None) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kbench_ci.basefiles import Change, GuardedFile, blame, restore
+from kbench_ci.basefiles import Change, GuardedFile, blame, reclaim, record, restore
 from kbench_ci.errors import KbenchError, UsageError
 from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured
@@ -245,6 +245,8 @@ class MeasureComparison:
         measurement suspects a regression; the verdict with its notes."""
         settings = replace(self.settings, device=slot.lane.device)
         guarded = self.base_files.get(base.kernel.name, ()) if base is not None and built.base_spec is not None else ()
+        if built.base_spec is not None and built.base_spec.implementation in COMPILED_KINDS:
+            guarded += built_library_files(self.builder.staging, Path(built.base_spec.solution).parent)
         runs = _CaseRuns(slot, head, built.sides, settings=settings, request=self.request, threshold=threshold,
                          base_files=guarded, judged=self.isolation == "judge")
         deciding, first = measure_case(
@@ -265,6 +267,19 @@ class MeasureComparison:
             job = make_job(head, built.sides, settings, rounds=1)
             comparison = replace(comparison, profile=profile_sides(job, [side.label for side in built.sides]))
         return comparison, runs.problem
+
+
+def built_library_files(staging: Path, folder: Path) -> tuple[GuardedFile, ...]:
+    """The base's built library (its staged source, ``.so`` and compiler figures, in ``folder``)
+    and the folders above it in the build folder, recorded once the trusted build is done. The
+    head's build command runs beside the base's and could reach them before this record: each
+    is made its owner's to read and write first (:func:`kbench_ci.basefiles.reclaim`), so what
+    is recorded is what the base can load."""
+    folder = folder.resolve()
+    staging = staging.resolve()
+    reclaim([parent for parent in reversed(folder.parents) if parent == staging or staging in parent.parents], below=False)
+    reclaim([folder])
+    return record(staging, [folder])
 
 
 def _judge(base_present: bool, built: _BuiltSides, threshold: float, result: CaseResult | None) -> Assessment:

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from kbench_ci.basefiles import Change, blame, restore
+from kbench_ci.basefiles import Change, blame, reclaim, restore
 from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
@@ -454,10 +454,14 @@ class Judge:
                 # under the worker a pause stops) ran through the next side's load when the
                 # others were only paused (CI, 2026-12-06: daemon_burn's orphan, running).
                 hold_all_but(worker)
+                # Every other worker stopped, every stray ended: nothing of the pull request's
+                # runs between these and the load
                 if index == 0 and role == "solution":
-                    # Every other worker stopped, every stray ended: nothing of the pull
-                    # request's runs between this check and the base's load
                     self._guard_base_files(job)
+                if trusted_load(job, label):
+                    # A root side can chattr +i another's folders (Landlock does not cover it):
+                    # a compiled base copies its library into its own folder as it loads
+                    reclaim(worker.writable)
                 worker.resume()
                 worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
@@ -492,6 +496,13 @@ class Judge:
         if clock is not None:
             settle_gpu(clock, sides)
         return sides
+
+
+def trusted_load(job: CaseJob, label: str) -> bool:
+    """A load of trusted code: a compare's base, a baseline or the witness; not a compare's head,
+    its changed ref.py's worker, nor bench's and run's solution (the user's own)."""
+    return label != HEAD_REFERENCE and label not in (spec.label for spec in job.sides[1:]) and (
+        len(job.sides) == 2 or label != job.sides[0].label)
 
 
 def _load_settings(job: CaseJob) -> dict[str, Any]:

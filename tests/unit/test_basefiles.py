@@ -4,12 +4,15 @@ named before each load of the base (the red team: tests/integration/gate/test_ba
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from kbench_ci.basefiles import blame, record, restore
+from kbench_ci.basefiles import blame, reclaim, record, remove, restore
+from kbench_ci.gate.compare_case import built_library_files
 from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import MeasureSettings
 
@@ -90,3 +93,71 @@ def test_the_record_reaches_the_judge_in_its_job(tmp_path: Path) -> None:
                                trials_per_round=2, discard_first=0, rounds=2, flush_l2=False)
     job = CaseJob("mm[N=1]", {"N": 1}, (), (), settings, base_files=guarded)
     assert CaseJob.from_json(job.to_json()).base_files == guarded
+
+
+def _chattr(path: Path, flags: str) -> bool:
+    """``chattr`` where the machine lets this process (root with CAP_LINUX_IMMUTABLE, a file
+    system with the flags)."""
+    chattr = shutil.which("chattr")
+    return chattr is not None and subprocess.run([chattr, flags, str(path)], capture_output=True).returncode == 0
+
+
+def test_an_immutable_flag_on_a_base_file_is_cleared_and_named(tmp_path: Path) -> None:
+    kernels = _tree(tmp_path)
+    guarded = record(tmp_path, [kernels])
+    if not _chattr(kernels / "mm_helpers.py", "+i"):
+        pytest.skip("chattr +i needs root and a file system with the flag")
+    try:
+        (change,) = restore(guarded)
+        assert (Path(change.path).name, change.what, change.restored) == ("mm_helpers.py", "flags none → i", True)
+        (kernels / "mm_helpers.py").write_text("writable again\n")  # the flag is gone
+    finally:
+        _chattr(kernels / "mm_helpers.py", "-i")
+
+
+def test_a_workers_folder_a_root_side_locked_is_writable_again_and_removable(tmp_path: Path) -> None:
+    """The base's own folder (its library copies) and caches, locked by a root head: chattr +i
+    on the folder, +a on a file in it, mode 000 below."""
+    folder = tmp_path / "side-base"
+    (folder / "libraries-1").mkdir(parents=True)
+    (folder / "libraries-1" / "mm.so").write_bytes(b"\x7fELF")
+    (folder / "libraries-1").chmod(0)
+    (folder / "cache.bin").write_bytes(b"kernel")
+    if not (_chattr(folder / "cache.bin", "+a") and _chattr(folder, "+i")):
+        pytest.skip("chattr +i needs root and a file system with the flag")
+    try:
+        with pytest.raises(PermissionError):
+            (folder / "libraries-2").mkdir()
+        with pytest.raises(PermissionError):
+            (folder / "cache.bin").write_bytes(b"recompiled")
+        reclaim([folder])
+        (folder / "libraries-2").mkdir()  # a new load's copy has its place again
+        (folder / "cache.bin").write_bytes(b"recompiled")
+        assert stat.S_IMODE((folder / "libraries-1").stat().st_mode) == 0o700
+        _chattr(folder, "+i")
+        remove(folder)
+        assert not folder.exists()
+    finally:
+        if folder.exists():
+            _chattr(folder, "-i")
+
+
+def test_the_base_built_library_is_recorded_readable_even_if_a_head_build_reached_it_first(tmp_path: Path) -> None:
+    """The head's build command runs beside the base's: by the time the base's library is
+    recorded it may have set the library and the folders above it to 000 (as the runner's
+    user). The record is what the base can load, and a later change is put back and named."""
+    staging = tmp_path / "staging"
+    folder = staging / "base" / "mm"
+    folder.mkdir(parents=True)
+    for name in ("mm.cu", "mm.so"):
+        (folder / name).write_bytes(b"built")
+        (folder / name).chmod(0o644)
+    for path in (folder / "mm.so", folder, staging / "base"):
+        path.chmod(0)
+    guarded = built_library_files(staging, folder)
+    assert {os.path.relpath(entry.path, staging.resolve()): entry.mode & 0o700 for entry in guarded} == {
+        ".": 0o700, "base": 0o700, "base/mm": 0o700, "base/mm/mm.cu": 0o600, "base/mm/mm.so": 0o600}
+    assert (folder / "mm.so").read_bytes() == b"built"
+    os.chmod(folder / "mm.so", 0)
+    (change,) = restore(guarded)
+    assert change.describe(str(staging.resolve())) == "base/mm/mm.so (mode 0600 → 0000; put back)"
