@@ -360,6 +360,7 @@ class Judge:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
         left running outside its worker (a daemon it double-forked) ended."""
         for side in sides:
+            _reclaim_arenas(side)
             for arena in (*side.arenas, *side.arenas_extra):
                 arena.release()
             side.arenas, side.arenas_extra = [], []
@@ -789,6 +790,9 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
     placements = min(placements or PLACEMENTS, _placements(len(sides), int(need), device))
     order = [(side, slot) for side in sides if side.ok for slot in range(placements)]
     random.SystemRandom().shuffle(order)
+    for side in sides:
+        if side.ok:
+            _reclaim_arenas(side)
     for side, slot in order:
         if not side.ok:
             continue
@@ -818,6 +822,14 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             _mapped(side, device)
     hold_all_but(None)
     return placements
+
+
+def _reclaim_arenas(side: Side) -> None:
+    """The folder the judge makes a side's CPU arenas in, its own again: a root side can make
+    another's folder immutable (``chattr +i``; Landlock leaves the ioctl alone), and the judge's
+    arena for the base, or its removal, then failed."""
+    reclaim([side.worker.folder], below=False)
+    reclaim([side.worker.folder / "arenas"])
 
 
 def _mapped(side: Side, device: torch.device) -> None:

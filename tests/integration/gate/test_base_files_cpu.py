@@ -21,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,24 +44,25 @@ def _unprivileged() -> list[str]:
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
 
 
-def _repo(root: Path) -> TempRepo:
+def _repo(root: Path, base: str = "mm.py", head: str = "chmod_base.py") -> TempRepo:
     repo = TempRepo(root / "repo")
     toml = suite_toml([{"name": "mm", "kind": "pytorch", "shapes": [SHAPE]}], {"correctness_trials": 2, "rounds": 3})
     repo.commit({
-        "kbench.toml": toml,
-        **{f"kernels/{name}": (FIXTURES / name).read_text() for name in ("mm.py", "mm_helpers.py", "mm_ref.py")},
-    }, "an honest matmul whose work is in a helper beside it")
-    repo.git("checkout", "-q", "-b", "chmod-base")
-    repo.commit({"kernels/mm.py": (FIXTURES / "chmod_base.py").read_text()}, "30x slower, and the base's helper chmodded")
+        "kbench.toml": toml, "kernels/mm.py": (FIXTURES / base).read_text(),
+        **{f"kernels/{name}": (FIXTURES / name).read_text() for name in ("mm_helpers.py", "mm_ref.py")},
+    }, "an honest matmul")
+    repo.git("checkout", "-q", "-b", "reach-the-base")
+    repo.commit({"kernels/mm.py": (FIXTURES / head).read_text()}, "30x slower, and the base's files reached")
     return repo
 
 
-def _compare(root: Path, isolation: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    repo = _repo(root)
+def _compare(
+    root: Path, isolation: str, *, prefix: list[str], repo: TempRepo | None = None, env: dict[str, str] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    repo = repo or _repo(root)
     home = root / "home"
     home.mkdir()
-    prefix = _unprivileged()
-    environment = {**os.environ, "HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    environment = {**os.environ, "HOME": str(home), "TMPDIR": str(home), "XDG_CACHE_HOME": str(home / ".cache"), **(env or {})}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     out = root / "out"
     completed = subprocess.run(
@@ -79,7 +81,7 @@ def _compare(root: Path, isolation: str) -> tuple[subprocess.CompletedProcess[st
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["judge", "process"])
 def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, isolation: str) -> None:
-    completed, case = _compare(tmp_path, isolation)
+    completed, case = _compare(tmp_path, isolation, prefix=_unprivileged())
     head, base = case["head"], case["base"]
     print(isolation, case["verdict"], "| head:", head["status"], head.get("message"), "| base:", base["status"],
           base.get("message"), "| case:", case.get("message"), "| exit", completed.returncode)
@@ -90,3 +92,42 @@ def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, is
     assert "mode" in (head.get("message") or ""), head
     # The base's file was put back, and the base measured from it
     assert base["status"] == "ok", base
+
+
+def _unlock(root: Path) -> None:
+    """Whatever the head left immutable under ``root`` made removable again (the test's own
+    clean-up; the defence's is kbench_ci.basefiles.remove)."""
+    chattr = shutil.which("chattr")
+    if chattr is not None:
+        subprocess.run([chattr, "-R", "-i", str(root)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_root_head_that_makes_the_base_folder_immutable_never_reads_fixed(tmp_path: Path) -> None:
+    """The root runner's own variant: mode bits hold nothing against root, but ``chattr +i`` does.
+    tests/fixtures/base_files/chattr_base.py makes the base worker's folder and caches immutable
+    at its load; the base (mm_cwd.py) makes a folder in its working folder as it loads, as a
+    compiled base does under the judge. Without the judge reclaiming a trusted worker's folders,
+    the re-measurement's base worker (served in the same folder: removing it failed) could not
+    load, failed beside the head and alone, and the head read ``fixed``."""
+    if os.geteuid() != 0:
+        pytest.skip("chattr +i is root's (CAP_LINUX_IMMUTABLE): this variant is the root runner's")
+    marks = Path(tempfile.mkdtemp(prefix="kbench-base-files-", dir="/dev/shm")) / "locked"
+    try:
+        repo = _repo(tmp_path, base="mm_cwd.py", head="chattr_base.py")
+        completed, case = _compare(tmp_path, "judge", prefix=[], repo=repo, env={"KBENCH_BASE_FILES_MARKS": str(marks)})
+    finally:
+        _unlock(tmp_path)
+    locked = marks.read_text().split() if marks.is_file() else []
+    shutil.rmtree(marks.parent, ignore_errors=True)
+    head, base = case["head"], case["base"]
+    print("root judge", case["verdict"], "| head:", head["status"], head.get("message"), "| base:", base["status"],
+          base.get("message"), "| case:", case.get("message"), "| locked:", locked, "| exit", completed.returncode)
+    folders = [path for path in locked if Path(path).name == "side-base" and Path(path).parent.name.startswith("kbench-judge-")]
+    assert folders, f"the head could not lock the base's folder: {locked}"
+    # Locked in the first measurement and again in the re-measurement, whose base worker loaded
+    # in the folder locked by the first (a first run the CPU's noise ended early proves nothing)
+    assert len(folders) == 2 and "remeasured" in (case.get("message") or ""), case
+    assert case["verdict"] != "fixed", case
+    assert base["status"] == "ok", base
+    assert case["verdict"] == "slower", case
