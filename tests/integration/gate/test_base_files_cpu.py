@@ -81,12 +81,22 @@ def _compare(
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["judge", "process"])
 def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, isolation: str) -> None:
-    completed, case = _compare(tmp_path, isolation, prefix=_unprivileged())
+    marks = Path(tempfile.mkdtemp(prefix="kbench-base-files-", dir="/dev/shm")) / "changed"
+    try:
+        completed, case = _compare(tmp_path, isolation, prefix=_unprivileged(), env={"KBENCH_BASE_FILES_MARKS": str(marks)})
+        changed = marks.read_text().split() if marks.is_file() else []
+    finally:
+        shutil.rmtree(marks.parent, ignore_errors=True)
     head, base = case["head"], case["base"]
     print(isolation, case["verdict"], "| head:", head["status"], head.get("message"), "| base:", base["status"],
-          base.get("message"), "| case:", case.get("message"), "| exit", completed.returncode)
+          base.get("message"), "| case:", case.get("message"), "| changed:", changed, "| exit", completed.returncode)
     assert case["verdict"] != "fixed", case
     assert completed.returncode != 0, completed.stderr[-2000:]
+    if not changed:
+        # A layer that refuses chmod to a side (a seccomp filter) stopped the attack before the
+        # record was needed: the slower head is slower, and the base never failed.
+        assert case["verdict"] in ("slower", "incorrect") and base["status"] == "ok", case
+        return
     assert head["status"] == "incorrect", head
     assert "mm_helpers.py" in (head.get("message") or ""), head
     assert "mode" in (head.get("message") or ""), head
