@@ -2,11 +2,13 @@
 code runs, checked (and put back) before each load of the base.
 
 Landlock keeps a side from writing the base's worktree, but not from ``chmod``, ``chown`` or
-the file's times: a head that set the base's helper module to mode 000 at its load made the
-next fresh base worker (a re-measurement's) fail to import it, and a 30x slower head read
-``fixed`` (docs/isolation.md). Whatever differs from the record when the base is about to load
-is the pull request's doing (its build command or a head's worker: nothing else that ran since
-is not trusted); a mode or an owner is put back, a content cannot be and is only named.
+``chattr``: a head that set the base's helper module to mode 000 at its load made the next
+fresh base worker (a re-measurement's) fail to import it, and a 30x slower head read ``fixed``
+(docs/isolation.md). Whatever differs from the record when the base is about to load is the
+pull request's doing (its build command or a side's worker: the only code that runs between
+the record and a base load and is not trusted); a mode, an owner or a flag is put back, a
+content cannot be and is only named. Times are not recorded: a source whose time changed is
+compiled again, never refused.
 
 Trusted code only (the parent, the judge): nothing here is imported by a side.
 """
@@ -27,8 +29,8 @@ from pathlib import Path
 #: folder is its own under the judge; in process Python writes ``__pycache__`` beside the
 #: sources) and git's own data
 _SKIPPED = frozenset({"__pycache__", ".git"})
-#: the inode flags (``chattr``) a root side can set without Landlock's leave: immutable and
-#: append-only; each blocks writes to the file or folder, which a base writes into its own folders
+#: the inode flags (``chattr``) a root side can set, which Landlock does not cover: immutable
+#: and append-only; each blocks writes to the file or folder (a base writes into its own folders)
 _FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS = 0x80086601, 0x40086602
 _LOCKING_FLAGS = 0x10 | 0x20
 
@@ -207,8 +209,8 @@ def reclaim(folders: Iterable[Path], *, below: bool = True) -> None:
             status = os.lstat(path)
         except OSError:
             return
-        if stat.S_ISLNK(status.st_mode):
-            return
+        if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+            return  # a link, or a node a root side made (opening a device can act): never opened
         _set_flags(path, 0)
         try:
             if uid == 0 and (status.st_uid, status.st_gid) != (uid, gid):

@@ -161,3 +161,18 @@ def test_the_base_built_library_is_recorded_readable_even_if_a_head_build_reache
     os.chmod(folder / "mm.so", 0)
     (change,) = restore(guarded)
     assert change.describe(str(staging.resolve())) == "base/mm/mm.so (mode 0600 → 0000; put back)"
+
+
+def test_reclaim_opens_no_link_nor_node_a_side_left_in_its_folder(tmp_path: Path) -> None:
+    """A side's folder is reclaimed by the judge; what the side made there that is not a file
+    or a folder (a link to a file of the judge's, a FIFO whose open would block) is left alone."""
+    outside = tmp_path / "judge-file"
+    outside.write_text("the judge's")
+    outside.chmod(0o400)
+    folder = tmp_path / "side-head"
+    folder.mkdir()
+    (folder / "link").symlink_to(outside)
+    os.mkfifo(folder / "fifo", 0)
+    reclaim([folder])  # returns: the FIFO was never opened
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o400
+    assert stat.S_IMODE((folder / "fifo").lstat().st_mode) == 0
