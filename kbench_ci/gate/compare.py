@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kbench_ci.basefiles import GuardedFile, record
 from kbench_ci.errors import ConfigError, KbenchError, UsageError
 from kbench_ci.gate.builds import BuildFn, BuildRequest
 from kbench_ci.gate.changed import changed_selection, selection_record
@@ -107,6 +108,9 @@ def run_compare(
         kernels, selection = _changed_only(repo, revisions, sides, _select_kernels(sides, request), request)
         # The head's files (the pull request's): read, never imported, before anything is built
         check_user_files(kernels.head)
+        # The base's files as they are before any of the pull request's code runs (the head's
+        # build command, a head's load): what is put back and checked before each base load.
+        base_files = _record_base_files(kernels.base, sides.base_tree)
         settings = job_settings(
             sides.governing, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
         )
@@ -130,6 +134,7 @@ def run_compare(
         _log.debug("set up in %.0f ms (git, suites); beginning builds, starting workers", 1e3 * report.setup_s)
         measure = MeasureComparison(
             request, settings, shared.builder, sides.head_suite, sides.base_suite, kernels.head_kinds,
+            base_files=base_files, isolation=chosen.isolation,
         )
         driver.measure_all(shared, _build_requests(plans, sides, kernels, request.device), measure)
         _log.debug("%d cases measured; writing the report, then stopping workers and removing worktrees", len(plans))
@@ -337,6 +342,15 @@ class _CompareReport:
 
     def render(self, outcome: CompareOutcome) -> str:
         return render_compare(outcome)
+
+
+def _record_base_files(kernels: Sequence[KernelSpec], base_tree: Path) -> dict[str, tuple[GuardedFile, ...]]:
+    """Each base kernel's files (the folders of its solution and ref.py, where the modules they
+    import beside them are) and the folders above them in the base's worktree, by kernel name."""
+    return {
+        kernel.name: record(base_tree, dict.fromkeys((Path(kernel.solution).parent, Path(kernel.ref).parent)))
+        for kernel in kernels
+    }
 
 
 def _build_requests(plans: Sequence[CasePlan], sides: _Sides, kernels: _Kernels, device: str) -> list[BuildRequest]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kbench_ci.basefiles import Change, GuardedFile, blame, reclaim, record, restore
 from kbench_ci.errors import KbenchError, UsageError
 from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.driver import CaseSlot, Measured
@@ -95,7 +96,7 @@ class _CaseRuns:
 
     def __init__(
         self, slot: CaseSlot, head: Case, sides: tuple[SideSpec, ...], *, settings: MeasureSettings,
-        request: CompareRequest, threshold: float,
+        request: CompareRequest, threshold: float, base_files: tuple[GuardedFile, ...] = (), judged: bool = False,
     ) -> None:
         self.slot = slot
         self.head = head
@@ -107,14 +108,22 @@ class _CaseRuns:
         self.stage = "measure"
         self.remeasures = 0
         self.problem: KbenchError | None = None
+        self.base_files = base_files
+        #: under the judge the judge guards the base's files (before each of its loads of the
+        #: base); in process the parent does, before and after each worker call
+        self.judged = judged
+        #: every change of the base's files the parent found (the head's doing)
+        self.base_changes: list[Change] = []
 
     def run(self, n_rounds: int) -> WorkerRun:
         """Both sides for ``n_rounds`` rounds. A problem of the machine is kept, not raised: the
         case is written before the run stops."""
+        self._guard_base_files()
         job = make_job(
             self.head, self.sides, self.settings, rounds=n_rounds, stopping=self.stopping,
             accept_changed_reference=self.accept_changed_reference,
             placement_pad_bytes=REMEASURE_PLACEMENT_PAD_BYTES * self.remeasures,
+            base_files=self.base_files if self.judged else (),
         )
         worker_run = run_worker(
             job,
@@ -127,7 +136,22 @@ class _CaseRuns:
         )
         if self.problem is None:
             self.problem = worker_run.environment_error()
+        self._guard_base_files()
+        if self.base_changes:
+            message = blame(self.base_changes, self.base_files[0].path)
+            worker_run = replace(worker_run, result=replace(worker_run.result, variants=tuple(
+                replace(variant, status="incorrect", message=message) if variant.label == HEAD else variant
+                for variant in worker_run.result.variants
+            )))
         return worker_run
+
+    def _guard_base_files(self) -> None:
+        """In process, the base's files put back as they were before any pull-request code ran
+        (the in-process worker loads the base again in a re-measurement: a helper the head set
+        to mode 000 failed it, and the 30x slower head read ``fixed``); what changed is kept to
+        lay on the head."""
+        if not self.judged and self.base_files:
+            self.base_changes.extend(restore(self.base_files))
 
     def on_remeasure(self) -> None:
         self.stage = "remeasure"
@@ -158,6 +182,10 @@ class MeasureComparison:
     base_suite: Suite | None
     #: head kernel name → implementation kind
     head_kinds: Mapping[str, str]
+    #: base kernel name → its files as they were before any pull-request code ran
+    base_files: Mapping[str, tuple[GuardedFile, ...]] = field(default_factory=dict)
+    #: how the sides run (the resolved ``--isolation``): who guards the base's files
+    isolation: str = "process"
 
     def __call__(self, slot: CaseSlot, plan: CasePlan) -> Measured[CaseComparison]:
         comparison, problem = self.compare(slot, plan)
@@ -217,7 +245,11 @@ class MeasureComparison:
         """Both sides timed (the head alone when there is no base), re-measured when the first
         measurement suspects a regression; the verdict with its notes."""
         settings = replace(self.settings, device=slot.lane.device)
-        runs = _CaseRuns(slot, head, built.sides, settings=settings, request=self.request, threshold=threshold)
+        guarded = self.base_files.get(base.kernel.name, ()) if base is not None and built.base_spec is not None else ()
+        if built.base_spec is not None and built.base_spec.implementation in COMPILED_KINDS:
+            guarded += built_library_files(self.builder.staging, Path(built.base_spec.solution).parent)
+        runs = _CaseRuns(slot, head, built.sides, settings=settings, request=self.request, threshold=threshold,
+                         base_files=guarded, judged=self.isolation == "judge")
         deciding, first = measure_case(
             runs.run, lambda result: _judge(base is not None, built, threshold, result), threshold=threshold,
             rounds=settings.rounds, remeasure_factor=self.request.remeasure_factor, on_remeasure=runs.on_remeasure,
@@ -236,6 +268,19 @@ class MeasureComparison:
             job = make_job(head, built.sides, settings, rounds=1)
             comparison = replace(comparison, profile=profile_sides(job, [side.label for side in built.sides]))
         return comparison, runs.problem
+
+
+def built_library_files(staging: Path, folder: Path) -> tuple[GuardedFile, ...]:
+    """The base's built library (its staged source, ``.so`` and compiler figures, in ``folder``)
+    and the folders above it in the build folder, recorded once the trusted build is done. The
+    head's build command runs beside the base's and could reach them before this record: each
+    is made its owner's to read and write first (:func:`kbench_ci.basefiles.reclaim`), so what
+    is recorded is what the base can load."""
+    folder = folder.resolve()
+    staging = staging.resolve()
+    reclaim([parent for parent in reversed(folder.parents) if parent == staging or staging in parent.parents], below=False)
+    reclaim([folder])
+    return record(staging, [folder])
 
 
 def _judge(base_present: bool, built: _BuiltSides, threshold: float, result: CaseResult | None) -> Assessment:

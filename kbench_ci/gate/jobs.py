@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from kbench_ci.basefiles import GuardedFile
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule
@@ -33,6 +34,7 @@ def make_job(
     stopping: StoppingRule | None = None,
     accept_changed_reference: bool = False,
     placement_pad_bytes: int = 0,
+    base_files: tuple[GuardedFile, ...] = (),
 ) -> CaseJob:
     """One worker job: the same seed and dimensions for every side, and the kernel's baselines,
     which the worker times with the first side (the base of a compare)."""
@@ -46,6 +48,7 @@ def make_job(
         accept_changed_reference=accept_changed_reference,
         head_reference_changed=reference_changed(sides),
         placement_pad_bytes=placement_pad_bytes,
+        base_files=base_files,
     )
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from kbench_ci.basefiles import Change, blame, reclaim, restore
 from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
@@ -139,6 +140,8 @@ class Judge:
         self.clock_refused: str | None = None
         #: the case's head reference worker's load failure (message, hint), if it failed
         self._reference_failure: tuple[str, str | None] | None = None
+        #: every change of the base's files found in this case (the pull request's doing)
+        self._base_changes: list[Change] = []
 
     def clock(self, device: torch.device) -> GpuClock | None:
         """The judge's GPU clock on ``device``, made once; None on a CPU or where the driver refuses it."""
@@ -221,6 +224,8 @@ class Judge:
             torch.cuda.set_device(device)
         else:
             torch.set_num_threads(1)
+        self._base_changes = []
+        self._guard_base_files(job)  # before the judge reads the base's ref.py itself
         problem = load_problem(Path(job.sides[0].ref))
         try:
             maker: Maker | None
@@ -257,6 +262,11 @@ class Judge:
         finally:
             self._end(sides)
             self._retire_reference(reference)
+        self._guard_base_files(job)  # a change no load of the base met (the case's last turns)
+        if self._base_changes:
+            for side in sides:
+                if side.label == job.sides[1].label:
+                    side.fail("incorrect", blame(self._base_changes, job.base_files[0].path))
         for side in sides:
             emit(VariantDone(side.result))
         if remeasure:
@@ -350,6 +360,7 @@ class Judge:
         """The case's buffers dropped, every worker told the case is over, and whatever a side
         left running outside its worker (a daemon it double-forked) ended."""
         for side in sides:
+            _reclaim_arenas(side)
             for arena in (*side.arenas, *side.arenas_extra):
                 arena.release()
             side.arenas, side.arenas_extra = [], []
@@ -360,6 +371,14 @@ class Judge:
                 except SideFailed:
                     side.worker.stop()
         end_side_strays()
+
+    def _guard_base_files(self, job: CaseJob) -> None:
+        """The base's files put back as the parent recorded them before any pull-request code ran
+        (:mod:`kbench_ci.basefiles`); what changed is kept, to lay on the head. Landlock keeps
+        a side from writing them, not from ``chmod``: a head that set the base's helper to mode
+        000 at its load failed the next fresh base worker, and the 30x slower head read ``fixed``."""
+        if job.base_files:
+            self._base_changes.extend(restore(job.base_files))
 
     def _base_alone(
         self, sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
@@ -436,6 +455,14 @@ class Judge:
                 # under the worker a pause stops) ran through the next side's load when the
                 # others were only paused (CI, 2026-12-06: daemon_burn's orphan, running).
                 hold_all_but(worker)
+                # Every other worker stopped, every stray ended: nothing of the pull request's
+                # runs between these and the load
+                if index == 0 and role == "solution":
+                    self._guard_base_files(job)
+                if trusted_load(job, label):
+                    # A root side can chattr +i another's folders (Landlock does not cover it):
+                    # a compiled base copies its library into its own folder as it loads
+                    reclaim(worker.writable)
                 worker.resume()
                 worker.loaded_once = True
                 loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
@@ -470,6 +497,13 @@ class Judge:
         if clock is not None:
             settle_gpu(clock, sides)
         return sides
+
+
+def trusted_load(job: CaseJob, label: str) -> bool:
+    """A load of trusted code: a compare's base, a baseline or the witness; not a compare's head,
+    its changed ref.py's worker, nor bench's and run's solution (the user's own)."""
+    return label != HEAD_REFERENCE and label not in (spec.label for spec in job.sides[1:]) and (
+        len(job.sides) == 2 or label != job.sides[0].label)
 
 
 def _load_settings(job: CaseJob) -> dict[str, Any]:
@@ -756,6 +790,9 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
     placements = min(placements or PLACEMENTS, _placements(len(sides), int(need), device))
     order = [(side, slot) for side in sides if side.ok for slot in range(placements)]
     random.SystemRandom().shuffle(order)
+    for side in sides:
+        if side.ok:
+            _reclaim_arenas(side)
     for side, slot in order:
         if not side.ok:
             continue
@@ -785,6 +822,14 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             _mapped(side, device)
     hold_all_but(None)
     return placements
+
+
+def _reclaim_arenas(side: Side) -> None:
+    """The folder the judge makes a side's CPU arenas in, its own again: a root side can make
+    another's folder immutable (``chattr +i``; Landlock leaves the ioctl alone), and the judge's
+    arena for the base, or its removal, then failed."""
+    reclaim([side.worker.folder], below=False)
+    reclaim([side.worker.folder / "arenas"])
 
 
 def _mapped(side: Side, device: torch.device) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kbench_ci.basefiles import remove
 from kbench_ci.judge.calibration import Calibration
 from kbench_ci.measure.deadlines import WORKER_START_TIMEOUT_S
 from kbench_ci.measure.sideproto import (
@@ -185,9 +185,10 @@ class SideWorker:
     def remove_files(self) -> None:
         """What this (stopped) worker wrote: its folder and its caches. A head that filled the
         disk there would otherwise make the base fail again when measured without it, and read
-        `fixed` (red team, 2026-12-05)."""
+        `fixed` (red team, 2026-12-05). Removed whatever a side did to keep them (a root side's
+        ``chattr +i``: :func:`kbench_ci.basefiles.remove`)."""
         for folder in self.writable:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove(folder)
 
     def pause(self) -> None:
         """SIGSTOP the worker and every process under it while another side has the turn: a

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kbench_ci.basefiles import GuardedFile
 from kbench_ci.results.model import MeasureSettings, VariantResult
 from kbench_ci.results.schema import to_jsonable, variant_from_json
 
@@ -92,6 +93,9 @@ class CaseJob:
     #: bytes the worker allocates before it loads anything, held for the whole case: a
     #: re-measurement lays its buffers out elsewhere (see gate/compare_case.py)
     placement_pad_bytes: int = 0
+    #: compare: the base kernel's files as they were before any pull-request code ran
+    #: (kbench_ci.basefiles), put back and checked before each load of the base
+    base_files: tuple[GuardedFile, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -102,6 +106,7 @@ class CaseJob:
         data["sides"] = tuple(SideSpec(**side) for side in data["sides"])
         data["baselines"] = tuple(data["baselines"])
         data["skip"] = tuple(data.get("skip", ()))
+        data["base_files"] = tuple(GuardedFile(**entry) for entry in data.get("base_files", ()))
         data["settings"] = MeasureSettings(**data["settings"])
         if data.get("stopping") is not None:
             data["stopping"] = StoppingRule(**data["stopping"])

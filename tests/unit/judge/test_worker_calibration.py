@@ -166,6 +166,7 @@ class _Worker:
     def __init__(self, label: str, folder: Path | None = None, *, alive: bool = True) -> None:
         self.label = label
         self.folder = folder or Path("/nonexistent")
+        self.writable: tuple[Path, ...] = ()  # its folder and caches, reclaimed before a trusted load
         self.loaded_once = False
         self.calibration: Calibration | None = None
         self.requests: list[object] = []
