@@ -138,10 +138,8 @@ def harden(writable: Sequence[Path], *, pretend_file_metadata: bool = False) -> 
 FILE_METADATA_CALLS = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
                        "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
                        "removexattr", "lremovexattr", "fremovexattr", "removexattrat")
-#: other processes' memory, or the kernel's (as root); the user namespaces a process may make
-#: without privileges (where it would be root again, with capabilities of its own)
-#: (not the module calls: on bare metal a worker's first CUDA start may have nvidia-modprobe
-#: load the driver's unified-memory module)
+#: other processes' memory, or the kernel's (as root). Not the module calls: on bare metal a
+#: worker's first CUDA start may have nvidia-modprobe load the driver's unified-memory module
 DENIED_CALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kexec_load",
                 "kexec_file_load", "bpf", "perf_event_open")
 #: calls whose first argument names the process they act on: allowed on 0 (the calling thread,
@@ -214,6 +212,8 @@ def _seccomp(*, pretend_file_metadata: bool = False) -> bool:
         deny(eperm, "setpriority", seccomp.Arg(1, seccomp.NE, 0))
         deny(eperm, "ioprio_set", seccomp.Arg(0, seccomp.NE, _IOPRIO_WHO_PROCESS))
         deny(eperm, "ioprio_set", seccomp.Arg(1, seccomp.NE, 0))
+        # a user namespace, which any user may make, is one where it is root again, with
+        # capabilities of its own
         for name in ("unshare", "clone"):
             deny(eperm, name, seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER))
         # clone3 passes its flags in memory, which seccomp cannot read: "not implemented" makes
