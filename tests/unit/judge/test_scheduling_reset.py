@@ -9,9 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+from typing import cast
 
 from kbench_ci.judge.sides import SideWorker, judge_scheduling
+from kbench_ci.judge.state import Side
+from kbench_ci.judge.trials import turn
 from kbench_ci.procgroup import scheduling_of
+from kbench_ci.results.model import VariantResult
 
 # a worker stand-in: a main thread and one more, both asleep
 CHILD = "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); print('up', flush=True); time.sleep(60)"
@@ -54,3 +58,24 @@ def test_a_worker_reniced_and_pinned_by_another_process_is_set_back_before_its_t
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
+
+
+class _Refused:
+    """A worker whose resume could not lower the nice value another process raised."""
+
+    paused = False
+    scheduling_refused = ("thread 7's nice 19 (Permission denied)",)
+
+    def resume(self) -> None:
+        pass
+
+
+def test_a_worker_whose_scheduling_cannot_be_set_back_is_an_error_at_its_turn() -> None:
+    """A user that is not root may not lower a nice value: the side's times would be another
+    process's doing, so the side is not comparable, never timed on."""
+    side = Side("base", "solution", cast(SideWorker, _Refused()),
+                VariantResult(label="base", kind="pytorch", role="solution", status="ok"))
+    turn([side], side)
+    print(side.result.status, side.result.message)
+    assert side.result.status == "error"
+    assert "could not set it back (thread 7's nice 19 (Permission denied)): not comparable" in (side.result.message or "")
