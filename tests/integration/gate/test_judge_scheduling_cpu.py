@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,9 @@ FIXTURES = ROOT / "tests" / "fixtures" / "judge"
 
 
 @pytest.mark.parametrize("seccomp", ["in force", "absent"])
-def test_the_base_runs_with_the_judges_scheduling_whatever_the_head_does_to_it(tmp_path: Path, seccomp: str) -> None:
+def test_the_base_runs_with_the_judges_scheduling_whatever_the_head_does_to_it(
+    tmp_path: Path, seccomp: str, request: pytest.FixtureRequest,
+) -> None:
     """``absent``: a ``pyseccomp`` that fails to import, as where libseccomp.so is not installed,
     shadows the real one in every process of the run: the judge's reset alone holds."""
     repo = TempRepo(tmp_path / "repo")
@@ -35,7 +38,9 @@ def test_the_base_runs_with_the_judges_scheduling_whatever_the_head_does_to_it(t
                  "kernels/sched.py": (FIXTURES / "sched_probe.py").read_text()}, "a base that records its scheduling")
     repo.git("checkout", "-q", "-b", "renice")
     repo.commit({"kernels/sched.py": (FIXTURES / "renice_base.py").read_text()}, "a head that renices the base")
+    # in /dev/shm: the one folder every side may write (the base's probe, the head's tries)
     marks = Path(tempfile.mkdtemp(prefix="kbench-sched-test-", dir="/dev/shm"))
+    request.addfinalizer(lambda: shutil.rmtree(marks, ignore_errors=True))
     environment = {**os.environ, "KBENCH_JUDGE_TEST_SCHED": str(marks / "sched"),
                    "KBENCH_JUDGE_TEST_RENICE": str(marks / "renice")}
     environment.pop("CUDA_VISIBLE_DEVICES", None)
