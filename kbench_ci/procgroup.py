@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
+import functools
 import os
 import platform
 import signal
@@ -14,11 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 
 __all__ = [
     "EXIT_WITH_PARENT_ENV", "RUNNER_SECRETS", "kill_process_group", "kill_tracked", "make_non_dumpable", "on_parent_death", "tracked",
     "user_code_environment", "become_subreaper", "children_of", "descendants", "end_strays", "end_strays_seen",
-    "parents", "state", "LANDLOCK_SYSCALLS", "landlock_abi", "libc"]
+    "parents", "state", "LANDLOCK_SYSCALLS", "landlock_abi", "libc", "Scheduling", "scheduling_of", "restore_scheduling"]
 
 #: Variables a GitHub Actions step holds that code from a pull request must not get: the files
 #: through which a step sets the *next* steps' environment, PATH, outputs and summary (a kernel
@@ -359,6 +362,91 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
+@functools.cache
 def libc() -> ctypes.CDLL:
-    """The C library, with ``errno`` kept for the calls that set it."""
+    """The C library, with ``errno`` kept for the calls that set it. Found once: find_library
+    runs ``ldconfig -p``, ~10 ms, and the judge reads each worker's I/O priority at every turn."""
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+#: ioprio_set, ioprio_get by machine (no Python API reads a thread's I/O priority)
+_IOPRIO_SYSCALLS = {"x86_64": (251, 252), "aarch64": (30, 31)}
+_IOPRIO_WHO_PROCESS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """A thread's scheduling attributes: what another process of the same user can change to
+    slow it (``renice``, ``taskset``, ``chrt``, ``ionice``), each as the kernel reports it."""
+
+    nice: int
+    affinity: frozenset[int]
+    policy: int
+    priority: int
+    #: the raw ioprio value (class << 13 | level); -1 where this machine's call is unknown
+    ioprio: int
+
+
+def _ioprio(tid: int) -> int:
+    numbers = _IOPRIO_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        return -1
+    value = int(libc().syscall(numbers[1], _IOPRIO_WHO_PROCESS, tid))
+    if value < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return value
+
+
+def scheduling_of(tid: int) -> Scheduling:
+    """The scheduling attributes of thread ``tid`` (a process id is its main thread's). Raises
+    OSError where it is gone."""
+    return Scheduling(
+        nice=os.getpriority(os.PRIO_PROCESS, tid), affinity=frozenset(os.sched_getaffinity(tid)),
+        policy=os.sched_getscheduler(tid), priority=os.sched_getparam(tid).sched_priority, ioprio=_ioprio(tid),
+    )
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if tid.isdigit()]
+    except OSError:
+        return []
+
+
+def restore_scheduling(pids: Collection[int], wanted: Scheduling) -> list[str]:
+    """Every thread of every process of ``pids`` set back to ``wanted`` where it differs (one
+    read of each attribute a thread, a write only where another process changed it: a head
+    that reniced or pinned the base's worker, or one of its threads, found through /proc). What
+    could not be set back, as words (a user that is not root may not lower a nice value it
+    did not raise); a thread gone meanwhile is not among them."""
+    refused: list[str] = []
+    ioprio_set = _IOPRIO_SYSCALLS.get(platform.machine(), (0, 0))[0]
+    for pid in pids:
+        for tid in _threads(pid):
+            try:
+                now = scheduling_of(tid)
+            except OSError:
+                continue  # gone
+            if now.nice != wanted.nice:
+                _set(refused, f"thread {tid}'s nice {now.nice}", os.setpriority, os.PRIO_PROCESS, tid, wanted.nice)
+            if now.affinity != wanted.affinity:
+                _set(refused, f"thread {tid}'s CPUs", os.sched_setaffinity, tid, wanted.affinity)
+            if (now.policy, now.priority) != (wanted.policy, wanted.priority):
+                _set(refused, f"thread {tid}'s scheduler policy {now.policy}", os.sched_setscheduler, tid, wanted.policy,
+                     os.sched_param(wanted.priority))
+            if wanted.ioprio >= 0 and now.ioprio != wanted.ioprio:
+                _set(refused, f"thread {tid}'s I/O priority {now.ioprio}", _set_ioprio, ioprio_set, tid, wanted.ioprio)
+    return refused
+
+
+def _set(refused: list[str], what: str, call: Callable[..., object], *args: object) -> None:
+    try:
+        call(*args)
+    except OSError as exc:
+        if exc.errno != errno.ESRCH:  # gone meanwhile
+            refused.append(f"{what} ({exc.strerror})")
+
+
+def _set_ioprio(number: int, tid: int, value: int) -> None:
+    if libc().syscall(number, _IOPRIO_WHO_PROCESS, tid, value) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))

@@ -874,7 +874,7 @@ def _placements(sides: int, need_bytes: int, device: torch.device) -> int:
     return int(max(1, min(PLACEMENTS, affordable)))
 
 
-_LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", WRITES_CONFINED, "landlock-signal"})
+_LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", WRITES_CONFINED, "landlock-signal", "seccomp"})
 
 
 def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype], Tolerance]:

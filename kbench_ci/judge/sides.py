@@ -37,7 +37,18 @@ from kbench_ci.measure.sideproto import (
     decode_reply,
     encode_request,
 )
-from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, landlock_abi, module_command, parents, state
+from kbench_ci.procgroup import (
+    Scheduling,
+    descendants,
+    end_strays,
+    end_strays_seen,
+    landlock_abi,
+    module_command,
+    parents,
+    restore_scheduling,
+    scheduling_of,
+    state,
+)
 from kbench_ci.scratch import create_new
 from kbench_ci.suite.settings import judge_calibrate_calls
 
@@ -46,6 +57,19 @@ BYTECODE_ENV = "PYTHONPYCACHEPREFIX"
 #: caches the parent sets for workers; each side gets a sub-folder of its own of each (the
 #: bytecode folder not where the workers are calibrated and Landlock keeps them out of the judge's)
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", BYTECODE_ENV)
+
+
+#: the judge's own scheduling attributes, read as it starts its first worker (before any side's
+#: code has run): every worker is set back to them before each of its turns
+_JUDGE_SCHEDULING: Scheduling | None = None
+
+
+def judge_scheduling() -> Scheduling:
+    """The judge's scheduling attributes as they were before any side's code ran."""
+    global _JUDGE_SCHEDULING  # noqa: PLW0603  (read once, before the first worker exists)
+    if _JUDGE_SCHEDULING is None:
+        _JUDGE_SCHEDULING = scheduling_of(os.getpid())
+    return _JUDGE_SCHEDULING
 
 
 #: this judge's side workers, by process id: every other child of the judge is a stray
@@ -154,6 +178,7 @@ class SideWorker:
         env["HOME"] = str(self.folder)
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        wanted = judge_scheduling()  # before this worker exists: no side's code has run yet
         mine, theirs = socket.socketpair()
         self.stderr_path = _new_log(scratch, label)
         try:
@@ -169,6 +194,10 @@ class SideWorker:
         self.channel = mine
         self._buffer = b""
         self._paused: list[int] = []
+        self._scheduling = wanted
+        #: what of its scheduling could not be set back at its last resume (another process
+        #: raised its nice value, and this user may not lower it): its times are not its own
+        self.scheduling_refused: tuple[str, ...] = ()
         #: whether it was ever asked to load anything: until then no side's code has run in it
         self.loaded_once = False
         #: its own cost of a call, measured before its first load (kbench_ci.judge.calibration);
@@ -202,6 +231,12 @@ class SideWorker:
         return bool(self._paused)
 
     def resume(self) -> None:
+        """Continue what :meth:`pause` stopped, each thread of it with the judge's scheduling
+        attributes first: a head reniced or pinned the base's worker (found through /proc, a
+        sibling of its own worker) while the base was stopped, and a real +35% regression read
+        +14.7% with another job on the runner (issue 50). The side's own seccomp filter
+        refuses such calls where libseccomp is present; this holds where it is not."""
+        self.scheduling_refused = tuple(restore_scheduling(self._paused, self._scheduling))
         # Only those it stopped: a stopped process forks nothing, so nothing new is stopped.
         for pid in self._paused:
             _signal(pid, signal.SIGCONT)

@@ -84,6 +84,14 @@ def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
         # solution's own setup() making the judge's inputs) may have left work too.
         settle_gpu(clock, sides)
     side.worker.resume()
+    refused = side.worker.scheduling_refused
+    if refused and side.ok:
+        # Another process raised its nice value (or the like) and this user may not lower it
+        # back: its times would be another process's doing.
+        side.fail("error", (
+            f"another process changed the scheduling of its worker and the judge could not set it back ({refused[0]}): "
+            "not comparable"
+        ))
 
 
 def settle_gpu(clock: GpuClock, sides: Sequence[Side]) -> None:

@@ -14,6 +14,14 @@ report):
   path is read-only to it: the runner's step files, the action's venv, the other side's caches.
 - ``landlock-signal`` (ABI >= 6): it cannot signal a process outside its own sandbox (the
   judge, the parent, the other side's worker), nor reach their abstract unix sockets.
+- ``seccomp`` (libseccomp, through ``pyseccomp``): system calls that no benchmark needs and a
+  head could turn on another process or file fail with ``EPERM`` (:func:`seccomp_rules`):
+  changing a file's mode, owner, times, extended attributes or inode flags (Landlock does not
+  govern them, and seccomp cannot read a path, so anywhere); the scheduling of any process but
+  its own (another's nice, CPUs, policy, I/O priority, limits); another process's memory
+  (``process_vm_readv``/``writev``, ``ptrace``, ``process_madvise``, ``pidfd_getfd``); a new
+  user namespace; and what only root could do with the kernel (``kexec``, ``bpf``,
+  ``perf_event_open``).
 
 Landlock restricts the calling thread and what it starts afterwards, so :func:`harden` must run
 before any other thread exists (before torch is imported). It is a defence in depth beside the
@@ -23,16 +31,18 @@ judge's design, not the design: the judge never trusts what a side says.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 
 from kbench_ci.procgroup import LANDLOCK_SYSCALLS as _SYS_LANDLOCK
 from kbench_ci.procgroup import landlock_abi, make_non_dumpable
 from kbench_ci.procgroup import libc as _libc
 
-__all__ = ["harden", "landlock_abi"]
+__all__ = ["harden", "landlock_abi", "seccomp_available"]
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -102,9 +112,11 @@ class _CapData(ctypes.Structure):
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def harden(writable: Sequence[Path]) -> tuple[str, ...]:
+def harden(writable: Sequence[Path], *, pretend_file_metadata: bool = False) -> tuple[str, ...]:
     """Apply every layer this machine offers; the names of those in force. Never raises: a layer
-    that cannot be had is left out of the answer, and the report says which were in force."""
+    that cannot be had is left out of the answer, and the report says which were in force.
+    ``pretend_file_metadata``: a file's mode, owner and times are left as they are while the
+    calls that change them succeed (a build's sandbox: :func:`_seccomp`)."""
     if platform.system() != "Linux":
         return ()
     libc = _libc()
@@ -116,7 +128,101 @@ def harden(writable: Sequence[Path]) -> tuple[str, ...]:
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0:
         layers.append("no-new-privs")
         layers.extend(_landlock(libc, writable))
+        if _seccomp(pretend_file_metadata=pretend_file_metadata):
+            layers.append("seccomp")
     return tuple(layers)
+
+
+#: a file's metadata: Landlock governs none of these, so a side could chmod, chown or mark
+#: immutable the base's files (its ref.py, its cache) as the runner's user
+FILE_METADATA_CALLS = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
+                       "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+                       "removexattr", "lremovexattr", "fremovexattr", "removexattrat")
+#: other processes' memory, or the kernel's (as root). Not the module calls: on bare metal a
+#: worker's first CUDA start may have nvidia-modprobe load the driver's unified-memory module
+DENIED_CALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kexec_load",
+                "kexec_file_load", "bpf", "perf_event_open")
+#: calls whose first argument names the process they act on: allowed on 0 (the calling thread,
+#: or process), refused on any other id: another side's worker, the judge, the parent, and this
+#: process's own id and its other threads' too (libseccomp compares an argument once a rule, with
+#: a constant: "not 0 and not mine" is two comparisons of one argument, which it refuses)
+OWN_PID_CALLS = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64",
+                 "migrate_pages", "move_pages")
+#: numbers libseccomp 2.5 does not know yet (the same on x86_64 and aarch64, as every call
+#: added since 5.1)
+_NEW_CALLS = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466}
+_FS_IOC_SETFLAGS = 0x40086602
+_FS_IOC32_SETFLAGS = 0x40046602
+_FS_IOC_FSSETXATTR = 0x401C5820
+_CLONE_NEWUSER = 0x10000000
+_PRIO_PROCESS = 0
+_IOPRIO_WHO_PROCESS = 1
+
+
+def seccomp_available() -> bool:
+    """Whether this machine has libseccomp (the ``seccomp`` layer's condition)."""
+    try:
+        import pyseccomp  # noqa: F401, PLC0415  (raises RuntimeError where libseccomp.so is absent)
+    except (ImportError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def _seccomp(*, pretend_file_metadata: bool = False) -> bool:
+    """Load the filter (:data:`FILE_METADATA_CALLS` ... ``EPERM``; every other call allowed).
+    ``pretend_file_metadata``: those calls succeed without doing anything instead (a build's
+    tools chmod and touch what they make: setuptools' copy of an extension, ``touch`` of a
+    stamp; a mode or a time they could not set fails no honest build). False where libseccomp
+    is absent or refuses: the layer is then not in force, and not reported."""
+    try:
+        import pyseccomp as seccomp  # noqa: PLC0415  (raises RuntimeError where libseccomp.so is absent)
+    except (ImportError, RuntimeError, OSError):
+        return False
+    eperm = seccomp.ERRNO(errno.EPERM)
+    try:
+        rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        # Every call the side makes passes the filter, the handoff's reads and writes too: a
+        # binary tree of the call numbers (libseccomp >= 2.5), not a chain; and no speculative
+        # store bypass mitigation for it (kernels before 5.16 turn it on for every seccomp'd
+        # process unless told, slowing the side's own code, which the base's timing would not
+        # share with an unfiltered run)
+        for attribute in (seccomp.Attr.CTL_OPTIMIZE, seccomp.Attr.CTL_SSB):
+            with suppress(OSError):  # an older libseccomp: the filter works all the same
+                rules.set_attr(attribute, 2 if attribute == seccomp.Attr.CTL_OPTIMIZE else 1)
+        metadata = seccomp.ERRNO(0) if pretend_file_metadata else eperm
+
+        def deny(action: int, name: str, *args: object) -> None:
+            number = seccomp.resolve_syscall(seccomp.Arch.NATIVE, name)
+            if number == -1:  # unknown to this libseccomp
+                number = _NEW_CALLS.get(name, -1)
+            if number != -1:
+                rules.add_rule(action, number, *args)
+
+        for name in FILE_METADATA_CALLS:
+            deny(metadata, name)
+        for request in (_FS_IOC_SETFLAGS, _FS_IOC32_SETFLAGS, _FS_IOC_FSSETXATTR):
+            deny(eperm, "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request))
+        for name in DENIED_CALLS:
+            deny(eperm, name)
+        for name in OWN_PID_CALLS:
+            deny(eperm, name, seccomp.Arg(0, seccomp.NE, 0))
+        # setpriority(which, who): a process group (the judge's: workers run in it) or a user
+        # is never its own alone
+        deny(eperm, "setpriority", seccomp.Arg(0, seccomp.NE, _PRIO_PROCESS))
+        deny(eperm, "setpriority", seccomp.Arg(1, seccomp.NE, 0))
+        deny(eperm, "ioprio_set", seccomp.Arg(0, seccomp.NE, _IOPRIO_WHO_PROCESS))
+        deny(eperm, "ioprio_set", seccomp.Arg(1, seccomp.NE, 0))
+        # a user namespace, which any user may make, is one where it is root again, with
+        # capabilities of its own
+        for name in ("unshare", "clone"):
+            deny(eperm, name, seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER))
+        # clone3 passes its flags in memory, which seccomp cannot read: "not implemented" makes
+        # the C library fall back to clone, whose flags it can
+        deny(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        rules.load()
+    except OSError:
+        return False
+    return True
 
 
 def _drop_ptrace_capability(libc: ctypes.CDLL) -> bool:

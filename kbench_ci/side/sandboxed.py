@@ -10,7 +10,8 @@ runner's files, and every process of the run.
 
 This process stays outside the sandbox, as a child subreaper: it starts the command in a child
 that hardens itself as a side's worker does (:func:`kbench_ci.side.harden.harden`: writes only
-under ``WRITABLE``, no signals out of its sandbox, so none to this process, no new privileges)
+under ``WRITABLE``, no signals out of its sandbox, so none to this process, no new privileges,
+the seccomp filter with a file's mode, owner and times left as they are)
 and then becomes the command. When the command ends, every process it left (a daemon it
 double-forked comes here) is ended with it, and its exit status is this one's.
 
@@ -46,7 +47,8 @@ def main(argv: Sequence[str]) -> int:
         try:
             from kbench_ci.side.harden import harden  # noqa: PLC0415  (only the child is hardened)
 
-            harden([Path(folder) for folder in writable])
+            # a build's tools chmod and touch what they make: those calls do nothing, and succeed
+            harden([Path(folder) for folder in writable], pretend_file_metadata=True)
             os.execvp(command[0], command)
         except OSError as exc:
             os.write(2, f"cannot run {command[0]}: {exc.strerror or exc}\n".encode())

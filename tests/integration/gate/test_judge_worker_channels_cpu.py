@@ -6,7 +6,8 @@ judge's own handling of its workers, on the CPU, each in a compare of its own.
   link was planted and nothing the head forged reached results.json (its forgery writes rounds
   of exactly 1.000-1.008 ms).
 * ``ptrace_zombie``: leaves a ptraced zombie for the judge to reap in the base's turn. Asserted:
-  the trap was set, the base passed, and the case is not ``fixed`` (nor any verdict that passes).
+  the trap was set, the base passed, and the case is not ``fixed`` (nor any verdict that passes);
+  where the side's seccomp filter is in force, that its ptrace was refused instead.
 
 Architecture only, no timing bound (CI has 2 cores).
 """
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kbench_ci.side.harden import seccomp_available
 from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, suite_toml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,6 +72,12 @@ def test_a_head_that_hangs_the_judge_in_the_bases_turn_is_never_fixed(tmp_path: 
     log = (marks / "ptrace_zombie.log").read_text() if (marks / "ptrace_zombie.log").is_file() else ""
     (case,) = results["cases"]
     print(log, case["verdict"], case.get("message"), case["base"], case["head"].get("message"))
+    if seccomp_available():
+        # the side's seccomp filter refuses ptrace: no trap, and nothing gained by trying it
+        assert "rc -1 errno 1" in log and "rc 0" not in log, f"the head's ptrace was not refused: {log!r}"
+        assert case["base"]["status"] == "ok", case["base"]
+        assert case["verdict"] not in ("fixed", "faster"), case
+        return
     assert "rc 0 errno 0" in log, f"the head's ptrace trap was never set: {log!r}"
     assert case["base"]["status"] == "ok", case["base"]
     assert case["verdict"] not in ("fixed", "faster", "unchanged", "inconclusive"), case

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.gate.builds import BuildRequest, SideBuilder
-from kbench_ci.side.harden import landlock_abi
+from kbench_ci.side.harden import landlock_abi, seccomp_available
 from kbench_ci.suite.model import KernelSpec
 
 #: writes the library, and then tries what a head's build should not: the base's reference
@@ -43,6 +43,32 @@ def test_a_heads_build_command_writes_only_its_tree_and_its_library(tmp_path: Pa
     assert (tree / "own.log").read_text() == "built\n"  # its own tree: writable
     tampered = "ran = 1" in victim.read_text()
     assert tampered == (label == "base"), victim.read_text()  # only the trusted base's command may
+
+
+@pytest.mark.skipif(not seccomp_available(), reason="libseccomp (libseccomp.so.2) is not installed")
+def test_a_heads_build_chmods_and_touches_nothing_and_still_builds(tmp_path: Path) -> None:
+    """Issue 50: Landlock governs writes, not a file's mode or times: a head's build could make
+    the base's ref.py writable to all, or date it. Under the side's seccomp filter those calls
+    succeed doing nothing, so an honest build that chmods or touches what it makes goes on."""
+    victim = tmp_path / "base-tree" / "ref.py"
+    victim.parent.mkdir()
+    victim.write_text("def reference(x, **_):\n    return x\n")
+    victim.chmod(0o644)
+    mtime = victim.stat().st_mtime_ns
+    tree = tmp_path / "head-tree"
+    kernel = replace(_kernel(tree, victim), build=(
+        f"printf lib > {{out}} && chmod 755 {{out}} && touch -d 2001-01-01 {{out}} && chmod 777 {victim} && "
+        f"touch -d 2001-01-01 {victim} && echo built >> own.log"
+    ))
+    with SideBuilder(tmp_path / "staging", sandboxed=("head",)) as builder:
+        builder.start([BuildRequest(kernel, "head", "cuda-cpp", tree)])
+        spec, outcome = builder.side(kernel, label="head", kind="cuda-cpp", cwd=tree)
+    print(outcome, oct(victim.stat().st_mode & 0o777))
+    assert outcome is not None and outcome.ok, outcome
+    assert spec is not None and Path(spec.solution).with_suffix(".so").read_text() == "lib"
+    assert (tree / "own.log").read_text() == "built\n"
+    assert victim.stat().st_mode & 0o777 == 0o644
+    assert victim.stat().st_mtime_ns == mtime
 
 
 def test_without_a_sandbox_the_same_command_runs_as_before(tmp_path: Path) -> None:

@@ -51,6 +51,8 @@ def test_a_gpu_busy_past_the_timeout_is_not_quiet() -> None:
 class _Worker:
     def __init__(self, paused: bool) -> None:
         self.paused = paused
+        #: SideWorker's: what of its scheduling its last resume could not set back
+        self.scheduling_refused: tuple[str, ...] = ()
 
     def pause(self) -> None:
         self.paused = True

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench_ci.side.harden import landlock_abi
+from kbench_ci.side.harden import landlock_abi, seccomp_available
 
 CHILD = r"""
 import json, os, signal, sys
@@ -37,6 +37,30 @@ try:
     result["signal"] = "sent"
 except OSError as exc:
     result["signal"] = exc.__class__.__name__
+# what a head does to another process or to the base's files (issue 50): a sibling's
+# scheduling, a file's mode and times, a user namespace of its own; and its own scheduling
+other = int(sys.argv[4])
+import ctypes, fcntl, struct
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, call):
+    try:
+        call()
+        result[name] = "done"
+    except OSError as exc:
+        result[name] = exc.__class__.__name__
+attempt("renice_other", lambda: os.setpriority(os.PRIO_PROCESS, other, 19))
+attempt("pin_other", lambda: os.sched_setaffinity(other, {min(os.sched_getaffinity(0))}))
+attempt("renice_group", lambda: os.setpriority(os.PRIO_PGRP, 0, 19))
+attempt("renice_self", lambda: os.setpriority(os.PRIO_PROCESS, 0, 1))
+attempt("pin_self", lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+attempt("chmod_outside", lambda: os.chmod(outside / "theirs", 0o777))
+attempt("touch_outside", lambda: os.utime(outside / "theirs", (0, 0)))
+with open(outside / "theirs", "rb") as theirs:
+    attempt("setflags_outside", lambda: fcntl.ioctl(theirs.fileno(), 0x40086602, struct.pack("l", 0)))
+def new_user_namespace():
+    if libc.unshare(0x10000000) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+attempt("user_namespace", new_user_namespace)
 print(json.dumps(result))
 """
 
@@ -45,12 +69,25 @@ def _run(tmp_path: Path) -> dict:
     mine, outside = tmp_path / "mine", tmp_path / "outside"
     mine.mkdir()
     outside.mkdir()
-    completed = subprocess.run(
-        [sys.executable, "-c", CHILD, str(mine), str(outside), str(os.getpid())],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
-    )
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    (outside / "theirs").write_text("the base's file")
+    (outside / "theirs").chmod(0o644)
+    # the sibling a head would renice: a process of the test's own, never the test itself
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", CHILD, str(mine), str(outside), str(os.getpid()), str(other.pid)],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+            start_new_session=True,  # its process group is its own: a renice of "its group" reaches no test
+        )
+        assert completed.returncode == 0, completed.stderr
+        result = json.loads(completed.stdout.strip().splitlines()[-1])
+        result["other_nice"] = os.getpriority(os.PRIO_PROCESS, other.pid)
+        result["other_cpus"] = sorted(os.sched_getaffinity(other.pid))
+    finally:
+        other.kill()
+        other.wait()
+    result["theirs_mode"] = oct((outside / "theirs").stat().st_mode & 0o777)
+    return result
 
 
 def test_the_layers_a_side_puts_itself_in(tmp_path: Path) -> None:
@@ -99,3 +136,20 @@ def test_the_gpus_device_files_and_the_fallback_where_the_driver_makes_them_late
     (tmp_path / "nvidia-caps").mkdir()
     assert writable_devices(tmp_path) == [str(tmp_path / name) for name in ("nvidia-caps", "nvidia-uvm", "nvidia0",
                                                                             "nvidiactl", "null")]
+
+
+@pytest.mark.skipif(not seccomp_available(), reason="libseccomp (libseccomp.so.2) is not installed")
+def test_a_side_cannot_reschedule_other_processes_nor_change_files_metadata(tmp_path: Path) -> None:
+    """Issue 50: a head reniced and pinned the base's worker (a +35% regression read +14.7%),
+    and could chmod the base's files, which Landlock does not govern. Its own scheduling it
+    may change (pid 0)."""
+    before = os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))
+    result = _run(tmp_path)
+    print(result)
+    assert "seccomp" in result["layers"]
+    for call in ("renice_other", "pin_other", "renice_group", "chmod_outside", "touch_outside", "setflags_outside",
+                 "user_namespace"):
+        assert result[call] == "PermissionError", (call, result)
+    assert (result["other_nice"], result["other_cpus"]) == before
+    assert result["theirs_mode"] == "0o644"
+    assert result["renice_self"] == "done" and result["pin_self"] == "done"
