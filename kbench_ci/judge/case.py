@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -89,6 +88,7 @@ from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
+from kbench_ci.scratch import remove_tree
 from kbench_ci.suite.settings import (
     judge_calibrate_calls,
     judge_calibrate_each,
@@ -212,7 +212,7 @@ class Judge:
         for worker in self.workers.values():
             worker.stop()
         self.workers.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_tree(self.scratch)
 
     def run_case(self, job: CaseJob, emit: Emit) -> None:
         emit = _without_witness(emit)

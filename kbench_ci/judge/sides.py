@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +36,7 @@ from kbench_ci.measure.sideproto import (
     encode_request,
 )
 from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, landlock_abi, module_command, parents, state
-from kbench_ci.scratch import create_new
+from kbench_ci.scratch import create_new, remove_tree
 from kbench_ci.suite.settings import judge_calibrate_calls
 
 #: the bytecode folder's variable (Python's)
@@ -186,7 +185,7 @@ class SideWorker:
         disk there would otherwise make the base fail again when measured without it, and read
         `fixed` (red team, 2026-12-05)."""
         for folder in self.writable:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
 
     def pause(self) -> None:
         """SIGSTOP the worker and every process under it while another side has the turn: a
