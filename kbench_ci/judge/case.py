@@ -516,8 +516,8 @@ def calibrate_worker(worker: SideWorker, request: LoadRequest, device: torch.dev
             # started (kbench_ci.judge.sides): its figure would then be the side's to set.
             return Calibration(None, refused=f"its worker is not confined to its own folders ({WRITES_CONFINED} not in force)")
         contents = {"x": torch.zeros(1, device=device)}
-        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT, folder=worker.folder / "arenas")
-        worker.send(arena.request)
+        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT)
+        worker.send(arena.request, fds=arena.fds)
         inputs = InputSet(kwargs=contents, output_names=(), seed=0)
         for _ in range(calls):
             samples.append(handoff.call(side, arena, inputs).sample_ms)
@@ -712,9 +712,9 @@ def _side_maker(sides: list[Side], job: CaseJob, device: torch.device) -> tuple[
     owner.result = replace(owner.result, notes=(*owner.result.notes, (
         "the solution chose its inputs: no trusted setup() exists (none in ref.py), so its own setup() made them, "
         "at seeds the judge drew")))
-    inbox = make_arena(template, owner.outputs, device, slot=INBOX_SLOT, folder=owner.worker.folder / "arenas")
+    inbox = make_arena(template, owner.outputs, device, slot=INBOX_SLOT)
     owner.arenas_extra.append(inbox)
-    owner.worker.send(inbox.request)
+    owner.worker.send(inbox.request, fds=inbox.fds)
     names = tuple(lent.name for lent in owner.layout)
 
     def make(seed: int) -> InputSet:
@@ -760,7 +760,7 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
         if not side.ok:
             continue
         try:
-            arena = make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
+            arena = make_arena(template.kwargs, template.output_names, device, slot=slot)
         except torch.cuda.OutOfMemoryError as exc:
             # Not a refusal of IPC: the GPU's memory is full, and a side's process may be what
             # holds it (a head that takes it all at load). No side's result means anything then.
@@ -774,7 +774,7 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             raise _lending_refused(device, describe_error(exc)) from exc
         side.arenas.append(arena)
         try:
-            side.worker.send(arena.request)
+            side.worker.send(arena.request, fds=arena.fds)
         except SideFailed as exc:
             side.fail("error", f"could not be lent its buffers: {exc}")
     for side in sides:
@@ -809,7 +809,7 @@ def _mapped(side: Side, device: torch.device) -> None:
 
 
 def _lending_refused(device: torch.device, why: str) -> EnvironmentProblem:
-    way = "CUDA IPC" if device.type == "cuda" else "a shared file"
+    way = "CUDA IPC" if device.type == "cuda" else "a memfd handed over its socket"
     return EnvironmentProblem(
         f"this machine refuses what --isolation judge lends its sides' buffers through ({way}): {why}",
         hint="run with --isolation process here (one worker process for every side: docs/isolation.md says what that "

@@ -225,12 +225,18 @@ class SideWorker:
         except SideFailed as exc:
             self._start_failure = f"it did not start: {exc}"
 
-    def send(self, request: Request) -> None:
+    def send(self, request: Request, *, fds: Sequence[int] = ()) -> None:
+        """``fds``: descriptors handed over with the request's line (``SCM_RIGHTS``): a CPU
+        arena's memfd, which only this side's worker then holds (of the sides)."""
         self.wait_started(STARTUP_TIMEOUT_S)
         if self._start_failure is not None:
             raise SideFailed(self._start_failure)
+        line = encode_request(request)
         try:
-            self.channel.sendall(encode_request(request))
+            if fds:
+                sent = socket.send_fds(self.channel, [line], list(fds))
+                line = line[sent:]
+            self.channel.sendall(line)
         except OSError as exc:
             raise SideFailed(self._death(f"its worker stopped taking requests ({exc.strerror})")) from None
 

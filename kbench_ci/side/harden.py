@@ -56,8 +56,8 @@ _TRUNCATE = 1 << 14  # ABI 3
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-#: folders every side may write beside its own: shared memory (torch's IPC reference counts,
-#: the CPU arenas) and its own threads' entries (the CUDA driver names its threads there:
+#: folders every side may write beside its own: shared memory (torch's IPC reference counts)
+#: and its own threads' entries (the CUDA driver names its threads there:
 #: without it cudaGetDeviceCount fails with error 304, seen on the H200;
 #: scripts/probes/harden_probe.py)
 SHARED_WRITABLE = ("/dev/shm", "/proc/self/task")
