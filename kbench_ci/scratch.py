@@ -19,7 +19,9 @@ from pathlib import Path
 __all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_left_by", "remove_stale", "remove_tree"]
 
 #: the prefixes of every temporary folder kbench-ci makes
-PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-")
+PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-", "kbench-side-")
+#: shared memory, where each side's worker makes its files in a folder of its own (kbench-side-)
+SHARED_MEMORY = Path("/dev/shm")
 OWNER_FILE = ".kbench-owner"
 #: a folder without an owner file (a run of an older version) is stale after this long
 UNOWNED_STALE_S = 24 * 3600.0
@@ -42,11 +44,11 @@ def _me() -> str:
     return f"{pid} {_start_time(pid) or '?'}"
 
 
-def make_scratch(prefix: str) -> Path:
-    """A new folder ``<tmp>/<prefix>XXXX`` marked as this process's."""
+def make_scratch(prefix: str, root: Path | None = None) -> Path:
+    """A new folder ``<root>/<prefix>XXXX`` (default: the temp folder) marked as this process's."""
     if not prefix.startswith(PREFIXES):
         raise ValueError(f"not a kbench-ci scratch prefix: {prefix}")
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     (folder / OWNER_FILE).write_text(_me(), encoding="utf-8")
     return folder
 
@@ -185,12 +187,14 @@ def _alive(owner: tuple[int, str]) -> bool:
 
 
 def _folders(root: Path | None) -> Iterator[Path]:
-    """Every kbench-ci folder under ``root`` (default: the temp folder), links left out."""
-    base = Path(root if root is not None else tempfile.gettempdir())
-    for prefix in PREFIXES:
-        for folder in base.glob(f"{prefix}*"):
-            if folder.is_dir() and not folder.is_symlink():
-                yield folder
+    """Every kbench-ci folder under ``root`` (default: the temp folder and shared memory), links
+    left out."""
+    bases = [root] if root is not None else [Path(tempfile.gettempdir()), SHARED_MEMORY]
+    for base in bases:
+        for prefix in PREFIXES:
+            for folder in base.glob(f"{prefix}*"):
+                if folder.is_dir() and not folder.is_symlink():
+                    yield folder
 
 
 def remove_left_by(pid: int, root: Path | None = None) -> list[Path]:

@@ -36,7 +36,7 @@ from kbench_ci.measure.sideproto import (
     encode_request,
 )
 from kbench_ci.procgroup import descendants, end_strays, end_strays_seen, landlock_abi, module_command, parents, state
-from kbench_ci.scratch import create_new, remove_tree
+from kbench_ci.scratch import SHARED_MEMORY, create_new, make_scratch, remove_tree
 from kbench_ci.suite.settings import judge_calibrate_calls
 
 #: the bytecode folder's variable (Python's)
@@ -128,7 +128,11 @@ class SideWorker:
         self.folder = scratch / f"side-{side_folder_name(label)}"
         self.folder.mkdir(parents=True, exist_ok=True)
         env = dict(environment)
-        writable = [self.folder]
+        #: where in shared memory it may make files (Landlock lets it write only existing files
+        #: elsewhere in /dev/shm): removed with the worker (:meth:`stop`), so nothing it made
+        #: there outlives it; None where the machine has no /dev/shm
+        self.shared_memory = make_scratch(f"kbench-side-{side_folder_name(label)}-", SHARED_MEMORY) if SHARED_MEMORY.is_dir() else None
+        writable = [self.folder, *([self.shared_memory] if self.shared_memory is not None else [])]
         shared_bytecode = judge_calibrate_calls(env) > 0 and landlock_abi() >= 1
         for name in _PER_SIDE_CACHES:
             if name == BYTECODE_ENV and env.get(name) and shared_bytecode:
@@ -150,6 +154,10 @@ class SideWorker:
         env[SIDE_DEVICE_ENV] = device
         env[SIDE_PRELOAD_ENV] = ",".join(preload)
         env["HOME"] = str(self.folder)
+        # No TorchInductor compile pool: its processes share work through POSIX semaphores, which
+        # a side cannot make (they live in /dev/shm, where Landlock lets it make files only in
+        # its own folder: kbench_ci.side.harden).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         mine, theirs = socket.socketpair()
@@ -299,6 +307,9 @@ class SideWorker:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        # What it made in shared memory: it is gone, and its strays end with the case.
+        if self.shared_memory is not None:
+            remove_tree(self.shared_memory)
 
 
 #: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine
