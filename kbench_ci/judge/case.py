@@ -45,7 +45,14 @@ from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.quiet import wait_quiet
-from kbench_ci.judge.sides import STARTUP_TIMEOUT_S, SideFailed, SideWorker, end_side_strays, hold_all_but
+from kbench_ci.judge.sides import (
+    STARTUP_TIMEOUT_S,
+    SideFailed,
+    SideWorker,
+    end_side_strays,
+    hold_all_but,
+    short_of_space,
+)
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
@@ -853,26 +860,6 @@ def _not_comparable(head: Side, message: str) -> None:
 
 #: how a side's failure that is no side's doing begins (the machine's memory or disk was full)
 NOT_COMPARABLE = "not comparable"
-
-
-#: free space under which a base's failure is not taken as its own: this many bytes and this
-#: share of the file system both (Docker's /dev/shm is 64 MiB in all)
-_LOW_SPACE_BYTES = 64 << 20
-_LOW_SPACE_SHARE = 0.05
-
-
-def short_of_space(folders: Sequence[Path]) -> str | None:
-    """Words naming the first of ``folders`` whose file system is nearly full (under 64 MiB and
-    under 5% of it free), or None."""
-    for folder in folders:
-        try:
-            stats = os.statvfs(folder)
-        except OSError:
-            continue
-        free = stats.f_bavail * stats.f_frsize
-        if free < min(_LOW_SPACE_BYTES, _LOW_SPACE_SHARE * stats.f_blocks * stats.f_frsize):
-            return f"{folder} had {free / 2**20:.0f} MiB free"
-    return None
 
 
 def _check_goalposts(sides: list[Side], template: InputSet, job: CaseJob) -> None:

@@ -68,7 +68,12 @@ def hold_all_but(current: SideWorker | None) -> None:
     for pid in [pid for pid, worker in _WORKERS.items() if not worker.alive()]:
         del _WORKERS[pid]
     others = [worker for worker in _WORKERS.values() if worker is not current]
+    ran = [worker for worker in others if not worker.paused]
     _stop(others)
+    # A worker that ran until now and filled a disk is stopped here, before the next turn, whose
+    # writes (the judge's own) would fail on it.
+    for worker in ran:
+        worker.check_disk()
     _, tree = end_strays_seen(keep=frozenset(_WORKERS))
     _stop(others, again=True, tree=tree)
 
@@ -107,6 +112,39 @@ def _stop(workers: Sequence[SideWorker], *, again: bool = False, tree: Mapping[i
                 time.sleep(50e-6)
         if not running:
             return
+
+
+#: free space under which a file system is short (a base's failure beside it is not taken as its
+#: own; a side that brought it there in its turn fails): this many bytes and this share of the
+#: file system both (Docker's /dev/shm is 64 MiB in all)
+_LOW_SPACE_BYTES = 64 << 20
+_LOW_SPACE_SHARE = 0.05
+
+
+def short_of_space(folders: Sequence[Path]) -> str | None:
+    """Words naming the first of ``folders`` whose file system is nearly full (under 64 MiB and
+    under 5% of it free), or None."""
+    for folder in folders:
+        try:
+            stats = os.statvfs(folder)
+        except OSError:
+            continue
+        free = stats.f_bavail * stats.f_frsize
+        if free < min(_LOW_SPACE_BYTES, _LOW_SPACE_SHARE * stats.f_blocks * stats.f_frsize):
+            return f"{folder} had {free / 2**20:.0f} MiB free"
+    return None
+
+
+def _free_bytes(folders: Sequence[Path]) -> int | None:
+    """The least free space of the file systems ``folders`` are on; None where none can be read."""
+    free = []
+    for folder in folders:
+        try:
+            stats = os.statvfs(folder)
+        except OSError:
+            continue
+        free.append(stats.f_bavail * stats.f_frsize)
+    return min(free) if free else None
 
 
 class SideFailed(Exception):
@@ -183,6 +221,10 @@ class SideWorker:
         #: whether its Ready has been read; why it failed to start, where it did
         self._started = False
         self._start_failure: str | None = None
+        #: free space on its folders' file systems as its last request went out; why it was
+        #: stopped for filling one, where it was (every later request fails with it)
+        self._free_before: int | None = None
+        self._filled: str | None = None
         _WORKERS[self.process.pid] = self
 
     def alive(self) -> bool:
@@ -239,6 +281,9 @@ class SideWorker:
         self.wait_started(STARTUP_TIMEOUT_S)
         if self._start_failure is not None:
             raise SideFailed(self._start_failure)
+        if self._filled is not None:
+            raise SideFailed(self._filled)
+        self._free_before = _free_bytes(self.writable)
         line = encode_request(request)
         try:
             if fds:
@@ -255,6 +300,9 @@ class SideWorker:
     def receive(self, expected: type[Reply], *, timeout_s: float) -> Reply:
         """The reply to a request already sent."""
         line = self._read_line(timeout_s)
+        if self.check_disk():
+            assert self._filled is not None
+            raise SideFailed(self._filled)
         try:
             return decode_reply(line, expected)
         except BadReply as exc:
@@ -282,6 +330,29 @@ class SideWorker:
                 raise SideFailed("its worker sent a reply of more than 2 MiB")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
+
+    def check_disk(self) -> bool:
+        """Whether it filled a disk it writes to since its last request went out (a file system
+        of its folders short of space now, with less free than then): it is then stopped and
+        its files removed at once, in its own turn, and every later request fails with why. The
+        judge's next write of its own (its events file, on the same disk) otherwise failed in
+        the next side's turn: a head that filled the disk at its first call had the judge fail
+        in the base's reference check, which blamed the base's ref.py (issue 50)."""
+        if self._filled is not None:
+            return True
+        if self._free_before is None:
+            return False  # never asked anything: none of a side's code has had a turn in it
+        short = short_of_space(self.writable)
+        if short is None:
+            return False
+        now = _free_bytes(self.writable)
+        if now is None or now >= self._free_before:
+            return False  # short already before it ran: not its doing
+        self._filled = (f"it filled the disk in its own turn ({short} after it ran, from "
+                        f"{self._free_before / 2**20:.0f} MiB before); its files were removed")
+        self.stop()
+        self.remove_files()
+        return True
 
     def _death(self, what: str) -> str:
         _WORKERS.pop(self.process.pid, None)
