@@ -331,6 +331,11 @@ class SideWorker:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    @property
+    def filled(self) -> str | None:
+        """Why it was stopped for filling a disk in its turn (:meth:`check_disk`), or None."""
+        return self._filled
+
     def check_disk(self) -> bool:
         """Whether it filled a disk it writes to since its last request went out (a file system
         of its folders short of space now, with less free than then): it is then stopped and

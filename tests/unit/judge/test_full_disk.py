@@ -147,3 +147,26 @@ def test_a_disk_short_before_the_sides_turn_is_not_its_doing(tmp_path: Path, mon
         assert worker.alive()
     finally:
         worker.stop()
+
+
+def test_the_next_turn_fails_a_side_that_filled_the_disk_after_its_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench_ci.judge.sides import SideWorker
+    from kbench_ci.judge.state import Side
+    from kbench_ci.judge.trials import turn
+    from kbench_ci.measure.sideproto import Made, MakeRequest
+    from kbench_ci.results.model import VariantResult
+
+    head_worker, space = _worker_on_a_disk(tmp_path, monkeypatch)
+    base_worker = SideWorker("base", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+    try:
+        head, base = (Side(worker.label, "solution", worker, VariantResult(label=worker.label, kind="pytorch", role="solution",
+                                                                           status="ok"))
+                      for worker in (head_worker, base_worker))
+        assert isinstance(head_worker.ask(MakeRequest(seed=1, slot=0), Made, timeout_s=60), Made)
+        space["free"] = 1 << 20
+        turn([base, head], base)
+        assert head.result.status == "error" and "filled the disk in its own turn" in (head.result.message or "")
+        assert base.ok and base_worker.alive() and not head_worker.alive()
+    finally:
+        head_worker.stop()
+        base_worker.stop()
