@@ -19,11 +19,12 @@ import array
 import fcntl
 import hashlib
 import os
-import shutil
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from kbench_ci.scratch import remove_tree
 
 #: folders never recorded: bytecode the base's own worker may write (each side's bytecode
 #: folder is its own under the judge; in process Python writes ``__pycache__`` beside the
@@ -225,17 +226,33 @@ def reclaim(folders: Iterable[Path], *, below: bool = True) -> None:
         fix(str(top), True)
         if not below:
             continue
-        for here, dirs, files in os.walk(top):
-            for name in dirs:
-                fix(os.path.join(here, name), True)
-            for name in files:
-                fix(os.path.join(here, name), False)
+        for path, is_folder in _below(str(top)):
+            fix(path, is_folder)
+
+
+def _below(top: str) -> Iterator[tuple[str, bool]]:
+    """Every entry under ``top`` (and whether it is a folder), links not followed, without
+    recursion: a side can leave a tree thousands of folders deep, which ``os.walk`` (recursive
+    before Python 3.12) and ``shutil.rmtree`` raise RecursionError on. A folder that cannot be
+    read (its path too long, say) is passed over."""
+    pending = [top]
+    while pending:
+        here = pending.pop()
+        try:
+            with os.scandir(here) as entries:
+                found = [(entry.path, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        except OSError:
+            continue
+        for path, is_folder in found:
+            yield path, is_folder
+            if is_folder:
+                pending.append(path)
 
 
 def remove(folder: Path) -> None:
     """``folder`` and everything in it removed, whatever a side did to keep it (see :func:`reclaim`)."""
     reclaim([folder])
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder)
 
 
 def blame(changes: Sequence[Change], root: str | None = None) -> str:

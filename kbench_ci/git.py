@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 from kbench_ci.errors import EnvironmentProblem, GitError, KbenchError, UsageError
+from kbench_ci.scratch import remove_tree
 
 if TYPE_CHECKING:
     # For annotations only; at run time GitPython is imported by _gitpython() (see there why).
@@ -317,7 +317,7 @@ class GitRepo:
             # `path.exists()` covers an add interrupted half-way (Ctrl-C while checking out).
             if added or path.exists():
                 self._discard_worktree(path)
-            shutil.rmtree(parent, ignore_errors=True)
+            remove_tree(parent)
 
     def _sweep_stale_worktrees(self) -> None:
         """Remove worktrees left by a kbench-ci process that no longer exists (it was killed)."""
@@ -335,7 +335,7 @@ class GitRepo:
                     _log.warning("removing the worktree %s left by kbench-ci process %s", path, pid_text)
                     self._discard_worktree(path)
                     if path.parent.name.startswith(_WORKTREE_PREFIX):
-                        shutil.rmtree(path.parent, ignore_errors=True)
+                        remove_tree(path.parent)
 
     def _discard_worktree(self, path: Path) -> None:
         # Best effort, never raising: this runs while another exception may be propagating, and
@@ -346,7 +346,7 @@ class GitRepo:
             return
         except GitError:
             pass
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
         try:
             # Only when `remove` failed: prune drops the bookkeeping of worktrees whose
             # directories are gone. It would also drop such stale entries of the user's own,

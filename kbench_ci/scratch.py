@@ -9,17 +9,19 @@ from the owner), and the next run removes the folders whose owner no longer runs
 
 from __future__ import annotations
 
+import itertools
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_left_by", "remove_stale"]
+__all__ = ["OWNER_FILE", "PREFIXES", "make_scratch", "remove_left_by", "remove_stale", "remove_tree"]
 
 #: the prefixes of every temporary folder kbench-ci makes
-PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-")
+PREFIXES = ("kbench-worker-", "kbench-build-", "kbench-judge-", "kbench-side-")
+#: shared memory, where each side's worker makes its files in a folder of its own (kbench-side-)
+SHARED_MEMORY = Path("/dev/shm")
 OWNER_FILE = ".kbench-owner"
 #: a folder without an owner file (a run of an older version) is stale after this long
 UNOWNED_STALE_S = 24 * 3600.0
@@ -42,11 +44,11 @@ def _me() -> str:
     return f"{pid} {_start_time(pid) or '?'}"
 
 
-def make_scratch(prefix: str) -> Path:
-    """A new folder ``<tmp>/<prefix>XXXX`` marked as this process's."""
+def make_scratch(prefix: str, root: Path | None = None) -> Path:
+    """A new folder ``<root>/<prefix>XXXX`` (default: the temp folder) marked as this process's."""
     if not prefix.startswith(PREFIXES):
         raise ValueError(f"not a kbench-ci scratch prefix: {prefix}")
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     (folder / OWNER_FILE).write_text(_me(), encoding="utf-8")
     return folder
 
@@ -62,6 +64,111 @@ def create_new(folder: Path, name: str, *, flags: int = os.O_WRONLY) -> int:
         return os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
     finally:
         os.close(where)
+
+
+#: how the remover names a folder it moved up to the top of the tree it removes
+_MOVED = ".kbench-rm-"
+_MOVED_SERIAL = itertools.count()
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove the folder ``path`` and everything in it, never raising; whether it is gone.
+
+    For every folder a side's code could have written (its folder, its caches, a worker's
+    scratch): ``shutil.rmtree`` recurses once per level, and a side's tree 3000 folders deep
+    made it raise RecursionError even with ``ignore_errors`` (the judge crashed as it retired a
+    worker, and a stale folder crashed every later run's ``remove_stale``). Here no recursion and
+    no long path: two descriptors at a time, the top folder's and one folder's below it; each
+    folder found inside that one is moved up to the top (a rename in the same tree) and emptied
+    in a later pass. Links are unlinked, never followed (every open is ``O_NOFOLLOW``, relative
+    to a descriptor), so a link to a folder outside removes nothing there. ``path`` itself, a
+    link, is unlinked only."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(path, flags)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            path.unlink()  # a link or a file where a folder was
+        except OSError:
+            return not os.path.lexists(path)
+        return True
+    try:
+        stuck: set[str] = set()
+        while True:
+            progress = False
+            with os.scandir(top) as entries:
+                names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+            for name, is_dir in names:
+                if name in stuck:
+                    continue
+                if not is_dir:
+                    progress |= _unlink(name, top)
+                elif _empty_into(top, name, flags):
+                    progress = True
+                else:
+                    stuck.add(name)
+            if not progress:
+                break
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _unlink(name: str, folder: int) -> bool:
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _empty_into(top: int, name: str, flags: int) -> bool:
+    """Remove the folder ``name`` of ``top``: its files unlinked, its folders moved up into
+    ``top`` (emptied by a later pass), then itself. Whether anything was removed or moved."""
+    try:
+        folder = os.open(name, flags, dir_fd=top)
+    except OSError:
+        return _unlink(name, top)  # no longer a folder (or never was one we may open)
+    moved = False
+    try:
+        with os.scandir(folder) as entries:
+            inside = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        for child, is_dir in inside:
+            if not is_dir:
+                moved |= _unlink(child, folder)
+                continue
+            target = f"{_MOVED}{os.getpid()}-{next(_MOVED_SERIAL)}"
+            try:
+                os.stat(target, dir_fd=top, follow_symlinks=False)
+                continue  # never over something that is there (a side's own planted name)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            try:
+                os.rename(child, target, src_dir_fd=folder, dst_dir_fd=top)
+                moved = True
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
+    try:
+        os.rmdir(name, dir_fd=top)
+    except OSError:
+        return moved
+    return True
 
 
 def _owner(folder: Path) -> tuple[int, str] | None:
@@ -80,12 +187,14 @@ def _alive(owner: tuple[int, str]) -> bool:
 
 
 def _folders(root: Path | None) -> Iterator[Path]:
-    """Every kbench-ci folder under ``root`` (default: the temp folder), links left out."""
-    base = Path(root if root is not None else tempfile.gettempdir())
-    for prefix in PREFIXES:
-        for folder in base.glob(f"{prefix}*"):
-            if folder.is_dir() and not folder.is_symlink():
-                yield folder
+    """Every kbench-ci folder under ``root`` (default: the temp folder and shared memory), links
+    left out."""
+    bases = [root] if root is not None else [Path(tempfile.gettempdir()), SHARED_MEMORY]
+    for base in bases:
+        for prefix in PREFIXES:
+            for folder in base.glob(f"{prefix}*"):
+                if folder.is_dir() and not folder.is_symlink():
+                    yield folder
 
 
 def remove_left_by(pid: int, root: Path | None = None) -> list[Path]:
@@ -96,7 +205,7 @@ def remove_left_by(pid: int, root: Path | None = None) -> list[Path]:
     for folder in _folders(root):
         owner = _owner(folder)
         if owner is not None and owner[0] == pid and not _alive(owner):
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             removed.append(folder)
     return removed
 
@@ -116,6 +225,6 @@ def remove_stale(root: Path | None = None, *, now: float | None = None) -> list[
             except OSError:
                 continue
         if not alive:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             removed.append(folder)
     return removed

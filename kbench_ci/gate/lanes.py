@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -15,7 +14,7 @@ from kbench_ci.gate.builds import BuildFn, BuildRequest, SideBuilder
 from kbench_ci.gate.worker_call import WorkerFn
 from kbench_ci.measure.parent import WorkerPool
 from kbench_ci.results.outcome import HEAD, GpuSlot
-from kbench_ci.scratch import make_scratch, remove_stale
+from kbench_ci.scratch import make_scratch, remove_stale, remove_tree
 from kbench_ci.suite.settings import JUDGE_SIDES_ENV, Execution
 
 _log = logging.getLogger(__name__)
@@ -113,7 +112,7 @@ def suite_execution(
         # Folders of earlier runs that were killed (SIGKILL runs no clean-up) go first.
         remove_stale()
         staging = make_scratch("kbench-build-")
-        stack.callback(shutil.rmtree, staging, True)
+        stack.callback(remove_tree, staging)
         cache = build_module.BuildCache(execution.cache_dir) if execution.cache_dir is not None else None
         # A compare's head is the pull request: under the judge its own build command is too.
         sandboxed = (HEAD,) if execution.isolation == "judge" and HEAD in sides else ()

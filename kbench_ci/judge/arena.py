@@ -1,7 +1,9 @@
 """Buffers the judge lends a side: one arena per side and placement, views into it by argument.
 
 An arena is memory of its own, shared with exactly one side's worker and holding nothing else
-of the judge's: on the CPU a file in shared memory that both map; on a GPU an allocation from a
+of the judge's: on the CPU a memfd that both map, which has no name in any folder and whose
+descriptor the judge hands to that side alone, over its socket (as a file in the side's folder,
+the other side, the same user, opened it and copied the base's answers: issue 50); on a GPU an allocation from a
 memory pool of its own, lent through CUDA IPC. torch's IPC maps the whole allocator segment a
 tensor lies in, so an arena from the judge's ordinary allocator could let a side read the
 expected outputs beside it; a private pool per arena gives each a segment of its own. No arena
@@ -16,19 +18,16 @@ from __future__ import annotations
 import base64
 import io
 import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.reduction import ForkingPickler
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers torch's IPC reductions with ForkingPickler)
 
-from kbench_ci.measure.lending import ALIGN, lent_view
-from kbench_ci.measure.sideproto import DONE_OFFSET, LendRequest, LentTensor
-from kbench_ci.scratch import create_new
+from kbench_ci.measure.lending import ALIGN, lent_view, map_shared
+from kbench_ci.measure.sideproto import ARENA_FD, DONE_OFFSET, LendRequest, LentTensor
 
 
 def extent(size: tuple[int, ...], stride: tuple[int, ...]) -> int:
@@ -46,7 +45,8 @@ class Arena:
     request: LendRequest
     #: the CUDA memory pool the storage came from (kept alive with it)
     pool: Any = None
-    path: Path | None = None
+    #: a CPU arena's memfd, handed to its side with :attr:`request` (-1: none, or closed)
+    fd: int = -1
     extra: list[Any] = field(default_factory=list)
 
     @property
@@ -59,15 +59,19 @@ class Arena:
     def done_address(self) -> int:
         return self.go_address + DONE_OFFSET
 
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors that travel with :attr:`request` (a CPU arena's memfd)."""
+        return (self.fd,) if self.fd >= 0 else ()
+
     def release(self) -> None:
         self.views.clear()
-        if self.path is not None:
-            self.path.unlink(missing_ok=True)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-def make_arena(
-    template: Mapping[str, Any], output_names: tuple[str, ...], device: torch.device, *, slot: int, folder: Path
-) -> Arena:
+def make_arena(template: Mapping[str, Any], output_names: tuple[str, ...], device: torch.device, *, slot: int) -> Arena:
     """An arena holding a view for every tensor of ``template`` (same dtype, sizes, strides,
     storage offset); the other arguments travel as scalars."""
     layout: list[LentTensor] = []
@@ -90,7 +94,7 @@ def make_arena(
         offset += ALIGN
     nbytes = max(offset, ALIGN)
     pool = None
-    path = None
+    fd = -1
     if device.type == "cuda":
         pool = torch.cuda.MemPool()
         with torch.cuda.use_mem_pool(pool):
@@ -99,23 +103,22 @@ def make_arena(
         ForkingPickler(buffer).dump(storage)
         handle, kind = base64.b64encode(buffer.getvalue()).decode("ascii"), "cuda"
     else:
-        # In the side's own folder (it maps the file for writing, which its sandbox allows only
-        # there), so never through a link it made (scratch.create_new), under a name nobody
-        # can guess.
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"arena-{slot}-{secrets.token_hex(8)}"
-        path = folder / name
-        with open(create_new(folder, name, flags=os.O_RDWR), "wb") as file:
-            # Its blocks taken now, not at the first write: a sparse file on a disk a side can
-            # fill (its own folder is on it) made the judge's first staging into the base's
-            # arena a SIGBUS, in the base's turn (red team, 2026-12-05). A full disk fails here,
-            # in the judge, where no side is blamed for it.
-            os.posix_fallocate(file.fileno(), 0, nbytes)
-        storage = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
-        handle, kind = str(path), "file"
+        # Close-on-exec: no worker the judge starts inherits it; each side gets its own over its
+        # socket (sides.SideWorker.send). Its pages taken now, not at the first write: a sparse
+        # arena raised SIGBUS in the judge's first staging into the base's once a side had
+        # filled the memory behind it, in the base's turn (red team, 2026-12-05). Short of
+        # memory, it fails here, where no side is blamed for it.
+        fd = os.memfd_create(f"kbench-arena-{slot}", os.MFD_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+            storage = map_shared(fd, nbytes)
+        except BaseException:
+            os.close(fd)
+            raise
+        handle, kind = "", ARENA_FD
     views = {lent.name: lent_view(storage, lent) for lent in layout}
     request = LendRequest(
         slot=slot, arena_kind=kind, arena=handle, arena_bytes=nbytes, tensors=tuple(layout), scalars=scalars,
         output_names=output_names, mailbox_byte_offset=mailbox,
     )
-    return Arena(slot=slot, storage=storage, views=views, request=request, pool=pool, path=path)
+    return Arena(slot=slot, storage=storage, views=views, request=request, pool=pool, fd=fd)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +46,14 @@ from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
 from kbench_ci.judge.quiet import wait_quiet
-from kbench_ci.judge.sides import STARTUP_TIMEOUT_S, SideFailed, SideWorker, end_side_strays, hold_all_but
+from kbench_ci.judge.sides import (
+    STARTUP_TIMEOUT_S,
+    SideFailed,
+    SideWorker,
+    end_side_strays,
+    hold_all_but,
+    short_of_space,
+)
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side
 from kbench_ci.judge.trials import (
     CALL_TIMEOUT_S,
@@ -90,6 +96,7 @@ from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import Tolerance, VariantResult
+from kbench_ci.scratch import remove_tree
 from kbench_ci.suite.settings import (
     judge_calibrate_calls,
     judge_calibrate_each,
@@ -215,7 +222,7 @@ class Judge:
         for worker in self.workers.values():
             worker.stop()
         self.workers.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_tree(self.scratch)
 
     def run_case(self, job: CaseJob, emit: Emit) -> None:
         emit = _without_witness(emit)
@@ -550,8 +557,8 @@ def calibrate_worker(worker: SideWorker, request: LoadRequest, device: torch.dev
             # started (kbench_ci.judge.sides): its figure would then be the side's to set.
             return Calibration(None, refused=f"its worker is not confined to its own folders ({WRITES_CONFINED} not in force)")
         contents = {"x": torch.zeros(1, device=device)}
-        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT, folder=worker.folder / "arenas")
-        worker.send(arena.request)
+        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT)
+        worker.send(arena.request, fds=arena.fds)
         inputs = InputSet(kwargs=contents, output_names=(), seed=0)
         for _ in range(calls):
             samples.append(handoff.call(side, arena, inputs).sample_ms)
@@ -746,9 +753,9 @@ def _side_maker(sides: list[Side], job: CaseJob, device: torch.device) -> tuple[
     owner.result = replace(owner.result, notes=(*owner.result.notes, (
         "the solution chose its inputs: no trusted setup() exists (none in ref.py), so its own setup() made them, "
         "at seeds the judge drew")))
-    inbox = make_arena(template, owner.outputs, device, slot=INBOX_SLOT, folder=owner.worker.folder / "arenas")
+    inbox = make_arena(template, owner.outputs, device, slot=INBOX_SLOT)
     owner.arenas_extra.append(inbox)
-    owner.worker.send(inbox.request)
+    owner.worker.send(inbox.request, fds=inbox.fds)
     names = tuple(lent.name for lent in owner.layout)
 
     def make(seed: int) -> InputSet:
@@ -797,7 +804,7 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
         if not side.ok:
             continue
         try:
-            arena = make_arena(template.kwargs, template.output_names, device, slot=slot, folder=side.worker.folder / "arenas")
+            arena = make_arena(template.kwargs, template.output_names, device, slot=slot)
         except torch.cuda.OutOfMemoryError as exc:
             # Not a refusal of IPC: the GPU's memory is full, and a side's process may be what
             # holds it (a head that takes it all at load). No side's result means anything then.
@@ -811,7 +818,7 @@ def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placem
             raise _lending_refused(device, describe_error(exc)) from exc
         side.arenas.append(arena)
         try:
-            side.worker.send(arena.request)
+            side.worker.send(arena.request, fds=arena.fds)
         except SideFailed as exc:
             side.fail("error", f"could not be lent its buffers: {exc}")
     for side in sides:
@@ -854,7 +861,7 @@ def _mapped(side: Side, device: torch.device) -> None:
 
 
 def _lending_refused(device: torch.device, why: str) -> EnvironmentProblem:
-    way = "CUDA IPC" if device.type == "cuda" else "a shared file"
+    way = "CUDA IPC" if device.type == "cuda" else "a memfd handed over its socket"
     return EnvironmentProblem(
         f"this machine refuses what --isolation judge lends its sides' buffers through ({way}): {why}",
         hint="run with --isolation process here (one worker process for every side: docs/isolation.md says what that "
@@ -898,26 +905,6 @@ def _not_comparable(head: Side, message: str) -> None:
 
 #: how a side's failure that is no side's doing begins (the machine's memory or disk was full)
 NOT_COMPARABLE = "not comparable"
-
-
-#: free space under which a base's failure is not taken as its own: this many bytes and this
-#: share of the file system both (Docker's /dev/shm is 64 MiB in all)
-_LOW_SPACE_BYTES = 64 << 20
-_LOW_SPACE_SHARE = 0.05
-
-
-def short_of_space(folders: Sequence[Path]) -> str | None:
-    """Words naming the first of ``folders`` whose file system is nearly full (under 64 MiB and
-    under 5% of it free), or None."""
-    for folder in folders:
-        try:
-            stats = os.statvfs(folder)
-        except OSError:
-            continue
-        free = stats.f_bavail * stats.f_frsize
-        if free < min(_LOW_SPACE_BYTES, _LOW_SPACE_SHARE * stats.f_blocks * stats.f_frsize):
-            return f"{folder} had {free / 2**20:.0f} MiB free"
-    return None
 
 
 def _check_goalposts(sides: list[Side], template: InputSet, job: CaseJob) -> None:

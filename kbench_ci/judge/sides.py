@@ -49,7 +49,7 @@ from kbench_ci.procgroup import (
     scheduling_of,
     state,
 )
-from kbench_ci.scratch import create_new
+from kbench_ci.scratch import SHARED_MEMORY, create_new, make_scratch, remove_tree
 from kbench_ci.suite.settings import judge_calibrate_calls
 
 #: the bytecode folder's variable (Python's)
@@ -94,7 +94,12 @@ def hold_all_but(current: SideWorker | None) -> None:
     for pid in [pid for pid, worker in _WORKERS.items() if not worker.alive()]:
         del _WORKERS[pid]
     others = [worker for worker in _WORKERS.values() if worker is not current]
+    ran = [worker for worker in others if not worker.paused]
     _stop(others)
+    # A worker that ran until now and filled a disk is stopped here, before the next turn, whose
+    # writes (the judge's own) would fail on it.
+    for worker in ran:
+        worker.check_disk()
     _, tree = end_strays_seen(keep=frozenset(_WORKERS))
     _stop(others, again=True, tree=tree)
 
@@ -135,6 +140,39 @@ def _stop(workers: Sequence[SideWorker], *, again: bool = False, tree: Mapping[i
             return
 
 
+#: free space under which a file system is short (a base's failure beside it is not taken as its
+#: own; a side that brought it there in its turn fails): this many bytes and this share of the
+#: file system both (Docker's /dev/shm is 64 MiB in all)
+_LOW_SPACE_BYTES = 64 << 20
+_LOW_SPACE_SHARE = 0.05
+
+
+def short_of_space(folders: Sequence[Path]) -> str | None:
+    """Words naming the first of ``folders`` whose file system is nearly full (under 64 MiB and
+    under 5% of it free), or None."""
+    for folder in folders:
+        try:
+            stats = os.statvfs(folder)
+        except OSError:
+            continue
+        free = stats.f_bavail * stats.f_frsize
+        if free < min(_LOW_SPACE_BYTES, _LOW_SPACE_SHARE * stats.f_blocks * stats.f_frsize):
+            return f"{folder} had {free / 2**20:.0f} MiB free"
+    return None
+
+
+def _free_bytes(folders: Sequence[Path]) -> int | None:
+    """The least free space of the file systems ``folders`` are on; None where none can be read."""
+    free = []
+    for folder in folders:
+        try:
+            stats = os.statvfs(folder)
+        except OSError:
+            continue
+        free.append(stats.f_bavail * stats.f_frsize)
+    return min(free) if free else None
+
+
 class SideFailed(Exception):
     """The side's worker died, hung or sent what is not a reply: the side fails with this."""
 
@@ -154,7 +192,11 @@ class SideWorker:
         self.folder = scratch / f"side-{side_folder_name(label)}"
         self.folder.mkdir(parents=True, exist_ok=True)
         env = dict(environment)
-        writable = [self.folder]
+        #: where in shared memory it may make files (Landlock lets it write only existing files
+        #: elsewhere in /dev/shm): removed with the worker (:meth:`stop`), so nothing it made
+        #: there outlives it; None where the machine has no /dev/shm
+        self.shared_memory = make_scratch(f"kbench-side-{side_folder_name(label)}-", SHARED_MEMORY) if SHARED_MEMORY.is_dir() else None
+        writable = [self.folder, *([self.shared_memory] if self.shared_memory is not None else [])]
         shared_bytecode = judge_calibrate_calls(env) > 0 and landlock_abi() >= 1
         for name in _PER_SIDE_CACHES:
             if name == BYTECODE_ENV and env.get(name) and shared_bytecode:
@@ -176,6 +218,10 @@ class SideWorker:
         env[SIDE_DEVICE_ENV] = device
         env[SIDE_PRELOAD_ENV] = ",".join(preload)
         env["HOME"] = str(self.folder)
+        # No TorchInductor compile pool: its processes share work through POSIX semaphores, which
+        # a side cannot make (they live in /dev/shm, where Landlock lets it make files only in
+        # its own folder: kbench_ci.side.harden).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         wanted = judge_scheduling()  # before this worker exists: no side's code has run yet
@@ -206,6 +252,10 @@ class SideWorker:
         #: whether its Ready has been read; why it failed to start, where it did
         self._started = False
         self._start_failure: str | None = None
+        #: free space on its folders' file systems as its last request went out; why it was
+        #: stopped for filling one, where it was (every later request fails with it)
+        self._free_before: int | None = None
+        self._filled: str | None = None
         _WORKERS[self.process.pid] = self
 
     def alive(self) -> bool:
@@ -263,12 +313,21 @@ class SideWorker:
         except SideFailed as exc:
             self._start_failure = f"it did not start: {exc}"
 
-    def send(self, request: Request) -> None:
+    def send(self, request: Request, *, fds: Sequence[int] = ()) -> None:
+        """``fds``: descriptors handed over with the request's line (``SCM_RIGHTS``): a CPU
+        arena's memfd, which only this side's worker then holds (of the sides)."""
         self.wait_started(STARTUP_TIMEOUT_S)
         if self._start_failure is not None:
             raise SideFailed(self._start_failure)
+        if self._filled is not None:
+            raise SideFailed(self._filled)
+        self._free_before = _free_bytes(self.writable)
+        line = encode_request(request)
         try:
-            self.channel.sendall(encode_request(request))
+            if fds:
+                sent = socket.send_fds(self.channel, [line], list(fds))
+                line = line[sent:]
+            self.channel.sendall(line)
         except OSError as exc:
             raise SideFailed(self._death(f"its worker stopped taking requests ({exc.strerror})")) from None
 
@@ -279,6 +338,9 @@ class SideWorker:
     def receive(self, expected: type[Reply], *, timeout_s: float) -> Reply:
         """The reply to a request already sent."""
         line = self._read_line(timeout_s)
+        if self.check_disk():
+            assert self._filled is not None
+            raise SideFailed(self._filled)
         try:
             return decode_reply(line, expected)
         except BadReply as exc:
@@ -307,6 +369,34 @@ class SideWorker:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    @property
+    def filled(self) -> str | None:
+        """Why it was stopped for filling a disk in its turn (:meth:`check_disk`), or None."""
+        return self._filled
+
+    def check_disk(self) -> bool:
+        """Whether it filled a disk it writes to since its last request went out (a file system
+        of its folders short of space now, with less free than then): it is then stopped and
+        its files removed at once, in its own turn, and every later request fails with why. The
+        judge's next write of its own (its events file, on the same disk) otherwise failed in
+        the next side's turn: a head that filled the disk at its first call had the judge fail
+        in the base's reference check, which blamed the base's ref.py (issue 50)."""
+        if self._filled is not None:
+            return True
+        if self._free_before is None:
+            return False  # never asked anything: none of a side's code has had a turn in it
+        short = short_of_space(self.writable)
+        if short is None:
+            return False
+        now = _free_bytes(self.writable)
+        if now is None or now >= self._free_before:
+            return False  # short already before it ran: not its doing
+        self._filled = (f"it filled the disk in its own turn ({short} after it ran, from "
+                        f"{self._free_before / 2**20:.0f} MiB before); its files were removed")
+        self.stop()
+        self.remove_files()
+        return True
+
     def _death(self, what: str) -> str:
         _WORKERS.pop(self.process.pid, None)
         try:
@@ -331,6 +421,9 @@ class SideWorker:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        # What it made in shared memory: it is gone, and its strays end with the case.
+        if self.shared_memory is not None:
+            remove_tree(self.shared_memory)
 
 
 #: how long a new worker may take to start (torch, its CUDA context, triton) on a busy machine (the

@@ -79,6 +79,10 @@ def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
     paused, and every process a side left outside its worker is ended. With the judge's GPU
     clock, the turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
     hold_all_but(side.worker)
+    for each in sides:
+        # a worker that filled a disk after its last reply, stopped at this change of turn
+        if each.ok and each.worker.filled is not None:
+            each.fail("error", each.worker.filled)
     if clock is not None:
         # Every turn, not only where another side just ran: a worker resumed between turns (a
         # solution's own setup() making the judge's inputs) may have left work too.

@@ -3,12 +3,22 @@ the side's worker that maps it (:mod:`kbench_ci.judge.arena`, :mod:`kbench_ci.si
 
 from __future__ import annotations
 
+import mmap
+
 import torch
 
 from kbench_ci.measure.sideproto import LentTensor
 
 #: every view starts on this byte boundary (vector loads, and TMA wants 16 bytes)
 ALIGN = 256
+
+
+def map_shared(fd: int, nbytes: int) -> torch.Tensor:
+    """The ``nbytes`` bytes of the shared memory behind descriptor ``fd`` (a CPU arena: a memfd
+    the judge made and handed to one side over its socket), mapped for reading and writing, as
+    one uint8 tensor that keeps the mapping alive. The descriptor may be closed afterwards."""
+    mapping = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    return torch.frombuffer(mapping, dtype=torch.uint8)
 
 
 def lent_view(arena: torch.Tensor, lent: LentTensor) -> torch.Tensor:

@@ -24,7 +24,6 @@ import hashlib
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -59,7 +58,7 @@ from kbench_ci.measure.protocol import (
 from kbench_ci.procgroup import kill_process_group, make_non_dumpable, module_command, user_code_environment
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import BASE
-from kbench_ci.scratch import create_new, make_scratch, remove_left_by
+from kbench_ci.scratch import create_new, make_scratch, remove_left_by, remove_tree
 from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
@@ -187,7 +186,7 @@ class WorkerPool:
         self._closed = True
         self._discard()
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_tree(self._scratch)
             self._scratch = None
 
     def run_case(
@@ -388,7 +387,7 @@ class WorkerPool:
             return _incident(job, cursor, worker, stderr_from, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome,
                              judge=judged)
         finally:
-            shutil.rmtree(case_dir, ignore_errors=True)
+            remove_tree(case_dir)
 
 
 def run_case_in_worker(

@@ -75,8 +75,10 @@ class LentTensor:
 
 @dataclass(frozen=True, slots=True)
 class LendRequest:
-    """The buffers of one placement (``slot``): the arena (a shared file's path on the CPU, a
-    pickled CUDA IPC handle, base64, on a GPU), the views, and the scalar arguments."""
+    """The buffers of one placement (``slot``): the arena (on the CPU kind :data:`ARENA_FD`, a
+    descriptor of shared memory that travels with this request's line over the socket,
+    ``SCM_RIGHTS``; on a GPU a pickled CUDA IPC handle, base64), the views, and the scalar
+    arguments."""
 
     slot: int
     arena_kind: str
@@ -90,6 +92,9 @@ class LendRequest:
     mailbox_byte_offset: int = -1
 
 
+#: the kind of a CPU arena: a memfd handed to its side alone, with the request's line (no path:
+#: a file in a side's folder was open to the other side, the same user: issue 50)
+ARENA_FD = "fd"
 #: bytes from the judge's "go" word to the side's "done" word in a mailbox
 DONE_OFFSET = 64
 #: how a side's reply starts where it could not map a placement the judge lent it

@@ -66,10 +66,12 @@ _TRUNCATE = 1 << 14  # ABI 3
 _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
-#: folders every side may write beside its own: shared memory (torch's IPC reference counts,
-#: the CPU arenas) and its own threads' entries (the CUDA driver names its threads there:
-#: without it cudaGetDeviceCount fails with error 304, seen on the H200;
-#: scripts/probes/harden_probe.py)
+#: folders where every side may write files that exist, and make none: shared memory (torch's
+#: IPC reference counts, made by the judge) and its own threads' entries (the CUDA driver names
+#: its threads there: without it cudaGetDeviceCount fails with error 304, seen on the H200;
+#: scripts/probes/harden_probe.py). A file a side made in /dev/shm stayed after the run (256 MiB,
+#: issue 50): a side makes its files in a /dev/shm folder of its own (kbench_ci.judge.sides),
+#: among its writable folders, which the judge removes with its worker.
 SHARED_WRITABLE = ("/dev/shm", "/proc/self/task")
 
 #: device files a side may open for writing: the GPU's (opened read-write by the driver) and
@@ -223,6 +225,15 @@ def _seccomp(*, pretend_file_metadata: bool = False) -> bool:
     except OSError:
         return False
     return True
+def _shared_folders(root: str = SHARED_WRITABLE[0]) -> list[str]:
+    """The folders that exist in shared memory as the side starts (another program's, a test's
+    marks): writable as before, with what is made in them theirs to remove. What the side makes
+    anywhere else in /dev/shm goes in its own folder (one of ``writable``)."""
+    try:
+        with os.scandir(root) as entries:
+            return [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _drop_ptrace_capability(libc: ctypes.CDLL) -> bool:
@@ -263,9 +274,9 @@ def _landlock(libc: ctypes.CDLL, writable: Sequence[Path]) -> list[str]:
         return []
     try:
         devices = writable_devices()
-        for folder in [*devices, *SHARED_WRITABLE, *map(str, writable)]:
-            # a device (or a folder of them) is written, never made or removed in
-            rights = (_WRITE_FILE | _TRUNCATE) & handled if folder in devices else handled
+        for folder in [*devices, *SHARED_WRITABLE, *_shared_folders(), *map(str, writable)]:
+            # a device (or a folder of them), or a shared folder, is written, never made or removed in
+            rights = (_WRITE_FILE | _TRUNCATE) & handled if folder in devices or folder in SHARED_WRITABLE else handled
             try:
                 fd = os.open(folder, os.O_PATH | os.O_CLOEXEC)
             except OSError:

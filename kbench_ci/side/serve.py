@@ -9,7 +9,9 @@ its times are only its own account (the judge's other checks do not rest on them
 from __future__ import annotations
 
 import base64
+import collections
 import gc
+import os
 import pickle
 import socket
 import sys
@@ -31,10 +33,11 @@ from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
-from kbench_ci.measure.lending import lent_view
+from kbench_ci.measure.lending import lent_view, map_shared
 from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.setup_inputs import SetupFailed, setup_blame
 from kbench_ci.measure.sideproto import (
+    ARENA_FD,
     DONE_OFFSET,
     LEND_FAILED,
     Called,
@@ -83,7 +86,7 @@ class _Case:
     pages: dict[int, torch.Tensor] = field(default_factory=dict)
     #: per placement, where those bytes are copied (nothing reads it: the reads are what counts)
     page_copies: dict[int, torch.Tensor] = field(default_factory=dict)
-    #: per placement this process could not map (CUDA IPC refused, a shared file gone): why
+    #: per placement this process could not map (CUDA IPC refused, no descriptor with a CPU arena): why
     lend_errors: dict[int, str] = field(default_factory=dict)
 
 
@@ -100,14 +103,39 @@ def warm_up(device: str, preload: Sequence[str] = ()) -> None:
     import_quietly(preload)
 
 
+class _Inbox:
+    """The judge's requests, a line each, and the descriptors handed over with them (a CPU
+    arena's memfd): read with ``recvmsg``, which a buffered file over the socket would drop.
+    A descriptor arrives with the first bytes of the line it came with, so the lines that need
+    one take them in the order they were sent."""
+
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.buffer = b""
+        self.fds: collections.deque[int] = collections.deque()
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buffer:
+            data, fds, _, _ = socket.recv_fds(self.channel, 1 << 16, 16)
+            self.fds.extend(fds)
+            if not data:
+                return b""
+            self.buffer += data
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line + b"\n"
+
+    def take_fd(self) -> int:
+        return self.fds.popleft() if self.fds else -1
+
+
 def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
-    reader = channel.makefile("rb")
+    inbox = _Inbox(channel)
     baseline = ProcessBaseline.capture()
     case: _Case | None = None
     modules_before = frozenset(sys.modules)
     device = torch.device("cpu")
     while True:
-        line = reader.readline()
+        line = inbox.readline()
         if not line:
             return 0
         request = decode_request(line)
@@ -118,7 +146,7 @@ def serve(channel: socket.socket, layers: tuple[str, ...]) -> int:
             case, reply = _load(request, layers)
         elif isinstance(request, LendRequest):
             assert case is not None
-            _lend(case, request)
+            _lend(case, request, inbox.take_fd() if request.arena_kind == ARENA_FD else -1)
             reply = None
         elif isinstance(request, CallRequest):
             assert case is not None
@@ -250,12 +278,18 @@ def describe_argument(value: torch.Tensor) -> str:
     return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)} {tuple(value.stride())}"
 
 
-def _lend(case: _Case, request: LendRequest) -> None:
-    """Map the placement's arena and its views. A mapping that fails (a container that refuses
-    CUDA IPC) is said in reply to the placement's next call, which the judge makes at once."""
+def _lend(case: _Case, request: LendRequest, fd: int) -> None:
+    """Map the placement's arena and its views (``fd``: a CPU arena's descriptor, handed over
+    with the request, closed once mapped). A mapping that fails (a container that refuses CUDA
+    IPC) is said in reply to the placement's next call, which the judge makes at once."""
     try:
-        if request.arena_kind == "file":
-            arena = torch.from_file(request.arena, shared=True, size=request.arena_bytes, dtype=torch.uint8)
+        if request.arena_kind == ARENA_FD:
+            if fd < 0:
+                raise RuntimeError("no descriptor came with the CPU arena")
+            try:
+                arena = map_shared(fd, request.arena_bytes)
+            finally:
+                os.close(fd)
         else:
             arena = pickle.loads(base64.b64decode(request.arena))  # noqa: S301  (from the judge, which this process trusts)
     except Exception as exc:  # noqa: BLE001  (said to the judge, which decides whose failure it is)

@@ -1,11 +1,9 @@
 """A side that cannot map the buffers the judge lends it (a container that refuses CUDA IPC, a
-shared file gone) says so at the placement's next call; the judge makes a trusted side's word
+CPU arena that came without its descriptor) says so at the placement's next call; the judge makes a trusted side's word
 the machine's problem (exit 3), never a base failure that would read as a head that `fixed` it,
 and fails an untrusted side that says it."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,16 +11,16 @@ import torch
 from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.judge import case as judge_case
 from kbench_ci.judge.state import Side
-from kbench_ci.measure.sideproto import LEND_FAILED, Called, CallRequest, LendRequest, LentTensor
+from kbench_ci.measure.sideproto import ARENA_FD, LEND_FAILED, Called, CallRequest, LendRequest, LentTensor
 from kbench_ci.results.model import VariantResult
 from kbench_ci.side import serve
 
 
-def test_a_side_that_cannot_map_a_placement_says_so_at_its_next_call(tmp_path: Path) -> None:
+def test_a_side_that_cannot_map_a_placement_says_so_at_its_next_call() -> None:
     case = serve._Case(kernel=None, device=torch.device("cpu"), timer=None, num_warmup=0)  # type: ignore[arg-type]
-    request = LendRequest(slot=2, arena_kind="file", arena=str(tmp_path / "gone" / "arena"), arena_bytes=512,
+    request = LendRequest(slot=2, arena_kind=ARENA_FD, arena="", arena_bytes=512,
                           tensors=(LentTensor("x", "float32", (8,), (1,), 0, 0),), scalars={}, output_names=("x",))
-    serve._lend(case, request)  # no exception: the worker serves on
+    serve._lend(case, request, -1)  # no descriptor came with it; no exception: the worker serves on
     reply = serve._call(case, CallRequest(slot=2, count=0))
     assert reply.error is not None and reply.error.startswith(f"{LEND_FAILED} 2: ")
     never = serve._call(case, CallRequest(slot=5, count=0))

@@ -144,7 +144,7 @@ def test_the_judge_subtracts_its_one_event_overhead_from_every_sides_raw_time(tm
     for label in ("base", "head"):
         worker = _RawTimer(raw_ms=0.0083)
         side = Side(label, "solution", cast(SideWorker, worker), VariantResult(label=label, kind="triton", role="solution", status="ok"))  # type: ignore[arg-type]
-        arena = make_arena(template, ("out",), cpu, slot=0, folder=tmp_path / label)
+        arena = make_arena(template, ("out",), cpu, slot=0)
         readings.append(handoff.call(side, arena, inputs).sample_ms)
         assert worker.requests and worker.requests[-1].count == 1
     assert readings == [readings[0]] * 2

@@ -49,6 +49,9 @@ def test_a_gpu_busy_past_the_timeout_is_not_quiet() -> None:
 
 
 class _Worker:
+    #: never stopped for filling a disk (SideWorker.filled)
+    filled = None
+
     def __init__(self, paused: bool) -> None:
         self.paused = paused
         #: SideWorker's: what of its scheduling its last resume could not set back

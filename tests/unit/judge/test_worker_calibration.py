@@ -4,6 +4,7 @@ figures to what is taken off each side's samples, and when the judge measures a 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -170,6 +171,8 @@ class _Worker:
         self.loaded_once = False
         self.calibration: Calibration | None = None
         self.requests: list[object] = []
+        #: the descriptors lent with its requests (a CPU arena's memfd)
+        self.lent_fds: list[int] = []
         self.paused = False
         self._alive = alive
 
@@ -185,8 +188,9 @@ class _Worker:
     def alive(self) -> bool:
         return self._alive
 
-    def send(self, request: object) -> None:
+    def send(self, request: object, *, fds: Sequence[int] = ()) -> None:
         self.requests.append(request)
+        self.lent_fds += fds
 
     #: the sandbox layers its loads report
     layers: tuple[str, ...] = (case.WRITES_CONFINED,)
@@ -357,7 +361,9 @@ def test_a_workers_figure_is_the_centre_of_its_calls_after_the_warm_up(tmp_path:
     load, lend, end = worker.requests
     assert load is request and isinstance(lend, LendRequest) and lend.slot == case.CALIBRATION_SLOT and isinstance(end, EndRequest)
     assert [tensor.name for tensor in lend.tensors] == ["x"] and lend.output_names == ()
-    assert not any((tmp_path / "arenas").iterdir())  # its arena released
+    (lent,) = worker.lent_fds
+    with pytest.raises(OSError):  # its arena released: the judge's descriptor of it closed
+        os.fstat(lent)
 
 
 def test_a_calibration_that_fails_gives_no_figure_and_ends_its_case(tmp_path: Path) -> None:
