@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench_ci.side.harden import seccomp_available
 from tests.support.suite_repo import TempRepo, suite_toml
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,12 +79,27 @@ def _compare(
     return completed, results["cases"][0]
 
 
+def _without_seccomp(root: Path) -> dict[str, str]:
+    """The environment of a run where every process finds a ``pyseccomp`` that fails to import,
+    as where libseccomp is not installed: the side's filter is not in force, so an attack it
+    would refuse goes through and the defence behind it is what holds."""
+    shadow = root / "no-libseccomp"
+    shadow.mkdir()
+    (shadow / "pyseccomp.py").write_text('raise RuntimeError("Unable to find libseccomp")\n')
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("isolation", ["judge", "process"])
-def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, isolation: str) -> None:
+@pytest.mark.parametrize(("isolation", "seccomp"), [("judge", "absent"), ("judge", "in force"), ("process", "absent")])
+def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, isolation: str, seccomp: str) -> None:
+    """``in force``: the side's seccomp filter refuses the chmod; ``absent`` (in process there is
+    no filter at all): the chmod goes through, and the record of the base's files must hold."""
+    if seccomp == "in force" and not seccomp_available():
+        pytest.skip("libseccomp is not installed here: the filter cannot be in force")
     marks = Path(tempfile.mkdtemp(prefix="kbench-base-files-", dir="/dev/shm")) / "changed"
+    env = {"KBENCH_BASE_FILES_MARKS": str(marks), **(_without_seccomp(tmp_path) if seccomp == "absent" else {})}
     try:
-        completed, case = _compare(tmp_path, isolation, prefix=_unprivileged(), env={"KBENCH_BASE_FILES_MARKS": str(marks)})
+        completed, case = _compare(tmp_path, isolation, prefix=_unprivileged(), env=env)
         changed = marks.read_text().split() if marks.is_file() else []
     finally:
         shutil.rmtree(marks.parent, ignore_errors=True)
@@ -92,11 +108,13 @@ def test_a_head_that_chmods_the_base_helper_never_reads_fixed(tmp_path: Path, is
           base.get("message"), "| case:", case.get("message"), "| changed:", changed, "| exit", completed.returncode)
     assert case["verdict"] != "fixed", case
     assert completed.returncode != 0, completed.stderr[-2000:]
-    if not changed:
-        # A layer that refuses chmod to a side (a seccomp filter) stopped the attack before the
-        # record was needed: the slower head is slower, and the base never failed.
+    if seccomp == "in force":
+        # The filter refused the chmod before the record was needed: the slower head is slower,
+        # and the base never failed.
+        assert changed == [], f"the filter let the head change {changed}"
         assert case["verdict"] in ("slower", "incorrect") and base["status"] == "ok", case
         return
+    assert changed, "the head could not change the base's helper: the record was never put to the test"
     assert head["status"] == "incorrect", head
     assert "mm_helpers.py" in (head.get("message") or ""), head
     assert "mode" in (head.get("message") or ""), head
@@ -113,19 +131,27 @@ def _unlock(root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_root_head_that_makes_the_base_folder_immutable_never_reads_fixed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seccomp", ["absent", "in force"])
+def test_a_root_head_that_makes_the_base_folder_immutable_never_reads_fixed(tmp_path: Path, seccomp: str) -> None:
     """The root runner's own variant: mode bits hold nothing against root, but ``chattr +i`` does.
     tests/fixtures/base_files/chattr_base.py makes the base worker's folder and caches immutable
     at its load; the base (mm_cwd.py) makes a folder in its working folder as it loads, as a
     compiled base does under the judge. Without the judge reclaiming a trusted worker's folders,
     the re-measurement's base worker (served in the same folder: removing it failed) could not
-    load, failed beside the head and alone, and the head read ``fixed``."""
+    load, failed beside the head and alone, and the head read ``fixed``.
+
+    ``absent``: a ``pyseccomp`` that fails to import shadows the real one (a machine without
+    libseccomp), so the ioctl goes through and the reclaiming alone must hold; ``in force``: the
+    side's seccomp filter refuses the ioctl (``FS_IOC_SETFLAGS``), so nothing is locked."""
     if os.geteuid() != 0:
         pytest.skip("chattr +i is root's (CAP_LINUX_IMMUTABLE): this variant is the root runner's")
+    if seccomp == "in force" and not seccomp_available():
+        pytest.skip("libseccomp is not installed here: the filter cannot be in force")
     marks = Path(tempfile.mkdtemp(prefix="kbench-base-files-", dir="/dev/shm")) / "locked"
+    env = {"KBENCH_BASE_FILES_MARKS": str(marks), **(_without_seccomp(tmp_path) if seccomp == "absent" else {})}
     try:
         repo = _repo(tmp_path, base="mm_cwd.py", head="chattr_base.py")
-        completed, case = _compare(tmp_path, "judge", prefix=[], repo=repo, env={"KBENCH_BASE_FILES_MARKS": str(marks)})
+        completed, case = _compare(tmp_path, "judge", prefix=[], repo=repo, env=env)
     finally:
         _unlock(tmp_path)
     locked = marks.read_text().split() if marks.is_file() else []
@@ -134,6 +160,10 @@ def test_a_root_head_that_makes_the_base_folder_immutable_never_reads_fixed(tmp_
     print("root judge", case["verdict"], "| head:", head["status"], head.get("message"), "| base:", base["status"],
           base.get("message"), "| case:", case.get("message"), "| locked:", locked, "| exit", completed.returncode)
     folders = [path for path in locked if Path(path).name == "side-base" and Path(path).parent.name.startswith("kbench-judge-")]
+    if seccomp == "in force":
+        assert locked == [], f"the filter let the head lock {locked}"
+        assert case["verdict"] != "fixed" and base["status"] == "ok", case
+        return
     assert folders, f"the head could not lock the base's folder: {locked}"
     # Locked in the first measurement and again in the re-measurement, whose base worker loaded
     # in the folder locked by the first (a first run the CPU's noise ended early proves nothing)
