@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"cuda"},  # sizes pointers by suite/size_expr.py's grammar, which the loader checks kbench.toml with
     {"suite", "git"},
     {"results"},
+    {"basefiles"},  # removes a side's folders through scratch's remover
     {"stats", "errors", "procgroup", "scratch"},
 ]
 

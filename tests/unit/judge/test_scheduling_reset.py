@@ -64,6 +64,7 @@ class _Refused:
     """A worker whose resume could not lower the nice value another process raised."""
 
     paused = False
+    filled = None  # it filled no disk (kbench_ci.judge.sides.SideWorker.filled)
     scheduling_refused = ("thread 7's nice 19 (Permission denied)",)
 
     def resume(self) -> None:
