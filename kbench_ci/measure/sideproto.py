@@ -57,6 +57,9 @@ class LoadRequest:
     touch_stride: int = 0
     #: us its stream spins after those reads, before the start event (suite.settings)
     settle_us: float = 0.0
+    #: flush its cache between the calls of a batch (CallRequest.batch), as the judge flushes
+    #: before the first: the case's flush setting
+    flush_l2: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +110,18 @@ class CallRequest:
 
     ``token`` (not 0): one call handed over through the arena's mailbox on a GPU: the side's
     stream waits until the judge writes ``token`` into the "go" word, runs the call between its
-    own events, then writes ``token`` into the "done" word (kbench_ci.judge.clock)."""
+    own events, then writes ``token`` into the "done" word (kbench_ci.judge.clock).
+
+    ``batch`` (with a token): the placements of a batch of handed-over calls, ``slot`` first,
+    each staged by the judge with contents of its own. The side runs them back to back after the
+    one go (``slot``'s mailbox), flushing its cache between them, each between its own events,
+    and writes one done word after the last (kbench_ci.judge.handoff.Handoff.batch)."""
 
     slot: int
     count: int = 1
     warm_up: int = 0
     token: int = 0
+    batch: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +153,8 @@ def encode_request(request: Request) -> bytes:
 def decode_request(line: bytes) -> Request:
     data = json.loads(line)
     cls = _REQUEST_TYPES[data.pop("op")]
+    if cls is CallRequest:
+        data["batch"] = tuple(int(slot) for slot in data.get("batch", ()))
     if cls is LoadRequest and data.get("side") is not None:
         data["side"] = SideSpec(**data["side"])
     if cls is LendRequest:

@@ -104,7 +104,28 @@ class Timer(Protocol):
         ``lead_in`` and a spin of ``settle_us`` between ``before`` and the start (GPU only)."""
         ...
 
+    def measure_batch(
+        self, calls: Sequence[Callable[[], object]], *, before: Callable[[int], None], after: Callable[[int], None],
+        flush: Callable[[], None], lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedBatch:
+        """``calls`` back to back between ``before(stream)`` and ``after(stream)``, each between
+        events of its own, ``flush`` between one and the next (a CPU: each timed by the host
+        clock, ``before`` and ``after`` unused)."""
+        ...
+
     def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GatedBatch:
+    """A batch of handed-over calls as its side's timer saw them."""
+
+    #: each call's time (ms), in the batch's order
+    samples_ms: tuple[float, ...]
+    #: how long the batch's enqueue took (us; None where nothing is enqueued)
+    enqueue_us: float | None = None
+    #: from the go to the first start event (ms; None where there is nothing between)
+    lead_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +248,43 @@ class CudaEventTimer:
         return GatedSample(
             sample_ms=shift_samples([start.elapsed_time(end)], overhead)[0], enqueue_us=enqueue_us,
             lead_ms=None if led is None else led.elapsed_time(start),
+        )
+
+    def measure_batch(
+        self, calls: Sequence[Callable[[], object]], *, before: Callable[[int], None], after: Callable[[int], None],
+        flush: Callable[[], None], lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedBatch:
+        """A batch handed over by another process: as :meth:`measure_gated`, the calls one after
+        the other behind the one go, ``flush`` between them (the judge flushed before the go),
+        each between events of its own. The whole batch is enqueued before the go comes (the
+        judge's hold is sized by this enqueue), so no call waits for its launch; only the first
+        starts just after the GPU switched to this context."""
+        overhead = self._overhead_ms()
+        settle_cycles = max(1, int(settle_us * self._spin_rate())) if settle_us > 0 else 0
+        stream = torch.cuda.current_stream(self.device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
+        led = torch.cuda.Event(enable_timing=True) if lead_in is not None or settle_cycles else None
+        began = time.perf_counter()
+        before(stream.cuda_stream)
+        if led is not None:
+            led.record(stream)
+            if lead_in is not None:
+                lead_in()
+            if settle_cycles:
+                torch.cuda._sleep(settle_cycles)
+        for index, (call, start, end) in enumerate(zip(calls, starts, ends, strict=True)):
+            if index:
+                flush()
+            start.record(stream)
+            call()
+            end.record(stream)
+        after(stream.cuda_stream)
+        enqueue_us = (time.perf_counter() - began) * 1e6
+        ends[-1].synchronize()
+        return GatedBatch(
+            samples_ms=shift_samples([start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)], overhead),
+            enqueue_us=enqueue_us, lead_ms=None if led is None else led.elapsed_time(starts[0]),
         )
 
     def measure(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:
@@ -404,6 +462,23 @@ class HostTimer:
         sample_ms = (time.perf_counter() - began) * 1e3
         after(stream)
         return GatedSample(sample_ms)
+
+    def measure_batch(
+        self, calls: Sequence[Callable[[], object]], *, before: Callable[[int], None], after: Callable[[int], None],
+        flush: Callable[[], None], lead_in: Callable[[], None] | None = None, settle_us: float = 0.0,
+    ) -> GatedBatch:
+        """A CPU side's batch: each call timed as :meth:`measure` times one, ``flush`` between
+        them (the judge flushed before the request; its monotonic clock is around the request)."""
+        samples = []
+        for index, call in enumerate(calls):
+            if index:
+                flush()
+            self._sync()
+            began = time.perf_counter()
+            call()
+            self._sync()
+            samples.append((time.perf_counter() - began) * 1e3)
+        return GatedBatch(tuple(samples))
 
     def describe(self) -> str:
         where = "device synchronised before and after" if self._is_cuda else f"CPU, {torch.get_num_threads()} intra-op thread(s)"

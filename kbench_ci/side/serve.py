@@ -54,7 +54,7 @@ from kbench_ci.measure.sideproto import (
     encode_reply,
 )
 from kbench_ci.measure.streamops import StreamOps
-from kbench_ci.measure.timing import Timer, make_timer
+from kbench_ci.measure.timing import CacheFlush, Timer, make_timer
 from kbench_ci.measure.usercode import load_problem
 from kbench_ci.measure.variant import describe_error, sync
 from kbench_ci.results.model import MeasureSettings
@@ -88,6 +88,8 @@ class _Case:
     page_copies: dict[int, torch.Tensor] = field(default_factory=dict)
     #: per placement this process could not map (CUDA IPC refused, no descriptor with a CPU arena): why
     lend_errors: dict[int, str] = field(default_factory=dict)
+    #: its own cache flush between the calls of a batch (None: the case flushes nothing)
+    flush: CacheFlush | None = None
 
 
 def warm_up(device: str, preload: Sequence[str] = ()) -> None:
@@ -199,7 +201,7 @@ def _load(request: LoadRequest, layers: tuple[str, ...]) -> tuple[_Case | None, 
     except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
         return None, Loaded(error=f"loading failed: {describe_error(exc)}", notes=layers)
     case = _Case(kernel, device, timer, request.num_warmup, make_inputs=make_inputs, touch_stride=request.touch_stride,
-                 settle_us=request.settle_us)
+                 settle_us=request.settle_us, flush=CacheFlush(device, enabled=True) if request.flush_l2 else None)
     return case, replace(loaded, notes=(*layers, *notes), compile_ms=first[0], first_call_ms=first[1])
 
 
@@ -325,9 +327,15 @@ def _touch_pages(case: _Case, slot: int) -> None:
 
 
 def _call(case: _Case, request: CallRequest) -> Called:
-    if request.slot in case.lend_errors or request.slot not in case.slots:
-        why = case.lend_errors.get(request.slot, "nothing was lent there")
-        return Called(error=f"{LEND_FAILED} {request.slot}: {why}")
+    for slot in (request.slot, *request.batch):
+        if slot in case.lend_errors or slot not in case.slots:
+            why = case.lend_errors.get(slot, "nothing was lent there")
+            return Called(error=f"{LEND_FAILED} {slot}: {why}")
+    if request.batch and request.token:
+        try:
+            return _batch_handed_over(case, request)
+        except Exception as exc:  # noqa: BLE001  (the side's own failure: the judge reports it)
+            return Called(error=describe_error(exc))
     kwargs = case.slots[request.slot]
     returned: list[object] = [None]
 
@@ -386,6 +394,57 @@ def _handed_over(
     sync(case.device)
     return Called(samples_ms=(gated.sample_ms,), enqueue_us=gated.enqueue_us,
                   lead_us=None if gated.lead_ms is None else gated.lead_ms * 1e3)
+
+
+def _batch_handed_over(case: _Case, request: CallRequest) -> Called:
+    """A batch the judge hands over (kbench_ci.judge.handoff.Handoff.batch): the calls on
+    ``request.batch``'s placements one after the other, after one go (on a GPU, ``slot``'s
+    mailbox, which is the batch's first), the cache flushed between them, one done word after
+    the last. Returns every call's own time; the judge holds their sum to its span."""
+    calls = [_bound_call(case, case.slots[slot]) for slot in request.batch]
+    flush = case.flush if case.flush is not None else _no_flush
+    go = case.mailboxes.get(request.slot)
+    if go is None:  # a CPU side: the judge's monotonic clock is around the request
+        timed = case.timer.measure_batch(calls, before=_no_stream, after=_no_stream, flush=flush)
+        return Called(samples_ms=timed.samples_ms)
+    if case.stream_ops is None:
+        case.stream_ops = StreamOps()
+    ops = case.stream_ops
+    token = request.token
+
+    def wait_for_go(stream: int) -> None:
+        ops.wait_equal(stream, go, token)
+
+    def signal_done(stream: int) -> None:
+        ops.write(stream, go + DONE_OFFSET, token)
+
+    def touch() -> None:
+        for slot in request.batch:
+            _touch_pages(case, slot)
+
+    timed = case.timer.measure_batch(calls, before=wait_for_go, after=signal_done, flush=flush,
+                                     lead_in=touch if request.slot in case.pages else None, settle_us=case.settle_us)
+    sync(case.device)
+    return Called(samples_ms=timed.samples_ms, enqueue_us=timed.enqueue_us,
+                  lead_us=None if timed.lead_ms is None else timed.lead_ms * 1e3)
+
+
+def _bound_call(case: _Case, kwargs: dict[str, Any]) -> Callable[[], None]:
+    """One call on ``kwargs`` with its returned outputs written back into the lent ones (timed
+    with it: the judge's clock cannot tell that copy from work)."""
+
+    def call() -> None:
+        _write_back(case, kwargs, case.kernel.call(kwargs))
+
+    return call
+
+
+def _no_flush() -> None:
+    """The case flushes nothing."""
+
+
+def _no_stream(stream: int) -> None:
+    """A CPU batch: the judge's clock is around the request, nothing is gated on a stream."""
 
 
 def _write_back(case: _Case, kwargs: dict[str, Any], returned: object) -> None:
