@@ -103,7 +103,8 @@ def _within_clock_resolution(base: VariantResult, head: VariantResult) -> str | 
     if clock is None or clock.resolution_us is None:
         return None
     gain_us = (statistics.median(base.samples_ms) - statistics.median(head.samples_ms)) * 1e3
-    left_out_us = max(0.0, clock.unexplained_us or 0.0)
+    # what the judge counted in its samples already is in the gain
+    left_out_us = max(0.0, (clock.unexplained_us or 0.0) - clock.counted_us)
     # The lead-in between the go and the start event (page reads, a spin) is in the trusted
     # sides' gap too: work a head did there instead would leave its gap as it was.
     lead_us = max(0.0, clock.reference_lead_us or 0.0)

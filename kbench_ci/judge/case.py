@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -60,10 +61,12 @@ from kbench_ci.judge.trials import (
     FRESH_CALL_MAX_MS,
     VERSIONS,
     OwnReference,
+    batch_size,
     check_correctness,
     fresh_each_call,
     judge_outside_clock,
     make_version,
+    round_calls,
     settle_gpu,
     time_in_rounds,
     trusted,
@@ -519,7 +522,7 @@ def _load_settings(job: CaseJob) -> dict[str, Any]:
     every side's (Judge.event_overhead_ms)."""
     return {"device": job.settings.device, "dims": dict(job.dims), "timing_method": job.settings.timing_method,
             "num_warmup": job.settings.num_warmup, "event_overhead_ms": 0.0, "touch_stride": TOUCH_STRIDE,
-            "settle_us": SETTLE_US}
+            "settle_us": SETTLE_US, "flush_l2": job.settings.flush_l2}
 
 
 def _calibration_request(job: CaseJob, problem: Problem) -> LoadRequest:
@@ -628,10 +631,15 @@ def _judge(
         affordable = max(2, version_budget(device) // each)
         calls_per_round = job.settings.trials_per_round + job.settings.discard_first
         fresh = fresh_each_call(max(make_ms), affordable, calls_per_round)
+        batch = 1
+        if fresh and (clock is not None or device.type == "cpu"):
+            batch = _batch(live, sides, template, device, placements, max(make_ms), affordable, calls_per_round)
+            placements = max(placements, batch)
+            calls_per_round = round_calls(calls_per_round, batch)
         while not fresh and len(versions) < min(VERSIONS, affordable):
             versions.append(make_version(maker, problem, device, label=live[0].label, emit=emit))
         time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh,
-                       own_reference=own)
+                       own_reference=own, batch_calls=batch)
         judge_outside_clock(sides, handoff, on_gpu=clock is not None)
         source = f"the inputs from {maker_source} at seeds drawn from the OS's entropy, made and kept by the judge"
         if fresh:
@@ -644,11 +652,13 @@ def _judge(
                         f"call need at most {FRESH_CALL_MAX_MS:g} ms and memory for {calls_per_round + 1})")
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
+            batched = (f"; the calls in batches of {batch} under one span of the judge's clock, each on a placement of its "
+                       f"buffers of its own, the cache flushed between them by the side and the batch's mean call one sample"
+                       if batch > 1 else f"; {placements} placement(s) of its buffers, taken in turn from a random one each round")
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
                 discarded_ms=tuple(side.discarded),
-                fresh_inputs=(f"{contents}; one staged before every timed call{checked}; "
-                              f"{placements} placement(s) of its buffers, taken in turn from a random one each round"),
+                fresh_inputs=f"{contents}; one staged before every timed call{checked}{batched}",
             )
     for side in sides:
         side.worker.resume()
@@ -679,6 +689,29 @@ def _judge(
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
         f"pull-request code; {timer}{calibrated}; sandbox: {', '.join(layers) or 'none available'}"
     )
+
+
+def _batch(
+    live: list[Side], sides: list[Side], template: InputSet, device: torch.device, placements: int, make_ms: float,
+    affordable: int, calls_per_round: int,
+) -> int:
+    """Calls per batch for the case's timed rounds (trials.batch_size), from its correctness
+    trials' spans on the judge's clock (the trusted sides', where there are any: a head cannot
+    make its own batches short), each side lent a placement for every call of a batch. 1 where
+    one call already spans the target, or where contents of their own for every call of the
+    batched rounds would take more than the memory for versions or time to make."""
+    trusted_spans = [span for side in live if trusted(side) for span in side.trial_spans_us]
+    spans = trusted_spans or [span for side in live for span in side.trial_spans_us]
+    if not spans:
+        return 1
+    wanted = batch_size(statistics.median(spans), affordable - 1)
+    while wanted > 1 and not fresh_each_call(make_ms, affordable, round_calls(calls_per_round, wanted)):
+        wanted //= 2
+    if wanted <= placements:
+        return wanted
+    _lend(sides, template, device, placements=wanted, first=placements)
+    lent = min((len(side.arenas) for side in live if side.ok), default=1)
+    return max(1, min(wanted, lent))
 
 
 def process_corrections(sides: Sequence[Side], *, calibrated: bool, level_ms: float | None = None) -> Corrections:
@@ -786,16 +819,22 @@ def _failed_beside_the_head(sides: list[Side]) -> bool:
     return len(solutions) == 2 and solutions[0].label == "base" and not solutions[0].ok and solutions[1].ok
 
 
-def _lend(sides: list[Side], template: InputSet, device: torch.device, *, placements: int | None = None) -> int:
+def _lend(
+    sides: list[Side], template: InputSet, device: torch.device, *, placements: int | None = None, first: int = 0,
+) -> int:
     """Each side's arenas, allocated in a random order across the sides (neither side always
     gets the memory allocated first); how many placements each side got (``placements``: so
-    many, where the memory allows them)."""
+    many, where the memory allows them). ``first``: the placements each side has already (more
+    are lent for a batch)."""
     need = sum(
         (value.storage_offset() + arena_extent(tuple(value.shape), tuple(value.stride()))) * value.element_size()
         for value in template.kwargs.values() if isinstance(value, torch.Tensor)
     )
-    placements = min(placements or PLACEMENTS, _placements(len(sides), int(need), device))
-    order = [(side, slot) for side in sides if side.ok for slot in range(placements)]
+    wanted = placements or PLACEMENTS
+    placements = min(wanted, first + _placements(len(sides), int(need), device, most=max(1, wanted - first)))
+    if placements <= first:
+        return first
+    order = [(side, slot) for side in sides if side.ok for slot in range(first, placements)]
     random.SystemRandom().shuffle(order)
     for side in sides:
         if side.ok:
@@ -869,8 +908,8 @@ def _lending_refused(device: torch.device, why: str) -> EnvironmentProblem:
     )
 
 
-def _placements(sides: int, need_bytes: int, device: torch.device) -> int:
-    """:data:`PLACEMENTS`, fewer where the arenas of every side would take more than a quarter of
+def _placements(sides: int, need_bytes: int, device: torch.device, *, most: int = PLACEMENTS) -> int:
+    """``most``, fewer where the arenas of every side would take more than a quarter of
     the memory free (the device's, or the scratch folder's disk on the CPU); at least one."""
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
@@ -878,7 +917,7 @@ def _placements(sides: int, need_bytes: int, device: torch.device) -> int:
         stats = os.statvfs(tempfile.gettempdir())
         free = stats.f_bavail * stats.f_frsize
     affordable = free // 4 // max(1, sides * max(need_bytes, 1))
-    return int(max(1, min(PLACEMENTS, affordable)))
+    return int(max(1, min(most, affordable)))
 
 
 _LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", WRITES_CONFINED, "landlock-signal", "seccomp"})

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -57,19 +57,39 @@ class Judged:
     lead_us: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class JudgedBatch:
+    """Handed-over calls under one span of the judge's clock: each call's own time (ms, as
+    :class:`Judged`'s), the judge's stamps around the whole batch, each call's outputs as the
+    judge's snapshot holds them."""
+
+    samples_ms: tuple[float, ...]
+    stamps: CallStamps
+    outputs: tuple[dict[str, torch.Tensor], ...]
+    reported_ms: tuple[float, ...]
+    #: the side's own span from the go to its first start event (us; None where it reported none)
+    lead_us: float | None = None
+
+    @property
+    def calls(self) -> int:
+        return len(self.samples_ms)
+
+
 @dataclass(slots=True)
 class _Pacing:
-    """A side's recent enqueue times (us): the judge's and its own, per call."""
+    """A side's recent enqueue times, per call of the request (us): the judge's and its own."""
 
     recent: list[float] = field(default_factory=list)
 
-    def hold_us(self) -> float:
+    def hold_us(self, calls: int = 1) -> float:
+        """The hold before a request of ``calls`` calls: a batch's whole enqueue must be done
+        before the go, or its later calls' start events would wait for their launches."""
         if not self.recent:
-            return FIRST_HOLD_US
-        return min(MAX_HOLD_US, max(MIN_HOLD_US, HOLD_MARGIN * max(self.recent) + MESSAGE_US))
+            return FIRST_HOLD_US * calls
+        return min(MAX_HOLD_US * calls, max(MIN_HOLD_US, HOLD_MARGIN * max(self.recent) * calls + MESSAGE_US))
 
-    def add(self, enqueue_us: float) -> None:
-        self.recent = [*self.recent[-(_RECENT - 1):], enqueue_us]
+    def add(self, enqueue_us: float, calls: int = 1) -> None:
+        self.recent = [*self.recent[-(_RECENT - 1):], enqueue_us / calls]
 
 
 class Handoff:
@@ -97,7 +117,7 @@ class Handoff:
         self.source = "gpu-globaltimer" if clock is not None else "host-monotonic"
         self._tokens = itertools.count(1)
         self._pacing: dict[str, _Pacing] = {}
-        self._snapshots: dict[tuple[str, str], torch.Tensor] = {}
+        self._snapshots: dict[tuple[str, int, str], torch.Tensor] = {}
 
     def warm_up(self, side: Side, arena: Arena, count: int) -> None:
         """``count`` untimed calls on what ``arena`` holds, before a round's first judged call."""
@@ -107,13 +127,27 @@ class Handoff:
     def call(self, side: Side, arena: Arena, inputs: InputSet) -> Judged:
         """Stage ``inputs`` into ``arena``, flush, hand one call over, snapshot its outputs.
         Raises :class:`SideFailed` where the side fails the call or never signals its end."""
-        token = next(self._tokens) & 0x7FFFFFFF or next(self._tokens)
-        if self.clock is None:
-            return self._host_call(side, arena, inputs, token)
-        return self._gpu_call(side, arena, inputs, token)
+        judged = self.batch(side, [arena], [inputs])
+        return Judged(judged.samples_ms[0], judged.stamps, judged.outputs[0], judged.reported_ms[0], judged.lead_us)
 
-    def _host_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
-        """A CPU side's call (or a GPU's where the driver refused the clock, or the timing
+    def batch(self, side: Side, arenas: Sequence[Arena], inputs: Sequence[InputSet]) -> JudgedBatch:
+        """Stage each of ``inputs`` into the arena beside it (each arena a placement of its
+        own), flush, hand the calls over as one batch under one span of the clock, snapshot
+        every call's outputs. The side runs them back to back, flushing between them; one call
+        is one handed over as before. Raises :class:`SideFailed` where the side fails a call,
+        returns another number of times, or never signals its end."""
+        if len(arenas) != len(inputs) or not arenas or len({arena.slot for arena in arenas}) != len(arenas):
+            raise ValueError(f"a batch takes one placement of its own for each call (placements "
+                             f"{[arena.slot for arena in arenas]} for {len(inputs)} call(s))")
+        token = next(self._tokens) & 0x7FFFFFFF or next(self._tokens)
+        request = CallRequest(slot=arenas[0].slot, count=len(arenas), token=token,
+                              batch=tuple(arena.slot for arena in arenas) if len(arenas) > 1 else ())
+        if self.clock is None:
+            return self._host_batch(side, arenas, inputs, request)
+        return self._gpu_batch(side, arenas, inputs, request)
+
+    def _host_batch(self, side: Side, arenas: Sequence[Arena], inputs: Sequence[InputSet], request: CallRequest) -> JudgedBatch:
+        """A CPU side's calls (or a GPU's where the driver refused the clock, or the timing
         method is the host's: then the side's worker holds and times the call as it would in a
         process of its own, token 0)."""
         # On a CPU the side's process is stopped while the judge stages and flushes: a thread of
@@ -131,50 +165,58 @@ class Handoff:
             # was ended, as daemon_burn does whenever it finds its worker stopped
             side.worker.pause()
         try:
-            stage(arena, inputs)
+            for arena, staged in zip(arenas, inputs, strict=True):
+                stage(arena, staged)
             self.flush()
         finally:
             if stopped:
                 side.worker.resume()
         if self.device.type == "cuda":
-            token = 0
+            if len(arenas) > 1:
+                raise ValueError("a batch needs the judge's GPU clock on a GPU")
+            request = replace(request, token=0)
             torch.cuda.synchronize(self.device)
         clock = HostClock()
         clock.start()
-        reply = _one_call(side.worker.ask(CallRequest(slot=arena.slot, count=1, token=token), Called, timeout_s=CALL_TIMEOUT_S))
+        reply = _calls(side.worker.ask(request, Called, timeout_s=CALL_TIMEOUT_S), len(arenas))
         stamps = clock.stop()
-        outputs = {name: arena.views[name].clone() for name in inputs.output_names}
-        return Judged(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None))
+        outputs = tuple({name: arena.views[name].clone() for name in staged.output_names}
+                        for arena, staged in zip(arenas, inputs, strict=True))
+        return JudgedBatch(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None))
 
-    def _gpu_call(self, side: Side, arena: Arena, inputs: InputSet, token: int) -> Judged:
+    def _gpu_batch(self, side: Side, arenas: Sequence[Arena], inputs: Sequence[InputSet], request: CallRequest) -> JudgedBatch:
         clock = self.clock
         assert clock is not None
+        token, first = request.token, arenas[0]
         pacing = self._pacing.setdefault(side.label, _Pacing())
-        outputs = {name: self._snapshot(side, name, arena.views[name]) for name in inputs.output_names}
+        outputs = tuple({name: self._snapshot(side, arena.slot, name, arena.views[name]) for name in staged.output_names}
+                        for arena, staged in zip(arenas, inputs, strict=True))
         clock.begin()
         began = time.perf_counter()
         # Asked first: the side's stream waits for the go word, so its enqueue overlaps ours.
-        side.worker.send(CallRequest(slot=arena.slot, count=1, token=token))
+        side.worker.send(request)
         try:
             with torch.cuda.stream(clock.stream):
-                clock.hold(pacing.hold_us())
+                clock.hold(pacing.hold_us(len(arenas)))
                 clock.stamp()
-                clock.write_token(arena.done_address, 0)
-                stage(arena, inputs)
+                clock.write_token(first.done_address, 0)
+                for arena, staged in zip(arenas, inputs, strict=True):
+                    stage(arena, staged)
                 self.flush()
                 clock.stamp()
-                clock.write_token(arena.go_address, token)
+                clock.write_token(first.go_address, token)
                 clock.went()
-                clock.wait_token(arena.done_address, token)
+                clock.wait_token(first.done_address, token)
                 clock.stamp()
-                for name, snapshot in outputs.items():
-                    snapshot.copy_(arena.views[name])
+                for arena, snapshots in zip(arenas, outputs, strict=True):
+                    for name, snapshot in snapshots.items():
+                        snapshot.copy_(arena.views[name])
                 clock.stamp()
         except BaseException:
             # The judge's own enqueue failed half-way: the side's stream must not wait for a go
             # that never comes (its worker would hang on its next request).
-            clock.ops.write(clock.rescue_stream.cuda_stream, arena.go_address, token)
-            clock.release(arena.done_address, token)
+            clock.ops.write(clock.rescue_stream.cuda_stream, first.go_address, token)
+            clock.release(first.done_address, token)
             with contextlib.suppress(SideFailed):  # its reply to this call, so the next is in step
                 side.worker.receive(Called, timeout_s=CALL_TIMEOUT_S)
             raise
@@ -182,25 +224,26 @@ class Handoff:
         try:
             reply = side.worker.receive(Called, timeout_s=CALL_TIMEOUT_S)
         except SideFailed:
-            clock.release(arena.done_address, token)
+            clock.release(first.done_address, token)
             raise
-        settled = clock.settle(arena.done_address, token, timeout_s=SETTLE_TIMEOUT_S)
+        settled = clock.settle(first.done_address, token, timeout_s=SETTLE_TIMEOUT_S)
         (stamps,) = clock.read()
-        reply = _one_call(reply)
+        reply = _calls(reply, len(arenas))
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
-        pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)))
-        return Judged(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None), reply.lead_us)
+        pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)), len(arenas))
+        return JudgedBatch(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None), reply.lead_us)
 
-    def _corrected(self, reply: Called, label: str | None) -> float:
-        """The side's one time, less the judge's event overhead and the correction of side
+    def _corrected(self, reply: Called, label: str | None) -> tuple[float, ...]:
+        """The side's times, less the judge's event overhead and the correction of side
         ``label``'s worker (None: none)."""
         correction = 0.0 if label is None else self.corrections_ms.get(label, 0.0)
-        return shift_samples(reply.samples_ms, self.event_overhead_ms + correction)[0]
+        return shift_samples(reply.samples_ms, self.event_overhead_ms + correction)
 
-    def _snapshot(self, side: Side, name: str, view: torch.Tensor) -> torch.Tensor:
-        """The judge's own copy of an output (memory no side maps), one per side and output."""
-        key = (side.label, name)
+    def _snapshot(self, side: Side, slot: int, name: str, view: torch.Tensor) -> torch.Tensor:
+        """The judge's own copy of an output (memory no side maps), one per side, placement and
+        output."""
+        key = (side.label, slot, name)
         snapshot = self._snapshots.get(key)
         if snapshot is None or snapshot.shape != view.shape or snapshot.dtype != view.dtype:
             snapshot = self._snapshots[key] = torch.empty(view.shape, dtype=view.dtype, device=view.device)
@@ -222,8 +265,8 @@ def _checked(reply: object) -> Called:
     return reply
 
 
-def _one_call(reply: object) -> Called:
+def _calls(reply: object, count: int) -> Called:
     called = _checked(reply)
-    if len(called.samples_ms) != 1:
-        raise SideFailed(f"its worker returned {len(called.samples_ms)} times for one call")
+    if len(called.samples_ms) != count:
+        raise SideFailed(f"its worker returned {len(called.samples_ms)} times for {count} call(s)")
     return called

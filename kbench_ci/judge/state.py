@@ -49,6 +49,11 @@ class Side:
     judged: list[tuple[CallStamps, float]] = field(default_factory=list)
     #: per judged call where it reported one: its own span from the go to its start event (us)
     leads: list[float] = field(default_factory=list)
+    #: per entry of :attr:`judged` (and of :attr:`leads`), the calls under that span: the
+    #: entry's figures are the span's, divided by them (handoff.Handoff.batch)
+    batches: list[int] = field(default_factory=list)
+    #: the judge's span of each of its correctness trials (us): what a batch is sized by
+    trial_spans_us: list[float] = field(default_factory=list)
     #: the versions (Version.number) it has been given, and pairs of the judge's spans (us) of a
     #: call on a version new to it and, next to that call in the same round, of one on a version
     #: it had seen

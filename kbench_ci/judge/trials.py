@@ -14,6 +14,7 @@ turn, every other worker is paused and, on a GPU, the turn passes only once the 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 import statistics
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import ExitCode, UserFileError
-from kbench_ci.judge.clock import ClockUnavailable, GpuClock
+from kbench_ci.judge.clock import CallStamps, ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
@@ -238,6 +239,7 @@ def check_correctness(
                 return
             continue
         side.seen.add(version.number)
+        side.trial_spans_us.append(judged.stamps.span_us)
         if own_reference is not None:  # after the head's call (OwnReference says why)
             own = _own_outputs(own_reference, side, version.inputs)
             if own is None:
@@ -287,13 +289,17 @@ def _judge_changed_reference(side: Side, against_base: CorrectnessResult, job: C
 def time_in_rounds(
     live: list[Side], sides: list[Side], versions: list[Version], job: CaseJob, problem: Problem, maker: Maker,
     tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, emit: Emit,
-    *, fresh: bool = False, own_reference: OwnReference | None = None,
+    *, fresh: bool = False, own_reference: OwnReference | None = None, batch_calls: int = 1,
 ) -> None:
     """The timed rounds. ``versions`` is the pool the timed calls draw from (``fresh``: only the
     warm-ups do; every timed call has a version made for its round alone). ``own_reference``:
     a side checked against the head's own reference (an accepted change of ref.py) has its
-    round's outputs checked against it after its round (:func:`_check_against_own`)."""
-    calls_per_round = job.settings.trials_per_round + job.settings.discard_first
+    round's outputs checked against it after its round (:func:`_check_against_own`).
+    ``batch_calls`` (with ``fresh``; :func:`batch_size`): a side's calls go in batches of that many
+    under one span of the judge's clock, and each batch's mean is one sample
+    (:func:`_batched_round`)."""
+    batch_calls = batch_calls if fresh else 1
+    calls_per_round = round_calls(job.settings.trials_per_round + job.settings.discard_first, batch_calls)
     kept = list(range(job.settings.discard_first, calls_per_round))
     plan = RoundPlan(job.settings.rounds, job.stopping)
     picker = random.SystemRandom()
@@ -338,8 +344,13 @@ def time_in_rounds(
                 turn(sides, side, handoff.clock)
                 deferred: list[tuple[Version, dict[str, torch.Tensor], int]] | None = (
                     [] if side.own_reference and own_reference is not None else None)
-                if not side.ok or not _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff,
-                                                 picker, round_index, this_round, deferred):
+                if batch_calls > 1 and this_round is not None:
+                    done = side.ok and _batched_round(side, picks, versions, this_round, batch_calls, job, tolerance_for, device,
+                                                      handoff, picker, round_index, deferred)
+                else:
+                    done = side.ok and _one_round(side, picks, versions, probe_at, probe, job, tolerance_for, device, handoff,
+                                                  picker, round_index, this_round, deferred)
+                if not done:
                     live = [s for s in live if s is not side]
                 elif deferred and own_reference is not None:
                     _check_against_own(side, deferred, own_reference, tolerance_for, round_index)
@@ -407,6 +418,7 @@ def _one_round(
         samples.append(judged.sample_ms)
         spans.append(judged.stamps.span_us)
         side.judged.append((judged.stamps, judged.reported_ms))
+        side.batches.append(1)
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us)
     first = job.settings.discard_first
@@ -415,6 +427,80 @@ def _one_round(
         PROBE_VERSION if this_round is not None or call == probe_at else pick for call, pick in enumerate(picks))[first:])
     side.discarded.extend(samples[:first])
     side.memo_pairs.extend(_pairs(spans, new, first))
+    return True
+
+
+#: a batch's calls: enough that their time dwarfs the handoff's jitter (a few us a handoff) and
+#: the side's lead-in, which each batch has once (us, the calls' spans together)
+BATCH_TARGET_US = 2000.0
+#: the most calls in a batch (each needs a placement of its own on the device)
+MAX_BATCH = 64
+
+
+def batch_size(call_us: float, affordable: int, *, target_us: float = BATCH_TARGET_US, most: int = MAX_BATCH) -> int:
+    """Calls per batch for a case whose handed-over call spans ``call_us`` on the judge's clock:
+    enough for ``target_us`` together, at most ``most`` and the ``affordable`` placements; 1
+    where one call already spans that."""
+    if not math.isfinite(call_us) or call_us <= 0:
+        return 1
+    return int(max(1, min(most, affordable, math.ceil(target_us / call_us))))
+
+
+def round_calls(calls: int, batch: int) -> int:
+    """A round's calls for a side: at least ``calls``, in whole batches."""
+    return max(batch, -(-calls // batch) * batch)
+
+
+def _batched_round(
+    side: Side, picks: list[int], versions: list[Version], this_round: list[Version], batch: int, job: CaseJob,
+    tolerance_for: Callable[[torch.dtype], Tolerance], device: torch.device, handoff: Handoff, picker: random.SystemRandom,
+    round_index: int, deferred: list[tuple[Version, dict[str, torch.Tensor], int]] | None = None,
+) -> bool:
+    """One side's calls of one round, in batches of ``batch`` under one span each
+    (:meth:`Handoff.batch`), every call on contents of its own and every output checked.
+
+    A batch's sample is the mean of its calls' own times. All of a batch's contents are staged
+    before its go, so a side could do every call's work in the first call and report next to
+    nothing for the rest: a median of the calls, or leaving the first out, would take that as a
+    gain, while their sum is what the judge's clock holds the side to. The stamps and the side's
+    time are kept per call (the batch's, divided by its calls), as a handed-over call's are."""
+    placements = side.arenas[:batch]
+    start = picker.randrange(len(placements))
+    placements = placements[start:] + placements[:start]
+    samples: list[float] = []
+    for first in range(0, len(this_round), batch):
+        chosen = this_round[first : first + batch]
+        try:
+            if first == 0:  # on a version of the pool, never one of the round's (which must stay unseen)
+                _warm_up(side, placements[0], versions[picks[0]], max(1, min(3, job.settings.num_warmup)), handoff, device)
+            judged = handoff.batch(side, placements[: len(chosen)], [version.inputs for version in chosen])
+        except SideFailed as exc:
+            side.fail("error", f"failed while timing: {exc}")
+            return False
+        for offset, (version, outputs) in enumerate(zip(chosen, judged.outputs, strict=True)):
+            side.checked += 1
+            call = first + offset
+            if deferred is not None:
+                deferred.append((version, {name: output.clone() for name, output in outputs.items()}, call))
+            elif side.role == "solution" and not outputs_match(outputs, version.expected, tolerance_for):
+                failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
+                side.fail("incorrect", (
+                    f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
+                    f"judge and its output '{failed[0].name}' does not match the reference for them "
+                    f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
+                ))
+                return False
+            side.seen.add(version.number)
+        calls = judged.calls
+        samples.append(statistics.fmean(judged.samples_ms))
+        stamps = judged.stamps
+        side.judged.append((CallStamps(pre_us=stamps.pre_us / calls, span_us=stamps.span_us / calls,
+                                       post_us=stamps.post_us / calls), statistics.fmean(judged.reported_ms)))
+        side.batches.append(calls)
+        if judged.lead_us is not None:
+            side.leads.append(judged.lead_us / calls)
+    side.rounds.append(tuple(samples))
+    side.round_versions.append(tuple(PROBE_VERSION for _ in samples))
     return True
 
 
@@ -455,9 +541,14 @@ def _pairs(samples: Sequence[float], new: Sequence[bool], first: int) -> list[tu
 
 def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool) -> None:
     """Each side's calls under the judge's clock against the trusted sides' (a compare's base,
-    the baselines): a side whose own times leave out more of the GPU's time than theirs, whose
-    GPU work lengthened the judge's own steps, or that is faster on contents it had seen, is
-    ``incorrect``. Every judged side's figures go into its result."""
+    the baselines). A side whose own times leave out more of the judge's span than theirs:
+    beyond the clock's floor, ``incorrect``; beyond the interval of the two medians alone (the
+    clock's resolution, :data:`stats.CLOCK_SE_FACTOR` standard errors), that much is counted in
+    its times. A side that flushes its cache between the calls of a batch and whose gap falls
+    short of theirs by more than the resolution and :data:`FLUSH_SHORT_SHARE` of their gap left
+    work out of the span (its flush): ``incorrect``. So is one whose GPU work lengthened the
+    judge's own steps, or that is faster on contents it had seen. Every judged side's figures go
+    into its result."""
     references = [side for side in sides if trusted(side) and side.ok and side.judged]
     reference = {
         "gap": [stamps.span_us - ms * 1e3 for side in references for stamps, ms in side.judged],
@@ -474,31 +565,62 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         pre = tuple(stamps.pre_us for stamps, _ in side.judged)
         post = tuple(stamps.post_us for stamps, _ in side.judged)
         own_us = statistics.median(reported)
+        batch = int(statistics.median(side.batches)) if side.batches else 1
         floor_us = clock_floor_us(on_gpu, own_us)
         figures = OutsideClock(
-            source=handoff.source, calls=len(spans), gap_us=statistics.median(gaps), pre_us=statistics.median(pre),
-            post_us=statistics.median(post), span_us=spans, reported_us=reported, pre_call_us=pre, post_call_us=post,
-            lead_us=statistics.median(side.leads) if side.leads else None,
+            source=handoff.source, calls=sum(side.batches) or len(spans), batch_calls=batch, gap_us=statistics.median(gaps),
+            pre_us=statistics.median(pre), post_us=statistics.median(post), span_us=spans, reported_us=reported,
+            pre_call_us=pre, post_call_us=post, lead_us=statistics.median(side.leads) if side.leads else None,
         )
         finding = None
+        counted_us = 0.0
         if not trusted(side) and reference["gap"]:
             gap = clock_check(gaps, reference["gap"], floor_us=floor_us)
+            interval = clock_check(gaps, reference["gap"], floor_us=0.0)
             figures = replace(
                 figures, reference=", ".join(s.label for s in references), reference_gap_us=gap.reference_us,
                 reference_pre_us=statistics.median(reference["pre"]), reference_post_us=statistics.median(reference["post"]),
-                resolution_us=gap.resolution_us,
+                resolution_us=interval.resolution_us,
                 reference_lead_us=statistics.median(reference["lead"]) if reference["lead"] else None,
             )
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
+            if finding is None and batch > 1:
+                finding = _flush_left_out(interval)
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
+            if finding is None and interval.exceeded:
+                counted_us = interval.excess_us
         if finding is None and side.role == "solution" and not trusted(side):
             finding = _memo(side, floor_us, own_us)
         if side.ok and finding is not None:
             side.fail("incorrect", finding)
         else:
             finding = None  # a side that failed already is judged by that
-        side.result = replace(side.result, outside_clock=replace(figures, finding=finding))
+        if side.ok and counted_us > 0:
+            # time its own clock left out and the judge's saw: its samples carry it
+            side.rounds = [tuple(sample + counted_us / 1e3 for sample in samples) for samples in side.rounds]
+        side.result = replace(side.result, outside_clock=replace(figures, finding=finding, counted_us=counted_us))
+
+
+#: a side that flushes between its batch's calls (the judge flushes before the first) and whose
+#: gap falls short of the trusted sides' by more than this share of theirs (and the clock's
+#: resolution) left its flush out: an honest kernel moves the flush's time only by what it leaves
+#: in the cache to write back, a flush cut by this much leaves the cache warm
+FLUSH_SHORT_SHARE = 0.25
+
+
+def _flush_left_out(interval: ClockCheck) -> str | None:
+    """A batched side's gap short of the trusted sides' by more than the clock resolves and a
+    :data:`FLUSH_SHORT_SHARE` of theirs: work the span should hold (its cache flush between the
+    calls) was not done."""
+    short_us = -interval.excess_us
+    bound_us = max(interval.resolution_us, FLUSH_SHORT_SHARE * interval.reference_us)
+    if short_us <= bound_us:
+        return None
+    return (f"its batches took less of the judge's clock than its own times and the flush between its calls explain: its "
+            f"span less its own time was {interval.side_us:.1f} us a call, the trusted sides' {interval.reference_us:.1f} us "
+            f"(short by {short_us:.1f} us, beyond the {bound_us:.1f} us allowed): flush the cache between calls as the judge "
+            "asks, and time every call's work between its own start and end")
 
 
 def trusted(side: Side) -> bool:

@@ -427,10 +427,13 @@ def notes_lines(variants: Sequence[tuple[str, VariantResult | None]]) -> list[st
 
 #: what the judge's clock table shows, for a reader who meets it first in a report
 CLOCK_EXPLAINED = (
-    "Each call was stamped by the judge's own GPU clock, from its go to the side's end signal, outside "
-    "the process that ran the call. The gap is that span less the side's own time: the handoff between "
-    "the two processes, plus anything the side's own clock left out. A gap beyond the trusted sides' by "
-    "more than the resolution is a lie about time (`incorrect`). docs/isolation.md, \"The outside clock\"."
+    "Each call, or each batch of calls, was stamped by the judge's own GPU clock, from its go to the side's end "
+    "signal, outside the process that ran the calls; figures are a call's (a batch's divided by its calls). The "
+    "gap is that span less the side's own time: the handoff between the two processes and, in a batch, the "
+    "side's cache flushes between its calls, plus anything the side's own clock left out. A gap beyond the trusted "
+    "sides' by more than the resolution (the interval of the two medians) is counted in the side's times; beyond "
+    "the clock's floor it is a lie about time (`incorrect`), as is a batch's gap short of theirs by its flush. "
+    "docs/isolation.md, \"The outside clock\"."
 )
 
 
@@ -464,11 +467,14 @@ def clock_rows(variants: Sequence[tuple[str, VariantResult | None]]) -> str | No
         elif clock.reference_gap_us is None:
             trusted = variant.role == "baseline" or label.strip("`") == "base"
             result = "trusted: the reference" if trusted else "not judged: nothing trusted was timed beside it"
+        elif clock.counted_us > 0:
+            result = f"{_micro(clock.counted_us)} a call counted in its times"
         else:
             result = "within the resolution"
         on_gpu = clock.source == "gpu-globaltimer"
         rows.append([
-            label, _micro(own), str(clock.calls), _micro(clock.gap_us), _micro(clock.reference_gap_us),
+            label, _micro(own), str(clock.calls) + (f" ({clock.batch_calls} a span)" if clock.batch_calls > 1 else ""),
+            _micro(clock.gap_us), _micro(clock.reference_gap_us),
             ("+" if excess is not None and excess >= 0 else "") + _micro(excess), _resolution(clock),
             f"{_micro(clock.pre_us)} / {_micro(clock.post_us)}" if on_gpu else "— (a CPU: not stamped)", result,
         ])

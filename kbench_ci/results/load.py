@@ -363,7 +363,7 @@ OUTSIDE_CLOCK = _object({
     "reference_gap_us": _optional(FLOAT), "reference_pre_us": _optional(FLOAT), "reference_post_us": _optional(FLOAT),
     "resolution_us": _optional(FLOAT), "finding": _optional(STR), "span_us": _list(FLOAT), "reported_us": _list(FLOAT),
     "pre_call_us": _list(FLOAT), "post_call_us": _list(FLOAT), "lead_us": _optional(FLOAT),
-    "reference_lead_us": _optional(FLOAT),
+    "reference_lead_us": _optional(FLOAT), "batch_calls": COUNT, "counted_us": FLOAT,
 }, need=("source", "calls", "gap_us", "pre_us", "post_us"))
 SPEED_OF_LIGHT = _object({
     "source": STR, "bytes": _optional(NUMBER), "flops": _optional(NUMBER), "median_ms": NUMBER,

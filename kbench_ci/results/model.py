@@ -208,6 +208,12 @@ class OutsideClock:
     #: unseen by the judge's clock, so a head's gain counts only beyond it (gate.verdicts)
     lead_us: float | None = None
     reference_lead_us: float | None = None
+    #: calls under each of the judge's spans (a batch; 1: one call a span). Every per-call
+    #: figure above is a span's divided by them, the lead-in included (a batch has one)
+    batch_calls: int = 1
+    #: us a call the judge added to the side's samples: its gap beyond the trusted sides' by more
+    #: than ``resolution_us`` (and less than a finding takes), time its own clock left out
+    counted_us: float = 0.0
 
     @property
     def unexplained_us(self) -> float | None:

@@ -119,6 +119,7 @@ def outside_clock_from_json(data: Mapping[str, Any] | None) -> OutsideClock | No
         finding=data.get("finding"),
         span_us=floats("span_us"), reported_us=floats("reported_us"), pre_call_us=floats("pre_call_us"),
         post_call_us=floats("post_call_us"), lead_us=optional("lead_us"), reference_lead_us=optional("reference_lead_us"),
+        batch_calls=int(data.get("batch_calls", 1)), counted_us=float_from_json(data.get("counted_us", 0.0)),
     )
 
 

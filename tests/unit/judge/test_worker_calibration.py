@@ -148,14 +148,14 @@ def test_the_handoff_takes_each_sides_correction_off_its_every_sample(monkeypatc
     times = {label: handoff.call(_side(label, _ReplyingWorker(10.0 * US)), arena, nothing).sample_ms  # type: ignore[arg-type]
              for label in ("base", "head", "pytorch-eager")}
     assert times == pytest.approx({"base": 8.12 * US, "head": 7.88 * US, "pytorch-eager": 8.0 * US})
-    assert handoff._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(7.88 * US)
+    assert handoff._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx((7.88 * US,))
     # the judge's clock is held against the side's own time less the one overhead only: the
     # correction of a slow process would otherwise read as time the side left out
     judged = handoff.call(_side("head", _ReplyingWorker(10.0 * US)), arena, nothing)  # type: ignore[arg-type]
     assert judged.sample_ms == pytest.approx(7.88 * US) and judged.reported_ms == pytest.approx(8.0 * US)
     # without corrections, only the one event overhead, as before
     plain = Handoff(cpu, CacheFlush(cpu, enabled=False), None, event_overhead_ms=2.0 * US)
-    assert plain._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx(8.0 * US)
+    assert plain._corrected(Called(samples_ms=(10.0 * US,)), "head") == pytest.approx((8.0 * US,))
 
 
 # --- when the judge calibrates a worker (kbench_ci.judge.case) ------------------------------------------------------
