@@ -20,16 +20,19 @@ from tests.support.suite_repo import FAST_DEFAULTS, TempRepo, suite_toml
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "judge_clock"
 #: heads that cheat on time alone: each computes correct outputs (README.md says how each would win)
-CHEATS = ("rebind_timer", "replay_seen", "replay_until_new", "skip_flush", "rhythm", "escape_end")
+CHEATS = ("rebind_timer", "replay_seen", "replay_until_new", "skip_flush", "rhythm", "escape_end", "shave")
 #: the honest kernel under another name, changed by a comment: the new checks must not cry wolf
 CONTROL = "honest_control"
 HEADS = (*CHEATS, CONTROL)
 #: cheats that need a GPU to play their trick (GPU work left running when a turn ends)
-GPU_CHEATS = ("linger", "work_in_lead")
+GPU_CHEATS = ("linger", "work_in_lead", "front_load")
+#: heads truly slower than the base by what they take off their own clock (slow_shave.py): each
+#: must read ``slower`` or ``incorrect``
+SLOWER_LIARS = ("slow_shave",)
 #: cheats that play their trick on a CPU only (a daemon sharing the lent host memory)
 CPU_CHEATS = ("daemon_stage",)
 #: modules the heads import (committed beside them in both trees)
-HELPERS = ("honest", "memo")
+HELPERS = ("honest", "memo", "shave_clock")
 #: what the judge's defence says of each cheat it names (issue 38 items 1 and 3)
 OUTSIDE_CLOCK = "its process reported less time than"
 SEEN_CONTENTS = "faster on contents it had seen"

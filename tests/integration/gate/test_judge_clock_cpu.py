@@ -21,6 +21,7 @@ from tests.support.judge_clock import (
     HEADS,
     OUTSIDE_CLOCK,
     SEEN_CONTENTS,
+    SLOWER_LIARS,
     Judged,
     fired,
     judge,
@@ -30,6 +31,10 @@ from tests.support.judge_clock import (
 SHAPE = {"M": 1024, "N": 1024, "K": 1024}
 #: daemon_stage's trick gains most where the judge's flush (~3 ms) is about the work's length
 SMALL = {"M": 512, "N": 512, "K": 512}
+#: slow_shave's 1.5 ms a call of extra work, and of time taken off its own clock, on a matmul of
+#: about 10 ms: under the 2 ms (and 20%) a lie must pass to be a finding, so only the interval
+#: of the gaps can count it
+MID = {"M": 768, "N": 768, "K": 768}
 #: 8 rounds: with fewer, no p-value of the rounds can fall under 0.05, and nothing reads `faster`
 DEFAULTS = {"correctness_trials": 2, "rounds": 8}
 
@@ -37,7 +42,8 @@ DEFAULTS = {"correctness_trials": 2, "rounds": 8}
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> Judged:
     root = tmp_path_factory.mktemp("judge-clock")
-    cases = {head: (head, SHAPE) for head in HEADS} | {head: (head, SMALL) for head in CPU_CHEATS}
+    cases = ({head: (head, SHAPE) for head in HEADS} | {head: (head, SMALL) for head in CPU_CHEATS}
+             | {head: (head, MID) for head in SLOWER_LIARS})
     result = judge(root, cases, DEFAULTS, ["--device", "cpu", "--threshold", "0.05"], cpu=True)
     print(f"\ncompare exited {result.completed.returncode}\n{table(result)}")
     return result
@@ -58,6 +64,21 @@ def test_every_cheat_played_its_trick(judged: Judged, head: str) -> None:
     """A verdict that holds only because the trick never fired proves nothing. (skip_flush's
     prefetch needs a timer it can rebind; where the defence takes the timer away it may not fire.)"""
     assert fired(judged, head) > 0, judged.fired
+
+
+@pytest.mark.parametrize("head", SLOWER_LIARS)
+def test_a_head_slower_by_what_it_takes_off_its_clock_reads_slower(judged: Judged, head: str) -> None:
+    """1.5 ms a call more work and 1.5 ms taken off its own clock: its own times are the base's.
+    The judge's clock saw the gap grow; beyond the interval of the two sides' gaps, that much is
+    counted in its times (or, beyond the clock's floor, it is ``incorrect``)."""
+    case = judged.case(head)
+    assert fired(judged, head) > 0, judged.fired
+    assert case["base"]["status"] == "ok", case["base"]
+    clock = case["head"].get("outside_clock") or {}
+    print(head, case["verdict"], case.get("ratio"), clock.get("counted_us"), clock.get("resolution_us"))
+    assert case["verdict"] in ("slower", "incorrect"), (case["verdict"], case.get("ratio"), clock)
+    if case["verdict"] == "slower":
+        assert clock.get("counted_us", 0.0) > 1000.0, clock
 
 
 def test_a_head_that_rebinds_its_clocks_is_incorrect_by_the_outside_clock(judged: Judged) -> None:

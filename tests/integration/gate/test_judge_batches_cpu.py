@@ -1,0 +1,80 @@
+"""Batches of calls under one span of the judge's clock (issue 51), on the CPU: a vector add of
+2^16 floats (tens of us a call, under the socket round trip every span holds), whose contents
+are cheap enough for every timed call to have its own (``KBENCH_CI_JUDGE_FRESH_MS``), so the
+judge hands its calls over in batches, and the heads that meet a batch as its authors would:
+
+* ``skip_flush`` reads its next call's inputs where it was to flush the cache between the calls
+  (the flush a batch's side does itself): its span falls short of the base's by the flush,
+  ``incorrect``;
+* ``front_load`` does every call's work in the batch's first call and reports next to nothing
+  for the others: a batch's sample is its calls' mean, so the redistribution wins nothing that a
+  median of the calls would have given it (which would read many times faster);
+* ``slow_shave`` does 1.5 ms a call more and takes as much off its own clock: counted in its
+  times by the interval of the gaps, ``slower``;
+* the honest head under another name: batched as the base, never ``incorrect``.
+
+Asserted is the architecture, not a timing bound: CI has 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.judge_clock import CONTROL, Judged, fired, judge, table
+
+SHAPE = {"N": 1 << 16}
+HEADS = (CONTROL, "skip_flush", "front_load", "slow_shave")
+DEFAULTS = {"correctness_trials": 2, "rounds": 8}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Judged:
+    result = judge(tmp_path_factory.mktemp("judge-batches"), {head: (head, SHAPE) for head in HEADS}, DEFAULTS,
+                   ["--device", "cpu", "--threshold", "0.05"], cpu=True, env={"KBENCH_CI_JUDGE_FRESH_MS": "10000"})
+    print(f"\ncompare exited {result.completed.returncode}\n{table(result)}")
+    return result
+
+
+def _clock(case: dict, side: str) -> dict:
+    return case[side].get("outside_clock") or {}
+
+
+def test_the_calls_go_in_batches_each_batch_one_sample(judged: Judged) -> None:
+    case = judged.case(CONTROL)
+    for side in ("base", "head"):
+        clock = _clock(case, side)
+        batch = clock.get("batch_calls", 1)
+        assert batch > 1, clock
+        assert "in batches of" in case[side]["fresh_inputs"], case[side]["fresh_inputs"]
+        # every call is checked, every batch is one sample: a round's samples are its batches
+        rounds = case[side]["rounds_ms"]
+        assert clock["calls"] == batch * sum(len(samples) for samples in rounds), (clock["calls"], batch, rounds)
+    assert case["head"]["status"] == "ok" and case["verdict"] != "incorrect", case["head"]
+
+
+def test_a_head_that_skips_the_flush_between_its_calls_is_incorrect(judged: Judged) -> None:
+    case = judged.case("skip_flush")
+    assert fired(judged, "skip_flush") > 0, judged.fired
+    assert case["head"]["status"] == "incorrect", case["head"]
+    assert "flush the cache between calls" in case["head"]["message"], case["head"]["message"]
+
+
+def test_a_head_that_does_a_batch_in_its_first_call_gains_nothing_from_it(judged: Judged) -> None:
+    case = judged.case("front_load")
+    assert fired(judged, "front_load") > 0, judged.fired
+    assert case["head"]["status"] in ("ok", "incorrect"), case["head"]
+    assert case["verdict"] not in ("faster", "fixed"), case
+    if case["head"]["status"] == "ok":
+        head = sorted(s for r in case["head"]["rounds_ms"] for s in r)
+        base = sorted(s for r in case["base"]["rounds_ms"] for s in r)
+        # a median of its calls would be next to nothing; the batch's mean is its work
+        assert head[len(head) // 2] > 0.5 * base[len(base) // 2], (head, base)
+
+
+def test_a_head_slower_by_what_it_takes_off_its_clock_reads_slower(judged: Judged) -> None:
+    case = judged.case("slow_shave")
+    clock = _clock(case, "head")
+    assert fired(judged, "slow_shave") > 0, judged.fired
+    assert case["verdict"] in ("slower", "incorrect"), (case["verdict"], clock)
+    if case["verdict"] == "slower":
+        assert clock["counted_us"] > 1000.0, clock
