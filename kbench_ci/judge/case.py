@@ -696,15 +696,15 @@ def _batch(
     affordable: int, calls_per_round: int,
 ) -> int:
     """Calls per batch for the case's timed rounds (trials.batch_size), from its correctness
-    trials' spans on the judge's clock (the trusted sides', where there are any: a head cannot
-    make its own batches short), each side lent a placement for every call of a batch. 1 where
+    trials' own times (the trusted sides', where there are any: a head cannot make its own
+    batches short), each side lent a placement for every call of a batch. 1 where
     one call already spans the target, or where contents of their own for every call of the
     batched rounds would take more than the memory for versions or time to make."""
-    trusted_spans = [span for side in live if trusted(side) for span in side.trial_spans_us]
-    spans = trusted_spans or [span for side in live for span in side.trial_spans_us]
-    if not spans:
+    trusted_own = [own for side in live if trusted(side) for own in side.trial_own_us]
+    own = trusted_own or [own for side in live for own in side.trial_own_us]
+    if not own:
         return 1
-    wanted = batch_size(statistics.median(spans), affordable - 1)
+    wanted = batch_size(statistics.median(own), affordable - 1)
     while wanted > 1 and not fresh_each_call(make_ms, affordable, round_calls(calls_per_round, wanted)):
         wanted //= 2
     if wanted <= placements:

@@ -52,8 +52,8 @@ class Side:
     #: per entry of :attr:`judged` (and of :attr:`leads`), the calls under that span: the
     #: entry's figures are the span's, divided by them (handoff.Handoff.batch)
     batches: list[int] = field(default_factory=list)
-    #: the judge's span of each of its correctness trials (us): what a batch is sized by
-    trial_spans_us: list[float] = field(default_factory=list)
+    #: its own time of each of its correctness trials (us): a trusted side's sizes a batch
+    trial_own_us: list[float] = field(default_factory=list)
     #: the versions (Version.number) it has been given, and pairs of the judge's spans (us) of a
     #: call on a version new to it and, next to that call in the same round, of one on a version
     #: it had seen

@@ -239,7 +239,7 @@ def check_correctness(
                 return
             continue
         side.seen.add(version.number)
-        side.trial_spans_us.append(judged.stamps.span_us)
+        side.trial_own_us.append(judged.reported_ms * 1e3)
         if own_reference is not None:  # after the head's call (OwnReference says why)
             own = _own_outputs(own_reference, side, version.inputs)
             if own is None:
@@ -431,16 +431,16 @@ def _one_round(
 
 
 #: a batch's calls: enough that their time dwarfs the handoff's jitter (a few us a handoff) and
-#: the side's lead-in, which each batch has once (us, the calls' spans together)
+#: the side's lead-in, which each batch has once (us, the calls' own times together)
 BATCH_TARGET_US = 2000.0
 #: the most calls in a batch (each needs a placement of its own on the device)
 MAX_BATCH = 64
 
 
 def batch_size(call_us: float, affordable: int, *, target_us: float = BATCH_TARGET_US, most: int = MAX_BATCH) -> int:
-    """Calls per batch for a case whose handed-over call spans ``call_us`` on the judge's clock:
-    enough for ``target_us`` together, at most ``most`` and the ``affordable`` placements; 1
-    where one call already spans that."""
+    """Calls per batch for a case whose call takes ``call_us`` (its own time, the flush before it
+    left out): enough for ``target_us`` of calls together, at most ``most`` and the
+    ``affordable`` placements; 1 where one call already takes that."""
     if not math.isfinite(call_us) or call_us <= 0:
         return 1
     return int(max(1, min(most, affordable, math.ceil(target_us / call_us))))
@@ -588,7 +588,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                 finding = _flush_left_out(interval)
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
-            if finding is None and interval.exceeded:
+            if finding is None and interval.excess_us > max(interval.resolution_us, SPAN_SPREAD_US / batch):
                 counted_us = interval.excess_us
         if finding is None and side.role == "solution" and not trusted(side):
             finding = _memo(side, floor_us, own_us)
@@ -602,6 +602,10 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         side.result = replace(side.result, outside_clock=replace(figures, finding=finding, counted_us=counted_us))
 
 
+#: how far two honest processes' gaps lie apart over a case, once a span (us; the head's gap
+#: less the base's over A/A runs reached +1.6 us on an H200, one call a span): the process's,
+#: not the side's lie, so not counted in its times; a batch's calls share it
+SPAN_SPREAD_US = 2.0
 #: a side that flushes between its batch's calls (the judge flushes before the first) and whose
 #: gap falls short of the trusted sides' by more than this share of theirs (and the clock's
 #: resolution) left its flush out: an honest kernel moves the flush's time only by what it leaves

@@ -67,7 +67,7 @@ JUDGE_SIDES_ENV = "KBENCH_CI_JUDGE_SIDES"
 #: environment of a judge: the most ms the judge may take to make one version of the inputs for
 #: every timed call to get contents of its own (0: never; kbench_ci.judge.trials)
 JUDGE_FRESH_MS_ENV = "KBENCH_CI_JUDGE_FRESH_MS"
-DEFAULT_JUDGE_FRESH_MS = 1.0
+DEFAULT_JUDGE_FRESH_MS = 5.0
 #: environment of a judge: placements (arenas) per side, one picked at random each round
 JUDGE_PLACEMENTS_ENV = "KBENCH_CI_JUDGE_PLACEMENTS"
 DEFAULT_JUDGE_PLACEMENTS = 4
