@@ -81,7 +81,7 @@ def test_the_judge_knobs_read_their_values_and_defaults() -> None:
         judge_touch_stride,
     )
 
-    assert judge_fresh_ms({}) == 1.0 and judge_fresh_ms({"KBENCH_CI_JUDGE_FRESH_MS": "0"}) == 0.0
+    assert judge_fresh_ms({}) == 5.0 and judge_fresh_ms({"KBENCH_CI_JUDGE_FRESH_MS": "0"}) == 0.0
     assert judge_fresh_ms({"KBENCH_CI_JUDGE_FRESH_MS": " 2.5 "}) == 2.5
     assert judge_placements({}) == 4 and judge_placements({"KBENCH_CI_JUDGE_PLACEMENTS": "2"}) == 2
     assert judge_touch_stride({}) == 65536 and judge_touch_stride({"KBENCH_CI_JUDGE_TOUCH_STRIDE": "0"}) == 0
