@@ -653,7 +653,7 @@ def _judge(
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
             batched = (f"; the calls in batches of {batch} under one span of the judge's clock, each on a placement of its "
-                       f"buffers of its own, the cache flushed between them by the side and the batch's mean call one sample"
+                       f"buffers of its own, the cache flushed between them by the side and every call's sample the batch's mean"
                        if batch > 1 else f"; {placements} placement(s) of its buffers, taken in turn from a random one each round")
             side.result = replace(
                 side.result, rounds_ms=tuple(side.rounds), round_versions=tuple(side.round_versions),
@@ -704,7 +704,8 @@ def _batch(
     own = trusted_own or [own for side in live for own in side.trial_own_us]
     if not own:
         return 1
-    wanted = batch_size(statistics.median(own), affordable - 1)
+    # no more calls than a round has: the samples a user asks for stay as many
+    wanted = min(batch_size(statistics.median(own), affordable - 1), calls_per_round)
     while wanted > 1 and not fresh_each_call(make_ms, affordable, round_calls(calls_per_round, wanted)):
         wanted //= 2
     if wanted <= placements:

@@ -296,7 +296,7 @@ def time_in_rounds(
     a side checked against the head's own reference (an accepted change of ref.py) has its
     round's outputs checked against it after its round (:func:`_check_against_own`).
     ``batch_calls`` (with ``fresh``; :func:`batch_size`): a side's calls go in batches of that many
-    under one span of the judge's clock, and each batch's mean is one sample
+    under one span of the judge's clock, and each call's sample is its batch's mean
     (:func:`_batched_round`)."""
     batch_calls = batch_calls if fresh else 1
     calls_per_round = round_calls(job.settings.trials_per_round + job.settings.discard_first, batch_calls)
@@ -447,8 +447,9 @@ def batch_size(call_us: float, affordable: int, *, target_us: float = BATCH_TARG
 
 
 def round_calls(calls: int, batch: int) -> int:
-    """A round's calls for a side: at least ``calls``, in whole batches."""
-    return max(batch, -(-calls // batch) * batch)
+    """A round's calls for a side: ``calls``, and at least one batch (the last batch of a round
+    may be shorter)."""
+    return max(calls, batch)
 
 
 def _batched_round(
@@ -459,7 +460,7 @@ def _batched_round(
     """One side's calls of one round, in batches of ``batch`` under one span each
     (:meth:`Handoff.batch`), every call on contents of its own and every output checked.
 
-    A batch's sample is the mean of its calls' own times. All of a batch's contents are staged
+    A batch's calls each take its mean as their sample. All of a batch's contents are staged
     before its go, so a side could do every call's work in the first call and report next to
     nothing for the rest: a median of the calls, or leaving the first out, would take that as a
     gain, while their sum is what the judge's clock holds the side to. The stamps and the side's
@@ -492,15 +493,19 @@ def _batched_round(
                 return False
             side.seen.add(version.number)
         calls = judged.calls
-        samples.append(statistics.fmean(judged.samples_ms))
+        # each call's sample is the batch's mean: a sample a call, as one call a span gives
+        samples.extend([statistics.fmean(judged.samples_ms)] * calls)
         stamps = judged.stamps
         side.judged.append((CallStamps(pre_us=stamps.pre_us / calls, span_us=stamps.span_us / calls,
                                        post_us=stamps.post_us / calls), statistics.fmean(judged.reported_ms)))
         side.batches.append(calls)
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us / calls)
-    side.rounds.append(tuple(samples))
-    side.round_versions.append(tuple(PROBE_VERSION for _ in samples))
+    # Every sample of a batch is its mean: leaving the first out moves no work between calls
+    first = job.settings.discard_first
+    side.rounds.append(tuple(samples[first:]))
+    side.round_versions.append(tuple(PROBE_VERSION for _ in samples[first:]))
+    side.discarded.extend(samples[:first])
     return True
 
 

@@ -24,8 +24,8 @@ def test_a_batch_takes_no_more_calls_than_placements_can_be_afforded() -> None:
     assert batch_size(1.0, affordable=0) == 1
 
 
-@pytest.mark.parametrize(("calls", "batch", "expected"), [(11, 1, 11), (11, 4, 12), (11, 11, 11), (11, 64, 64), (12, 4, 12)])
-def test_a_round_is_whole_batches_and_at_least_its_calls(calls: int, batch: int, expected: int) -> None:
+@pytest.mark.parametrize(("calls", "batch", "expected"), [(11, 1, 11), (11, 4, 11), (11, 11, 11), (11, 64, 64), (12, 4, 12)])
+def test_a_round_is_its_calls_and_at_least_one_batch(calls: int, batch: int, expected: int) -> None:
     assert round_calls(calls, batch) == expected
 
 
