@@ -44,6 +44,10 @@ def shift_samples(samples: Sequence[float], by_ms: float) -> tuple[float, ...]:
     return tuple(max(sample - by_ms, _MIN_SAMPLE_MS) for sample in samples)
 
 
+def _no_flush() -> None:
+    """One handed-over call: the judge flushed before its go."""
+
+
 class CacheFlush:
     """A buffer whose write evicts the cache: at least twice the GPU's L2, or 64 MiB on a CPU.
 
@@ -224,31 +228,8 @@ class CudaEventTimer:
         takes is this process's own. A held stream in one process has them fetched during its
         hold. The judge counts the lead's span as time a side could fill with work its clock
         cannot tell from the lead (gate.verdicts)."""
-        overhead = self._overhead_ms()
-        # The spin's rate now (the warm-up has normally measured it): measured after the go's
-        # wait, it would run on the stream that wait holds
-        settle_cycles = max(1, int(settle_us * self._spin_rate())) if settle_us > 0 else 0
-        stream = torch.cuda.current_stream(self.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        led = torch.cuda.Event(enable_timing=True) if lead_in is not None or settle_cycles else None
-        began = time.perf_counter()
-        before(stream.cuda_stream)
-        if led is not None:
-            led.record(stream)
-            if lead_in is not None:
-                lead_in()
-            if settle_cycles:
-                torch.cuda._sleep(settle_cycles)
-        start.record(stream)
-        fn()
-        end.record(stream)
-        after(stream.cuda_stream)
-        enqueue_us = (time.perf_counter() - began) * 1e6
-        end.synchronize()
-        return GatedSample(
-            sample_ms=shift_samples([start.elapsed_time(end)], overhead)[0], enqueue_us=enqueue_us,
-            lead_ms=None if led is None else led.elapsed_time(start),
-        )
+        timed = self.measure_batch([fn], before=before, after=after, flush=_no_flush, lead_in=lead_in, settle_us=settle_us)
+        return GatedSample(sample_ms=timed.samples_ms[0], enqueue_us=timed.enqueue_us, lead_ms=timed.lead_ms)
 
     def measure_batch(
         self, calls: Sequence[Callable[[], object]], *, before: Callable[[int], None], after: Callable[[int], None],

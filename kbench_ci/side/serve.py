@@ -375,19 +375,10 @@ def _handed_over(
     go = case.mailboxes.get(request.slot)
     if go is None:  # a CPU side: the judge's monotonic clock is around the request
         return Called(samples_ms=(case.timer.measure(call_and_write_back, 1)[0],))
-    if case.stream_ops is None:
-        case.stream_ops = StreamOps()
-    ops = case.stream_ops
-    token = request.token
-
-    def wait_for_go(stream: int) -> None:
-        ops.wait_equal(stream, go, token)
+    wait_for_go, signal_done = _gates(case, go, request.token)
 
     def touch() -> None:
         _touch_pages(case, request.slot)
-
-    def signal_done(stream: int) -> None:
-        ops.write(stream, go + DONE_OFFSET, token)
 
     gated = case.timer.measure_gated(call_and_write_back, before=wait_for_go, after=signal_done,
                                      lead_in=touch if request.slot in case.pages else None, settle_us=case.settle_us)
@@ -407,17 +398,7 @@ def _batch_handed_over(case: _Case, request: CallRequest) -> Called:
     if go is None:  # a CPU side: the judge's monotonic clock is around the request
         timed = case.timer.measure_batch(calls, before=_no_stream, after=_no_stream, flush=flush)
         return Called(samples_ms=timed.samples_ms)
-    if case.stream_ops is None:
-        case.stream_ops = StreamOps()
-    ops = case.stream_ops
-    token = request.token
-
-    def wait_for_go(stream: int) -> None:
-        ops.wait_equal(stream, go, token)
-
-    def signal_done(stream: int) -> None:
-        ops.write(stream, go + DONE_OFFSET, token)
-
+    wait_for_go, signal_done = _gates(case, go, request.token)
     # No page reads before the first call: they would be a lead-in a head could fill with work
     # (the gain a head must pass), and only the first call of a batch follows the switch of the
     # GPU to this context
@@ -425,6 +406,22 @@ def _batch_handed_over(case: _Case, request: CallRequest) -> Called:
     sync(case.device)
     return Called(samples_ms=timed.samples_ms, enqueue_us=timed.enqueue_us,
                   lead_us=None if timed.lead_ms is None else timed.lead_ms * 1e3)
+
+
+def _gates(case: _Case, go: int, token: int) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """A handed-over request's two stream operations: wait until the judge's go word (device
+    address ``go``) holds ``token``, and write ``token`` into the done word after it."""
+    if case.stream_ops is None:
+        case.stream_ops = StreamOps()
+    ops = case.stream_ops
+
+    def wait_for_go(stream: int) -> None:
+        ops.wait_equal(stream, go, token)
+
+    def signal_done(stream: int) -> None:
+        ops.write(stream, go + DONE_OFFSET, token)
+
+    return wait_for_go, signal_done
 
 
 def _bound_call(case: _Case, kwargs: dict[str, Any]) -> Callable[[], None]:
