@@ -995,6 +995,13 @@ def clock_check(side: Sequence[float], reference: Sequence[float], *, floor_us: 
     )
 
 
+def shift_p(side: Sequence[float], reference: Sequence[float]) -> float:
+    """Two-sided p-value that ``side`` and ``reference`` (independent figures, e.g. one a batch)
+    come from one distribution, against a shift of one from the other: the Mann-Whitney U test
+    (normal approximation, tie correction, continuity correction 1/2)."""
+    return _mann_whitney_p(_as_samples(reference, "reference"), _as_samples(side, "side"))
+
+
 def clock_floor_us(on_gpu: bool, side_median_us: float) -> float:
     """:data:`CLOCK_FLOOR_GPU_US` on a GPU; on a CPU the larger of the absolute and relative floors."""
     if on_gpu:

@@ -52,6 +52,7 @@ from kbench_ci.stats import (
     clock_tail,
     compare_rounds,
     seen_faster,
+    shift_p,
 )
 from kbench_ci.suite.settings import judge_fresh_ms
 
@@ -446,6 +447,16 @@ def batch_size(call_us: float, affordable: int, *, target_us: float = BATCH_TARG
     return int(max(1, min(most, affordable, math.ceil(target_us / call_us))))
 
 
+def batch_sizes(calls: int, batch: int) -> list[int]:
+    """A round's ``calls`` in as few batches of at most ``batch`` as hold them, their sizes as
+    even as can be (11 calls at most 10 a batch: 6 and 5, not 10 and 1). A batch of one call
+    holds no flush of the side's between calls: its gap is not a batch's, and a round of batches
+    and lone calls would give the gaps two modes, whose spread no interval then resolves."""
+    count = max(1, math.ceil(calls / max(1, batch)))
+    size, longer = divmod(calls, count)
+    return [size + 1 if index < longer else size for index in range(count)]
+
+
 def round_calls(calls: int, batch: int) -> int:
     """A round's calls for a side: ``calls``, and at least one batch (the last batch of a round
     may be shorter)."""
@@ -469,8 +480,9 @@ def _batched_round(
     start = picker.randrange(len(placements))
     placements = placements[start:] + placements[:start]
     samples: list[float] = []
-    for first in range(0, len(this_round), batch):
-        chosen = this_round[first : first + batch]
+    first = 0
+    for size in batch_sizes(len(this_round), batch):
+        chosen = this_round[first : first + size]
         try:
             if first == 0:  # on a version of the pool, never one of the round's (which must stay unseen)
                 _warm_up(side, placements[0], versions[picks[0]], max(1, min(3, job.settings.num_warmup)), handoff, device)
@@ -501,11 +513,12 @@ def _batched_round(
         side.batches.append(calls)
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us / calls)
+        first += size
     # Every sample of a batch is its mean: leaving the first out moves no work between calls
-    first = job.settings.discard_first
-    side.rounds.append(tuple(samples[first:]))
-    side.round_versions.append(tuple(PROBE_VERSION for _ in samples[first:]))
-    side.discarded.extend(samples[:first])
+    discard = job.settings.discard_first
+    side.rounds.append(tuple(samples[discard:]))
+    side.round_versions.append(tuple(PROBE_VERSION for _ in samples[discard:]))
+    side.discarded.extend(samples[:discard])
     return True
 
 
@@ -560,6 +573,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         "pre": [stamps.pre_us for side in references for stamps, _ in side.judged],
         "post": [stamps.post_us for side in references for stamps, _ in side.judged],
         "lead": [lead for side in references for lead in side.leads],
+        "flushed": [gap for side in references for gap in _flushed_gaps(side)],
     }
     for side in sides:
         if not side.judged:
@@ -590,7 +604,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             )
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
             if finding is None and batch > 1:
-                finding = _flush_left_out(interval)
+                finding = _flush_left_out(_flushed_gaps(side), reference["flushed"], interval.resolution_us)
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
             if finding is None and interval.excess_us > max(interval.resolution_us, SPAN_SPREAD_US / batch):
@@ -612,23 +626,40 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
 #: not the side's lie, so not counted in its times; a batch's calls share it
 SPAN_SPREAD_US = 2.0
 #: a side that flushes between its batch's calls (the judge flushes before the first) and whose
-#: gap falls short of the trusted sides' by more than this share of theirs (and the clock's
-#: resolution) left its flush out: an honest kernel moves the flush's time only by what it leaves
-#: in the cache to write back, a flush cut by this much leaves the cache warm
+#: gap falls short of the trusted sides' by more than this share of theirs left its flush out: an
+#: honest kernel moves the flush's time only by what it leaves in the cache to write back, a flush
+#: cut by this much leaves the cache warm
 FLUSH_SHORT_SHARE = 0.25
+#: ... and short beyond chance: the rank test's two-sided p of its batches' gaps against theirs,
+#: where the medians' interval is wider than the shortfall (a loaded CPU's flushes vary by
+#: milliseconds; a batch's gap holds them all, and they shift all of a side's batches together)
+FLUSH_RANK_P = 0.01
 
 
-def _flush_left_out(interval: ClockCheck) -> str | None:
-    """A batched side's gap short of the trusted sides' by more than the clock resolves and a
-    :data:`FLUSH_SHORT_SHARE` of theirs: work the span should hold (its cache flush between the
-    calls) was not done."""
-    short_us = -interval.excess_us
-    bound_us = max(interval.resolution_us, FLUSH_SHORT_SHARE * interval.reference_us)
-    if short_us <= bound_us:
+def _flushed_gaps(side: Side) -> list[float]:
+    """A side's gap a call (us) in each batch that held flushes of its own (two calls or more)."""
+    batches = side.batches or [1] * len(side.judged)  # none recorded: every span one call
+    return [stamps.span_us - ms * 1e3 for (stamps, ms), calls in zip(side.judged, batches, strict=True) if calls > 1]
+
+
+def _flush_left_out(gaps: Sequence[float], reference: Sequence[float], resolution_us: float) -> str | None:
+    """A batched side's gaps short of the trusted sides' (one a batch, a call's share) by more
+    than :data:`FLUSH_SHORT_SHARE` of theirs, and beyond the clock's resolution or by the rank
+    test (:data:`FLUSH_RANK_P`): work the span should hold (its cache flush between the calls)
+    was not done."""
+    if not gaps or not reference:
+        return None
+    side_us, reference_us = statistics.median(gaps), statistics.median(reference)
+    short_us = reference_us - side_us
+    if short_us <= FLUSH_SHORT_SHARE * reference_us:
+        return None
+    p_value = shift_p(gaps, reference)
+    if short_us <= resolution_us and p_value >= FLUSH_RANK_P:
         return None
     return (f"its batches took less of the judge's clock than its own times and the flush between its calls explain: its "
-            f"span less its own time was {interval.side_us:.1f} us a call, the trusted sides' {interval.reference_us:.1f} us "
-            f"(short by {short_us:.1f} us, beyond the {bound_us:.1f} us allowed): flush the cache between calls as the judge "
+            f"span less its own time was {side_us:.1f} us a call, the trusted sides' {reference_us:.1f} us (short by "
+            f"{short_us:.1f} us, over {FLUSH_SHORT_SHARE:.0%} of theirs; resolution {resolution_us:.1f} us, rank test "
+            f"p={p_value:.2g} over {len(gaps)} and {len(reference)} batches): flush the cache between calls as the judge "
             "asks, and time every call's work between its own start and end")
 
 

@@ -395,7 +395,8 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
 def judge_fresh_ms(environ: Mapping[str, str]) -> float:
     """:data:`JUDGE_FRESH_MS_ENV`: a number of ms, 0 or more (unset: the default)."""
     return _judge_number(environ, JUDGE_FRESH_MS_ENV, DEFAULT_JUDGE_FRESH_MS, math.inf, "milliseconds",
-                         hint=f"set {JUDGE_FRESH_MS_ENV}=1 (the default), or 0 for a pool of versions and a probe a round")
+                         hint=(f"set {JUDGE_FRESH_MS_ENV}={DEFAULT_JUDGE_FRESH_MS:g} (the default), or 0 for a pool of "
+                               "versions and a probe a round"))
 
 
 def judge_placements(environ: Mapping[str, str]) -> int:

@@ -28,6 +28,7 @@ from kbench_ci.stats import (
     geometric_mean,
     median_ci,
     needs_remeasure,
+    shift_p,
     speedup,
     summarize,
 )
@@ -380,6 +381,17 @@ def test_mann_whitney_single_round_with_ties():
     assert e.p_value == pytest.approx(0.110149, rel=1e-5)
     # Everything tied: no evidence at all.
     assert compare_rounds([[1.0, 1.0]], [[1.0, 1.0, 1.0]]).p_value == 1.0
+
+
+def test_shift_p_is_the_mann_whitney_test_of_two_sides_figures():
+    # the hand-computed single-round case above, through the public entry: order does not matter
+    assert shift_p([4.0, 5.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx(0.0808556, rel=1e-5)
+    assert shift_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == pytest.approx(0.0808556, rel=1e-5)
+    # ten against ten, apart: z = (50 - 0.5) / sqrt(175) = 3.7418, p = 1.826e-4
+    assert shift_p([float(i) for i in range(10)], [float(i) for i in range(10, 20)]) == pytest.approx(1.8267e-4, rel=1e-3)
+    assert shift_p([1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0
+    with pytest.raises(ValueError):
+        shift_p([], [1.0])
 
 
 def test_rank_tests_agree_with_scipy_when_available():

@@ -7,8 +7,8 @@ judge hands its calls over in batches, and the heads that meet a batch as its au
   (the flush a batch's side does itself): its span falls short of the base's by the flush,
   ``incorrect``;
 * ``front_load`` does every call's work in the batch's first call and reports next to nothing
-  for the others: a batch's sample is its calls' mean, so the redistribution wins nothing that a
-  median of the calls would have given it (which would read many times faster);
+  for the others: a batch's sample is its calls' mean, so it never reads as the median of its
+  calls would (many times faster), and never ``faster``;
 * ``slow_shave`` does 1.5 ms a call more and takes as much off its own clock: counted in its
   times by the interval of the gaps, ``slower``;
 * the honest head under another name: batched as the base, never ``incorrect``.
@@ -69,8 +69,11 @@ def test_a_head_that_does_a_batch_in_its_first_call_gains_nothing_from_it(judged
     if case["head"]["status"] == "ok":
         head = sorted(s for r in case["head"]["rounds_ms"] for s in r)
         base = sorted(s for r in case["base"]["rounds_ms"] for s in r)
-        # a median of its calls would be next to nothing; the batch's mean is its work
-        assert head[len(head) // 2] > 0.5 * base[len(base) // 2], (head, base)
+        # a median of its calls would be next to nothing (a call that does nothing, a few us
+        # against the base's ~100), the batch's mean is its work: on two busy cores that work,
+        # done without the flushes between the calls, takes about half the base's cold calls,
+        # which the flush-long spans cannot resolve (docs/isolation.md, what the judge leaves out)
+        assert head[len(head) // 2] > 0.2 * base[len(base) // 2], (head, base)
 
 
 def test_a_head_slower_by_what_it_takes_off_its_clock_reads_slower(judged: Judged) -> None:

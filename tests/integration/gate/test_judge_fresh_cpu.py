@@ -1,13 +1,13 @@
 """Contents of its own for every timed call (issue 38 item 3, where the reference is cheap): the
 heads that replay what they have seen, against an honest base, in one ``compare --isolation
 judge --device cpu`` whose judge may spend up to 10 s making a version (so the CPU's 512^3
-matmul qualifies; on a GPU the bound is 1 ms by default).
+matmul qualifies; the default bound is 5 ms).
 
 Without it (tests/integration/gate/test_judge_clock_cpu.py) the replaying heads are caught by
 the probe in the rounds: ``incorrect``. With it no timed call meets contents twice, so their
-stores never answer one: they read as the honest kernel reads, ``ok`` and neither ``faster`` nor
-``fixed``. A pool version repeated into the timed calls would make them read faster instead
-(a copy against a matmul), or ``incorrect`` by the probe.
+stores never answer one: they read as the honest kernel reads, ``ok``, and not many times faster
+than the base as a hit would make them. A pool version repeated into the timed calls would make
+them read faster instead (a copy against a matmul), or ``incorrect`` by the probe.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.judge.trials import PROBE_VERSION, fresh_each_call
-from tests.support.judge_clock import CONTROL, Judged, judge, table
+from tests.support.judge_clock import CONTROL, Judged, judge, median_us, table
 
 SHAPE = {"M": 512, "N": 512, "K": 512}
 DEFAULTS = {"correctness_trials": 2, "rounds": 8}
@@ -45,7 +45,12 @@ def test_every_timed_call_has_contents_of_its_own_and_a_replayer_reads_as_honest
         assert "every timed call on contents of its own" in variant["fresh_inputs"], variant["fresh_inputs"]
         versions = [version for round_ in variant["round_versions"] for version in round_]
         assert len(versions) >= DEFAULTS["rounds"] * 10 and set(versions) == {PROBE_VERSION}, variant["round_versions"]
-    assert case["verdict"] not in ("faster", "fixed", "incorrect"), case
+    # A store that answered would cost a copy against a 512^3 matmul: many times faster. The
+    # verdict is not asserted: an A/A at 5% on two busy cores reads `faster` now and then (each
+    # round's calls here swing 1.7x between two speeds of the core), and that is the statistics'
+    # business (tests/unit/test_stats.py), not this test's.
+    assert case["verdict"] != "incorrect", case
+    assert median_us(case["head"]) > 0.5 * median_us(case["base"]), table(judged)
 
 
 def test_contents_of_their_own_need_a_cheap_version_and_memory_for_a_round_of_them() -> None:
@@ -65,5 +70,5 @@ def test_a_bad_fresh_contents_bound_is_one_line_and_exit_2_before_anything_runs(
     assert completed.returncode == 2, completed.stderr
     lines = [line for line in completed.stderr.splitlines() if line.strip()]
     assert lines == ["kbench-ci: error: KBENCH_CI_JUDGE_FRESH_MS='fast' is not a number of milliseconds (set "
-                     "KBENCH_CI_JUDGE_FRESH_MS=1 (the default), or 0 for a pool of versions and a probe a round)"], lines
+                     "KBENCH_CI_JUDGE_FRESH_MS=5 (the default), or 0 for a pool of versions and a probe a round)"], lines
     assert not (tmp_path / "out" / "results.json").exists()

@@ -7,8 +7,15 @@ import math
 
 import pytest
 
-from kbench_ci.judge.trials import BATCH_TARGET_US, FLUSH_SHORT_SHARE, MAX_BATCH, _flush_left_out, batch_size, round_calls
-from kbench_ci.stats import ClockCheck
+from kbench_ci.judge.trials import (
+    BATCH_TARGET_US,
+    FLUSH_SHORT_SHARE,
+    MAX_BATCH,
+    _flush_left_out,
+    batch_size,
+    batch_sizes,
+    round_calls,
+)
 
 
 @pytest.mark.parametrize(("call_us", "expected"), [
@@ -29,22 +36,47 @@ def test_a_round_is_its_calls_and_at_least_one_batch(calls: int, batch: int, exp
     assert round_calls(calls, batch) == expected
 
 
-def _gap(side_us: float, reference_us: float, resolution_us: float) -> ClockCheck:
-    return ClockCheck(side_us=side_us, reference_us=reference_us, resolution_us=resolution_us)
+@pytest.mark.parametrize(("calls", "batch", "expected"), [
+    (11, 10, [6, 5]), (11, 11, [11]), (11, 1, [1] * 11), (11, 4, [4, 4, 3]), (12, 4, [4, 4, 4]), (3, 2, [2, 1]),
+    (64, 64, [64]), (1, 5, [1]),
+])
+def test_a_rounds_calls_go_in_batches_as_even_as_can_be(calls: int, batch: int, expected: list[int]) -> None:
+    sizes = batch_sizes(calls, batch)
+    assert sizes == expected
+    assert sum(sizes) == calls and max(sizes) <= batch and max(sizes) - min(sizes) <= 1
+
+
+THEIRS = [31.0, 32.5, 33.0, 30.2, 34.1, 32.0, 31.7, 33.3]
 
 
 def test_a_skipped_flush_is_a_finding() -> None:
-    finding = _flush_left_out(_gap(side_us=2.0, reference_us=32.0, resolution_us=0.3))
+    finding = _flush_left_out([2.0, 2.4, 1.9, 2.2, 2.0, 2.6, 2.1, 2.3], THEIRS, resolution_us=0.3)
     assert finding is not None and "flush the cache between calls" in finding
 
 
 def test_a_gap_a_little_short_is_not_a_finding() -> None:
     # an honest kernel leaves less in the cache to write back: the flush a little shorter
-    reference = 32.0
-    assert _flush_left_out(_gap(side_us=reference * (1 - FLUSH_SHORT_SHARE) + 0.1, reference_us=reference,
-                                resolution_us=0.3)) is None
-    assert _flush_left_out(_gap(side_us=reference + 5.0, reference_us=reference, resolution_us=0.3)) is None
+    near = [gap * (1 - FLUSH_SHORT_SHARE) + 0.5 for gap in THEIRS]
+    assert _flush_left_out(near, THEIRS, resolution_us=0.3) is None
+    assert _flush_left_out([gap + 5.0 for gap in THEIRS], THEIRS, resolution_us=0.3) is None
 
 
-def test_a_shortfall_within_the_resolution_is_not_a_finding() -> None:
-    assert _flush_left_out(_gap(side_us=0.0, reference_us=4.0, resolution_us=5.0)) is None
+def test_a_shortfall_within_the_resolution_and_chance_is_not_a_finding() -> None:
+    # half of theirs, but the resolution is wider and the gaps overlap: no test can tell
+    theirs = [4000.0, 900.0, 5200.0, 1500.0, 3900.0, 2600.0, 700.0, 4800.0]
+    mine = [gap / 2 for gap in reversed(theirs)]
+    assert _flush_left_out(mine, theirs, resolution_us=5000.0) is None
+
+
+def test_a_shortfall_under_a_wide_resolution_is_found_by_the_rank_test() -> None:
+    # a loaded CPU: every gap of theirs holds flushes of 2-8 ms, so the medians' interval is
+    # wider than the shortfall, but every batch of the head's is shorter than every one of theirs
+    theirs = [2300.0, 4100.0, 7900.0, 2600.0, 5200.0, 3300.0, 6100.0, 2900.0, 4400.0, 3800.0]
+    mine = [600.0, 900.0, 450.0, 1200.0, 700.0, 640.0, 820.0, 580.0, 1000.0, 760.0]
+    finding = _flush_left_out(mine, theirs, resolution_us=5000.0)
+    assert finding is not None and "rank test" in finding
+
+
+def test_no_batches_that_flushed_is_no_finding() -> None:
+    assert _flush_left_out([], THEIRS, resolution_us=0.3) is None
+    assert _flush_left_out([1.0], [], resolution_us=0.3) is None
