@@ -42,6 +42,7 @@ from kbench_ci.basefiles import Change, blame, reclaim, restore
 from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
+from kbench_ci.judge.breakdown import JUDGE, RECORD
 from kbench_ci.judge.calibration import Calibration, Corrections, centre_ms, corrections, kept
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
@@ -236,13 +237,15 @@ class Judge:
             torch.set_num_threads(1)
         self._base_changes = []
         self._guard_base_files(job)  # before the judge reads the base's ref.py itself
-        problem = load_problem(Path(job.sides[0].ref))
-        try:
-            maker: Maker | None
-            maker, maker_source = trusted_maker(job, problem, device)
-        except NoTrustedSetup:
-            maker, maker_source = None, ""
-        overhead_ms = self.event_overhead_ms(device, job)  # before any side's code of the case loads
+        with RECORD.step(JUDGE, "ref.py and its setup() loaded"):
+            problem = load_problem(Path(job.sides[0].ref))
+            try:
+                maker: Maker | None
+                maker, maker_source = trusted_maker(job, problem, device)
+            except NoTrustedSetup:
+                maker, maker_source = None, ""
+        with RECORD.step(JUDGE, "the event pair's cost calibrated"):
+            overhead_ms = self.event_overhead_ms(device, job)  # before any side's code of the case loads
         remeasure = job.placement_pad_bytes > 0
         if remeasure:
             self._retire_workers(job)
@@ -270,8 +273,9 @@ class Judge:
                     side.fail("error", f"its own setup() could not make the inputs: {exc}" if side.label == job.sides[0].label
                               else f"not judged: the inputs could not be made ({exc})")
         finally:
-            self._end(sides)
-            self._retire_reference(reference)
+            with RECORD.step(JUDGE, "the case ended (buffers, workers told, strays)"):
+                self._end(sides)
+                self._retire_reference(reference)
         self._guard_base_files(job)  # a change no load of the base met (the case's last turns)
         if self._base_changes:
             for side in sides:
@@ -295,7 +299,8 @@ class Judge:
         fresh = [worker for worker in workers if not worker.loaded_once]
         random.SystemRandom().shuffle(fresh)
         for worker in fresh:
-            self._calibrate(worker, job, problem, device, clock)
+            with RECORD.step(worker.label, "calibration (trusted calls)"):
+                self._calibrate(worker, job, problem, device, clock)
 
     def _calibrate(self, worker: SideWorker, job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock) -> SideWorker:
         """``worker``'s own cost of a call (:mod:`.calibration`), measured before its first load:
@@ -388,7 +393,8 @@ class Judge:
         a side from writing them, not from ``chmod``: a head that set the base's helper to mode
         000 at its load failed the next fresh base worker, and the 30x slower head read ``fixed``."""
         if job.base_files:
-            self._base_changes.extend(restore(job.base_files))
+            with RECORD.step(JUDGE, "the base's files checked"):
+                self._base_changes.extend(restore(job.base_files))
 
     def _base_alone(
         self, sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device,
@@ -433,13 +439,14 @@ class Judge:
         witness = _needs_witness(job)
         own_reference = _runs_head_reference(job)
         self._reference_failure = None
-        started = [self.worker(label, job.settings.device)
-                   for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ()),
-                                 *((HEAD_REFERENCE,) if own_reference else ()))
-                   if label not in job.skip]
-        # None paused before all have started (a paused start is a start one after the other).
-        for worker in started:
-            worker.wait_started(STARTUP_TIMEOUT_S)
+        with RECORD.step("workers", "started (torch, a CUDA context), all at once"):
+            started = [self.worker(label, job.settings.device)
+                       for label in (*(spec.label for spec in job.sides), *job.baselines, *((WITNESS,) if witness else ()),
+                                     *((HEAD_REFERENCE,) if own_reference else ()))
+                       if label not in job.skip]
+            # None paused before all have started (a paused start is a start one after the other).
+            for worker in started:
+                worker.wait_started(STARTUP_TIMEOUT_S)
         common = _load_settings(job)
         entries = [(spec.label, "solution", LoadRequest(side=spec, **common)) for spec in job.sides]
         entries += [(name, "baseline", LoadRequest(baseline=name, ref=str(problem.path), **common))
@@ -475,7 +482,11 @@ class Judge:
                     reclaim(worker.writable)
                 worker.resume()
                 worker.loaded_once = True
-                loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
+                with RECORD.step(label, "load (imports, setup, a first call)"):
+                    loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
+                    if isinstance(loaded, Loaded):
+                        RECORD.split(label, "load: its compile step", _seconds(loaded.compile_ms))
+                        RECORD.split(label, "load: its first call (JIT compiles)", _seconds(loaded.first_call_ms))
             except SideFailed as exc:
                 emit(VariantDone(replace(result, status="error", message=f"loading failed: {exc}")))
                 if label == HEAD_REFERENCE:
@@ -507,6 +518,10 @@ class Judge:
         if clock is not None:
             settle_gpu(clock, sides)
         return sides
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1e3
 
 
 def trusted_load(job: CaseJob, label: str) -> bool:
@@ -593,9 +608,10 @@ def _judge(
     except Exception as exc:
         raise UserFileError(f"{maker_source} raised {type(exc).__name__}: {exc}", hint="fix the trusted setup()") from exc
     _check_goalposts(sides, template, job)
-    placements = _lend(sides, template, device)
-    if reference is not None:
-        _lend([reference], template, device, placements=1)
+    with RECORD.step(JUDGE, "buffers lent (IPC)"):
+        placements = _lend(sides, template, device)
+        if reference is not None:
+            _lend([reference], template, device, placements=1)
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
     overhead_ms = judge.event_overhead_ms(device, job)
@@ -610,8 +626,9 @@ def _judge(
         if side.ok:
             turn(sides, side, handoff.clock)
         if side.ok:
-            check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit,
-                              own_reference=own if own is not None and side.label == job.sides[1].label else None)
+            with RECORD.step(side.label, "correctness trials"):
+                check_correctness(side, job, problem, maker, tolerance_for, device, handoff, emit,
+                                  own_reference=own if own is not None and side.label == job.sides[1].label else None)
     live = [side for side in sides if side.ok]
     if (reason := job.why_not_timed({side.label: side.result.status for side in sides})) is not None:
         for side in live:
@@ -633,14 +650,17 @@ def _judge(
         fresh = fresh_each_call(max(make_ms), affordable, calls_per_round)
         batch = 1
         if fresh and (clock is not None or device.type == "cpu"):
-            batch = _batch(live, sides, template, device, placements, max(make_ms), affordable, calls_per_round)
+            with RECORD.step(JUDGE, "buffers lent (IPC)"):
+                batch = _batch(live, sides, template, device, placements, max(make_ms), affordable, calls_per_round)
             placements = max(placements, batch)
             calls_per_round = round_calls(calls_per_round, batch)
         while not fresh and len(versions) < min(VERSIONS, affordable):
             versions.append(make_version(maker, problem, device, label=live[0].label, emit=emit))
-        time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh,
-                       own_reference=own, batch_calls=batch)
-        judge_outside_clock(sides, handoff, on_gpu=clock is not None)
+        with RECORD.step(JUDGE, "timed rounds, outside the steps named"):
+            time_in_rounds(live, sides, versions, job, problem, maker, tolerance_for, device, handoff, emit, fresh=fresh,
+                           own_reference=own, batch_calls=batch)
+        with RECORD.step(JUDGE, "the outside clock's checks"):
+            judge_outside_clock(sides, handoff, on_gpu=clock is not None)
         source = f"the inputs from {maker_source} at seeds drawn from the OS's entropy, made and kept by the judge"
         if fresh:
             contents = (f"every timed call on contents of its own: {source}, {calls_per_round} for each round alone (one "

@@ -12,6 +12,7 @@ import hashlib
 import os
 import queue
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -67,6 +68,7 @@ def _write_bytecode_for_sides(preload: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
+    began = time.perf_counter()
     lifeline, *warm = argv
     _log_opened_files(os.environ.get(OPEN_LOG_ENV))
     # Not dumpable: a side's worker of the same user cannot read this process's memory or its
@@ -102,6 +104,7 @@ def main(argv: Sequence[str]) -> int:
         _write_bytecode_for_sides(preload)
 
     from kbench_ci.errors import ExitCode, KbenchError  # noqa: PLC0415
+    from kbench_ci.judge.breakdown import JUDGE, RECORD  # noqa: PLC0415
     from kbench_ci.judge.case import Judge  # noqa: PLC0415
     from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state  # noqa: PLC0415
     from kbench_ci.measure.protocol import (  # noqa: PLC0415
@@ -121,6 +124,8 @@ def main(argv: Sequence[str]) -> int:
     sys.dont_write_bytecode = True
     judge = Judge(scratch, side_environment)
     judge.adopt(early, preload)
+    # the command's first case carries it (the early workers start beside it)
+    RECORD.add(JUDGE, "start (imports torch)", time.perf_counter() - began)
     environment: dict[str, object] | None = None
     served = 0
     try:
@@ -149,7 +154,8 @@ def main(argv: Sequence[str]) -> int:
                 if device.type == "cuda":
                     emit(GpuStateReport("before", to_jsonable(read_gpu_state(device))))
                 try:
-                    judge.run_case(job, emit)
+                    with RECORD.step(JUDGE, "the case, outside the steps named"):
+                        judge.run_case(job, emit)
                 except KbenchError as exc:
                     # What escapes a case here is the trusted code's: the user's ref.py, setup()
                     # or settings (exit 2: "fix your files", blamed on the user as the in-process
@@ -164,6 +170,7 @@ def main(argv: Sequence[str]) -> int:
                 if device.type == "cuda":
                     emit(GpuStateReport("after", to_jsonable(read_gpu_state(device))))
                 served += 1
+                RECORD.write(job.case_id)
                 emit(CaseFinished())
     finally:
         judge.close()

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from kbench_ci.errors import ExitCode, UserFileError
+from kbench_ci.judge.breakdown import JUDGE, RECORD
 from kbench_ci.judge.clock import CallStamps, ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, entropy_seed
 from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
@@ -80,6 +81,11 @@ def turn(sides: list[Side], side: Side, clock: GpuClock | None = None) -> None:
     """``side`` has the device: every other worker of the judge (and what runs under it) is
     paused, and every process a side left outside its worker is ended. With the judge's GPU
     clock, the turn passes only once the GPU is quiet (:func:`settle_gpu`)."""
+    with RECORD.step(JUDGE, "turns (pause, resume, strays ended)"):
+        _turn(sides, side, clock)
+
+
+def _turn(sides: list[Side], side: Side, clock: GpuClock | None) -> None:
     hold_all_but(side.worker)
     for each in sides:
         # a worker that filled a disk after its last reply, stopped at this change of turn
@@ -107,7 +113,8 @@ def settle_gpu(clock: GpuClock, sides: Sequence[Side]) -> None:
     ``error`` of the run (not comparable), never ``incorrect``, and no longer timed. Where the
     judge's probe itself fails, nothing is waited for."""
     try:
-        found = wait_quiet(clock.idle_latency_us)
+        with RECORD.step(JUDGE, "quiet-GPU waits"):
+            found = wait_quiet(clock.idle_latency_us)
     except (ClockUnavailable, RuntimeError):
         return
     if found.quiet:
@@ -126,10 +133,11 @@ def make_version(maker: Maker, problem: Problem, device: torch.device, *, label:
     ``emit``, the reference's call is announced as checking ``label``: a reference that hangs is
     then the user's ref.py's to blame (the parent reads it so), not that side's."""
     seed = entropy_seed()
-    inputs = maker(seed)
     # The trusted reference's outputs on a private copy: they never leave the judge.
     try:
-        expected = reference_outputs(problem, inputs, device, label=label, emit=emit)
+        with RECORD.step(JUDGE, "versions (inputs, the reference's outputs)"):
+            inputs = maker(seed)
+            expected = reference_outputs(problem, inputs, device, label=label, emit=emit)
     except CudaContextLost as exc:
         raise UserFileError(
             f"{problem.path.name} reference() left the CUDA context unusable: {exc}",
@@ -368,9 +376,10 @@ def time_in_rounds(
 def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Handoff, device: torch.device) -> None:
     """``count`` untimed calls on ``version``'s contents (staged by the judge, not checked)."""
     if count:
-        stage(arena, version.inputs)
-        sync(device)
-        handoff.warm_up(side, arena, count)
+        with RECORD.step(side.label, "warm-ups"):
+            stage(arena, version.inputs)
+            sync(device)
+            handoff.warm_up(side, arena, count)
         side.seen.add(version.number)
 
 
@@ -397,7 +406,8 @@ def _one_round(
         try:
             if call == 0:  # on a version of the pool, never the probe's (which must stay unseen)
                 _warm_up(side, arena, versions[pick], max(1, min(3, job.settings.num_warmup)), handoff, device)
-            judged = handoff.call(side, arena, version.inputs)
+            with RECORD.step(side.label, "timed calls (handoffs)"):
+                judged = handoff.call(side, arena, version.inputs)
         except SideFailed as exc:
             side.fail("error", f"failed while timing: {exc}")
             return False
@@ -405,8 +415,9 @@ def _one_round(
         if deferred is not None:
             deferred.append((version, {name: output.clone() for name, output in judged.outputs.items()}, call))
         elif side.role == "solution":
-            failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
-                check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
+            with RECORD.step(JUDGE, "timed calls' outputs checked"):
+                failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
+                    check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
@@ -486,7 +497,8 @@ def _batched_round(
         try:
             if first == 0:  # on a version of the pool, never one of the round's (which must stay unseen)
                 _warm_up(side, placements[0], versions[picks[0]], max(1, min(3, job.settings.num_warmup)), handoff, device)
-            judged = handoff.batch(side, placements[: len(chosen)], [version.inputs for version in chosen])
+            with RECORD.step(side.label, "timed calls (handoffs)"):
+                judged = handoff.batch(side, placements[: len(chosen)], [version.inputs for version in chosen])
         except SideFailed as exc:
             side.fail("error", f"failed while timing: {exc}")
             return False
@@ -495,7 +507,7 @@ def _batched_round(
             call = first + offset
             if deferred is not None:
                 deferred.append((version, {name: output.clone() for name, output in outputs.items()}, call))
-            elif side.role == "solution" and not outputs_match(outputs, version.expected, tolerance_for):
+            elif side.role == "solution" and not _matches(outputs, version.expected, tolerance_for):
                 failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
@@ -520,6 +532,12 @@ def _batched_round(
     side.round_versions.append(tuple(PROBE_VERSION for _ in samples[discard:]))
     side.discarded.extend(samples[:discard])
     return True
+
+
+def _matches(outputs: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+             tolerance_for: Callable[[torch.dtype], Tolerance]) -> bool:
+    with RECORD.step(JUDGE, "timed calls' outputs checked"):
+        return outputs_match(outputs, expected, tolerance_for)
 
 
 def _check_against_own(

@@ -103,6 +103,9 @@ MAX_JUDGE_CALIBRATE_CALLS = 1000
 #: righted a 5 us kernel's A/A (+8.3% to +0.6%) and put a 23 us one's 2.1% off in the same run.
 JUDGE_CALIBRATE_EACH_ENV = "KBENCH_CI_JUDGE_CALIBRATE_EACH"
 DEFAULT_JUDGE_CALIBRATE_EACH = 0
+#: environment of a judge: a file to which it appends where each case's time went, by process
+#: and step (kbench_ci.judge.breakdown; scripts/judge_breakdown.py reads it). Unset: nothing
+JUDGE_BREAKDOWN_ENV = "KBENCH_CI_JUDGE_BREAKDOWN"
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"
 #: the cache folder's sub-folder for the workers' compiled Python modules (PYTHONPYCACHEPREFIX)
