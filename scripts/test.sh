@@ -16,9 +16,10 @@ if [[ $status -eq 5 ]]; then
   exit 1
 fi
 [[ $status -eq 0 ]] || exit $status
-# The existing CLI tests again, unmodified, with every command under the judge (issue 37: the
-# judge runs the same architecture on the CPU, and its commands behave as the in-process ones);
-# the whole run only, not where pytest arguments pick tests
+# The existing CLI tests again, unmodified, with run and compare under the judge (issue 37: the
+# judge runs the same architecture on the CPU, and its commands behave as the in-process ones;
+# bench reads no KBENCH_CI_ISOLATION, so its tests run here as in the first pass); the whole run
+# only, not where pytest arguments pick tests
 if [[ $# -eq 0 ]]; then
   KBENCH_CI_ISOLATION=judge .venv/bin/python -m pytest -q -p no:cacheprovider "${JUDGE_CLI_TESTS[@]}"
   status=$?
