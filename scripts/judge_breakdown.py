@@ -70,6 +70,8 @@ def main() -> int:
     args = parser.parse_args()
     if not args.breakdown.is_file():
         parser.error(f"{args.breakdown} is not a file: set KBENCH_CI_JUDGE_BREAKDOWN={args.breakdown} for a judged command")
+    if args.results is not None and not args.results.is_file():
+        parser.error(f"--results {args.results} is not a file: give the results.json of the command the steps are from")
     lines = [Line.from_json(text) for text in args.breakdown.read_text().splitlines() if text.strip()]
     found = commands(lines)
     if not found:

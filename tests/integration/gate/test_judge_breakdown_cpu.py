@@ -81,3 +81,7 @@ def test_the_script_prints_a_table_a_command(measured: tuple[Judged, Path], tmp_
     missing = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none.jsonl")], capture_output=True, text=True,
                              timeout=120)
     assert missing.returncode == 2 and "KBENCH_CI_JUDGE_BREAKDOWN" in missing.stderr.splitlines()[-1], missing.stderr
+    no_results = subprocess.run([sys.executable, str(SCRIPT), str(steps), "--results", str(tmp_path / "results.json")],
+                                capture_output=True, text=True, timeout=120)
+    assert no_results.returncode == 2 and "--results" in no_results.stderr.splitlines()[-1], no_results.stderr
+    assert "Traceback" not in no_results.stderr
