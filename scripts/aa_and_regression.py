@@ -337,6 +337,8 @@ def dump_case(case: dict[str, Any]) -> dict[str, Any]:
         **{key: case.get(key) for key in ("case_id", "verdict", "ratio", "ci_low", "ci_high", "p_value", "n_rounds", "remeasured")},
         "first_verdict": first.get("verdict"),
         "first_rounds": (first.get("estimate") or {}).get("n_rounds"),
+        "first_ratio": (first.get("estimate") or {}).get("ratio"),
+        "fresh_inputs": {side: (case.get(side) or {}).get("fresh_inputs") for side in ("base", "head")},
         "base_rounds_ms": (case.get("base") or {}).get("rounds_ms"),
         "head_rounds_ms": (case.get("head") or {}).get("rounds_ms"),
         "escape_audit": {side: (case.get(side) or {}).get("escape_audit") for side in ("base", "head")},

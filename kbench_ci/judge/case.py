@@ -63,6 +63,7 @@ from kbench_ci.judge.trials import (
     VERSIONS,
     OwnReference,
     batch_size,
+    batch_sizes,
     check_correctness,
     fresh_each_call,
     judge_outside_clock,
@@ -672,7 +673,8 @@ def _judge(
                         f"call need at most {FRESH_CALL_MAX_MS:g} ms and memory for {calls_per_round + 1})")
         for side in live:
             checked = f"; outputs of all {side.checked} timed calls checked by the judge" if side.role == "solution" else ""
-            batched = (f"; the calls in batches of {batch} under one span of the judge's clock, each on a placement of its "
+            sizes = " and ".join(str(size) for size in sorted(set(batch_sizes(calls_per_round, batch)), reverse=True))
+            batched = (f"; the calls in batches of {sizes} under one span of the judge's clock, each on a placement of its "
                        f"buffers of its own, the cache flushed between them by the side and every call's sample the batch's mean"
                        if batch > 1 else f"; {placements} placement(s) of its buffers, taken in turn from a random one each round")
             side.result = replace(

@@ -415,9 +415,8 @@ def _one_round(
         if deferred is not None:
             deferred.append((version, {name: output.clone() for name, output in judged.outputs.items()}, call))
         elif side.role == "solution":
-            with RECORD.step(JUDGE, "timed calls' outputs checked"):
-                failed = [] if outputs_match(judged.outputs, version.expected, tolerance_for) else [
-                    check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
+            failed = [] if _matches(judged.outputs, version.expected, tolerance_for) else [
+                check for check in compare_outputs(judged.outputs, version.expected, tolerance_for) if not check.passed]
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
