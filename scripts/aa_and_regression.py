@@ -414,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     aa_case_ratios: dict[str, list[float]] = {}
     #: per case, the runs whose ratio is the sides' medians' (the verdict gave none)
     aa_from_medians: dict[str, int] = {}
+    #: per case, the base's median a call (us) in each run: the spread over runs in ns
+    aa_base_us: dict[str, list[float]] = {}
     aa_rounds: list[int] = []
     aa_remeasured = 0
     aa_errors: list[str] = []
@@ -432,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
             if ratio is not None:
                 aa_case_ratios.setdefault(case["case_id"], []).append(ratio)
                 aa_from_medians[case["case_id"]] = aa_from_medians.get(case["case_id"], 0) + (case["ratio"] is None)
+            base_samples = [sample for round_ms in (case.get("base") or {}).get("rounds_ms") or [] for sample in round_ms]
+            if base_samples:
+                aa_base_us.setdefault(case["case_id"], []).append(statistics.median(base_samples) * 1e3)
             aa_remeasured += bool(case["remeasured"])
             aa_rounds.append(case["n_rounds"] or 0)
             audit_shares.extend(audit_share(case))
@@ -519,8 +524,13 @@ def main(argv: list[str] | None = None) -> int:
             low, high = mean - 1.96 * se, mean + 1.96 * se
             ok = abs(mean - 1) <= 0.003 and low <= 1 <= high
             medians = aa_from_medians.get(case_id, 0)
+            # The spread over runs, in ns a call: under the judge each run is a new pair of
+            # processes, and stats.PROCESS_SPREAD_US is this figure (docs/statistics.md)
+            spread = (f", SD over runs {statistics.stdev(ratios):.2%} = "
+                      f"{statistics.stdev(ratios) * statistics.fmean(aa_base_us[case_id]) * 1e3:.0f} ns a call"
+                      if len(ratios) > 1 and aa_base_us.get(case_id) else "")
             rows.append([f"A/A mean head/base `{case_id}`", f"{mean:.5f} (SE {se:.5f}, n {len(ratios)}"
-                         + (f", {medians} from the sides' medians" if medians else "")
+                         + (f", {medians} from the sides' medians" if medians else "") + spread
                          + f", 95% CI [{low:.5f}, {high:.5f}])", "yes" if ok else "NO"])
             aa_ok &= ok or "aa" not in parts
     if aa_ratios:

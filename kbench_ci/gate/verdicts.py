@@ -4,6 +4,7 @@ all cases is :func:`kbench_ci.results.decide.evaluate_gate`, the one decision me
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,7 +22,15 @@ from kbench_ci.results.outcome import (
     BuildOutcome,
     Measurement,
 )
-from kbench_ci.stats import Verdict, classify, compare_rounds, needs_remeasure
+from kbench_ci.stats import (
+    PROCESS_SPREAD_US,
+    RatioEstimate,
+    Verdict,
+    classify,
+    compare_rounds,
+    needs_remeasure,
+    with_process_spread,
+)
 
 
 def assess(
@@ -84,12 +93,43 @@ def assess(
     except ValueError as exc:
         return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
     verdict = classify(estimate, threshold, alpha=alpha)
+    if verdict in (Verdict.SLOWER, Verdict.FASTER) and (apart := _within_process_spread(base, head, estimate, threshold, alpha)):
+        return apart
     if verdict is Verdict.FASTER and (within := _within_clock_resolution(base, head)) is not None:
         # Without its estimate: the head's own times are what the clock could not vouch for, and
         # a head that reported next to nothing would still put its -100% into the report and
         # into the geometric mean (red team: a +30% case elsewhere then passed a 10% limit).
         return Assessment(Verdict.UNCHANGED, None, within)
     return Assessment(verdict, estimate, None)
+
+
+def _within_process_spread(
+    base: VariantResult, head: VariantResult, estimate: RatioEstimate, threshold: float, alpha: float,
+) -> Assessment | None:
+    """Under the judge (each side in a process of its own) a change counts only where it stands
+    beyond the spread two processes put between one kernel (:data:`stats.PROCESS_SPREAD_US` a
+    call, a random effect of the case's pair of processes, which more rounds do not shrink): on
+    an H100 a 6.7 us add read +1.7% `slower` in 2 of 10 compares of a change its one-process
+    timing put at -0.5%, every round of those two runs the same way. The assessment that says
+    so (``inconclusive``, the interval widened), or None where the change stands beyond it."""
+    # a figure of GPU contexts: a CPU side's process has none measured (and its calls take ms)
+    if head.outside_clock is None or not head.outside_clock.source.startswith("gpu") or not base.samples_ms:
+        return None
+    base_us = statistics.median(base.samples_ms) * 1e3
+    if base_us <= 0:
+        return None
+    spread = PROCESS_SPREAD_US / base_us
+    widened = with_process_spread(estimate, spread)
+    if classify(widened, threshold, alpha=alpha) is classify(estimate, threshold, alpha=alpha):
+        return None
+    change = percent(estimate.ratio - 1.0)
+    return Assessment(Verdict.INCONCLUSIVE, widened, (
+        f"{change} [{percent(estimate.ci_low - 1.0)}, {percent(estimate.ci_high - 1.0)}] in this pair of processes, but two "
+        f"processes of their own put {PROCESS_SPREAD_US * 1e3:.0f} ns a call (one standard deviation, "
+        f"{percent(spread).lstrip('+')} of this kernel's {base_us:.2f} us) between one kernel: with that, the interval is "
+        f"[{percent(widened.ci_low - 1.0)}, {percent(widened.ci_high - 1.0)}]; a change under about "
+        f"{percent(math.expm1(1.96 * math.log1p(spread))).lstrip('+')} cannot be told from it at this size under the judge"
+    ))
 
 
 def _within_clock_resolution(base: VariantResult, head: VariantResult) -> str | None:

@@ -31,6 +31,7 @@ from kbench_ci.stats import (
     shift_p,
     speedup,
     summarize,
+    with_process_spread,
 )
 
 THRESHOLD = 0.02
@@ -763,3 +764,22 @@ def test_the_cpu_clock_floor_grows_with_the_sides_own_time() -> None:
     assert clock_floor_us(True, 50_000.0) == CLOCK_FLOOR_GPU_US
     assert clock_floor_us(False, 100.0) == CLOCK_FLOOR_CPU_US
     assert clock_floor_us(False, 50_000.0) == pytest.approx(CLOCK_FLOOR_CPU_SHARE * 50_000.0)
+
+
+# --- the processes' own spread (the judge) ---------------------------------------------------
+
+
+def test_the_process_spread_widens_each_half_of_the_interval_in_log_space() -> None:
+    estimate = RatioEstimate(ratio=1.02, ci_low=1.01, ci_high=1.04, p_value=0.001, n_rounds=20, confidence=0.95,
+                             round_ratios=(1.02,) * 20)
+    widened = with_process_spread(estimate, 0.01)
+    z = 1.959964 * math.log1p(0.01)
+    assert math.log(1.02) - math.log(widened.ci_low) == pytest.approx(math.hypot(math.log(1.02 / 1.01), z), rel=1e-5)
+    assert math.log(widened.ci_high) - math.log(1.02) == pytest.approx(math.hypot(math.log(1.04 / 1.02), z), rel=1e-5)
+    assert (widened.ratio, widened.p_value, widened.n_rounds) == (1.02, 0.001, 20)
+    # a 2% change beyond a 1% threshold: slower in its own interval, not once 1% of spread is in it
+    assert classify(estimate, 0.01) is Verdict.SLOWER
+    assert classify(widened, 0.01) is Verdict.INCONCLUSIVE
+    assert with_process_spread(estimate, 0.0) == estimate
+    with pytest.raises(ValueError, match="spread"):
+        with_process_spread(estimate, float("nan"))

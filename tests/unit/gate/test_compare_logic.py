@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from kbench_ci.gate.worker_call import WorkerRun
 from kbench_ci.measure.parent import WorkerOutcome
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress
 from kbench_ci.results.decide import evaluate_gate
-from kbench_ci.results.model import CaseResult, CorrectnessResult, VariantResult
+from kbench_ci.results.model import CaseResult, CorrectnessResult, OutsideClock, VariantResult
 from kbench_ci.results.outcome import Assessment, BuildOutcome, CaseComparison, CompareRequest, PhaseTimes
 from kbench_ci.stats import RatioEstimate, Verdict
 from kbench_ci.suite.settings import SuiteSettings, job_settings, trials_per_round
@@ -570,10 +571,6 @@ def test_the_case_timeout_grows_with_the_suite_baselines_of_the_case(tmp_path: P
 
 def _held_to_the_clock(result: VariantResult, resolution_us: float, gap_us: float = 300.0,
                        lead_us: float | None = None) -> VariantResult:
-    from dataclasses import replace
-
-    from kbench_ci.results.model import OutsideClock
-
     clock = OutsideClock(source="gpu-globaltimer", calls=10, gap_us=gap_us, pre_us=40.0, post_us=5.0, reference="base",
                          reference_gap_us=300.0, resolution_us=resolution_us, lead_us=lead_us, reference_lead_us=lead_us)
     return replace(result, outside_clock=clock)
@@ -637,3 +634,41 @@ def test_a_gain_the_clock_cannot_vouch_for_stays_out_of_the_geometric_mean() -> 
     gate = evaluate_gate([comparison("slow", Verdict.UNCHANGED, 1.30), comparison("liar", Verdict.UNCHANGED, None)],
                          max_geomean_slowdown=0.10)
     assert gate.geomean_failed and not gate.passed
+
+
+# --------------------------------------------------------------------------------------------
+# Under the judge: a change within the processes' own spread
+# --------------------------------------------------------------------------------------------
+
+
+def _judged(label: str, median_ms: float, *, seed: int, source: str = "gpu-globaltimer") -> VariantResult:
+    clock = OutsideClock(source=source, calls=200, gap_us=61.5, pre_us=45.0, post_us=5.0)
+    return replace(variant(label, median=median_ms, seed=seed, n_rounds=20), outside_clock=clock)
+
+
+@pytest.mark.parametrize(("base_ms", "verdict"), [(0.0067, Verdict.INCONCLUSIVE), (0.023, Verdict.SLOWER)])
+def test_a_judged_change_counts_only_beyond_the_spread_two_processes_put_between_one_kernel(
+        base_ms: float, verdict: Verdict) -> None:
+    """+1.7%, decided in its own interval: at a 6.7 us add that is within the 90 ns a call two
+    processes put between one kernel (inconclusive, the widened interval reported); at 23 us it
+    stands beyond it (slower)."""
+    result = case_result(_judged("base", base_ms, seed=1), _judged("head", base_ms * 1.017, seed=2))
+    assessment = assess(result, threshold=0.01)
+    assert assessment.verdict is verdict, assessment
+    assert assessment.estimate is not None and assessment.estimate.ratio == pytest.approx(1.017, rel=0.002)
+    if verdict is Verdict.INCONCLUSIVE:
+        assert assessment.estimate.ci_low < 1.0 < assessment.estimate.ci_high
+        assert "90 ns a call" in (assessment.message or "") and "6.70 us" in (assessment.message or "")
+    # faster the same way
+    faster = assess(case_result(_judged("base", base_ms, seed=1), _judged("head", base_ms / 1.017, seed=2)), threshold=0.01)
+    assert faster.verdict is (Verdict.INCONCLUSIVE if verdict is Verdict.INCONCLUSIVE else Verdict.FASTER)
+
+
+def test_the_process_spread_is_not_counted_in_one_process_nor_on_a_cpu() -> None:
+    """In one process (no outside clock) both sides share the process and its effect cancels; a
+    CPU side's calls (the judge's host clock) take ms and no spread of theirs is measured."""
+    in_process = case_result(variant("base", median=0.0067, seed=1, n_rounds=20), variant("head", median=0.0067 * 1.017, seed=2, n_rounds=20))
+    assert assess(in_process, threshold=0.01).verdict is Verdict.SLOWER
+    on_cpu = case_result(_judged("base", 0.0067, seed=1, source="host-monotonic"),
+                         _judged("head", 0.0067 * 1.017, seed=2, source="host-monotonic"))
+    assert assess(on_cpu, threshold=0.01).verdict is Verdict.SLOWER
