@@ -52,6 +52,9 @@ class Side:
     #: per entry of :attr:`judged` (and of :attr:`leads`), the calls under that span: the
     #: entry's figures are the span's, divided by them (handoff.Handoff.batch)
     batches: list[int] = field(default_factory=list)
+    #: per batch of two calls or more, its own time of the later calls (their mean) over the
+    #: first's: the first follows the judge's flush, the later ones the side's
+    later_over_first: list[float] = field(default_factory=list)
     #: its own time of each of its correctness trials (us): a trusted side's sizes a batch
     trial_own_us: list[float] = field(default_factory=list)
     #: the versions (Version.number) it has been given, and pairs of the judge's spans (us) of a

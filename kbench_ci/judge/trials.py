@@ -522,6 +522,8 @@ def _batched_round(
         side.judged.append((CallStamps(pre_us=stamps.pre_us / calls, span_us=stamps.span_us / calls,
                                        post_us=stamps.post_us / calls), statistics.fmean(judged.reported_ms)))
         side.batches.append(calls)
+        if calls > 1 and judged.reported_ms[0] > 0:
+            side.later_over_first.append(statistics.fmean(judged.reported_ms[1:]) / judged.reported_ms[0])
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us / calls)
         first += size
@@ -591,6 +593,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
         "post": [stamps.post_us for side in references for stamps, _ in side.judged],
         "lead": [lead for side in references for lead in side.leads],
         "flushed": [gap for side in references for gap in _flushed_gaps(side)],
+        "later": [ratio for side in references for ratio in side.later_over_first],
     }
     for side in sides:
         if not side.judged:
@@ -622,6 +625,8 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
             if finding is None and batch > 1:
                 finding = _flush_left_out(_flushed_gaps(side), reference["flushed"], interval.resolution_us)
+            if finding is None and batch > 1:
+                finding = _warm_after_first(side.later_over_first, reference["later"])
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
             if finding is None and interval.excess_us > max(interval.resolution_us, SPAN_SPREAD_US / batch):
@@ -678,6 +683,32 @@ def _flush_left_out(gaps: Sequence[float], reference: Sequence[float], resolutio
             f"{short_us:.1f} us, over {FLUSH_SHORT_SHARE:.0%} of theirs; resolution {resolution_us:.1f} us, rank test "
             f"p={p_value:.2g} over {len(gaps)} and {len(reference)} batches): flush the cache between calls as the judge "
             "asks, and time every call's work between its own start and end")
+
+
+#: a batched side whose later calls take less than this share of the trusted sides' later-over-
+#: first ratio (and by the rank test, FLUSH_RANK_P) ran them from a cache its flush left warm
+WARM_LATER_SHARE = 0.75
+
+
+def _warm_after_first(ratios: Sequence[float], reference: Sequence[float]) -> str | None:
+    """A batch's first call follows the judge's flush, its later calls the side's own. A side
+    whose later calls take much less of its first call's time than the trusted sides' do (one
+    ratio a batch, their medians, and the rank test of its batches' ratios against theirs) did
+    its later calls from a warm cache, or its batch's work in the first: the flush it was given
+    between them skipped or undone. Needs its own times to say so: a side that also evens out
+    what it reports is left to the span (docs/isolation.md, "What batches leave out")."""
+    if not ratios or not reference:
+        return None
+    side_ratio, reference_ratio = statistics.median(ratios), statistics.median(reference)
+    if side_ratio >= WARM_LATER_SHARE * reference_ratio:
+        return None
+    p_value = shift_p(ratios, reference)
+    if p_value >= FLUSH_RANK_P:
+        return None
+    return (f"its calls after the first in a batch took {side_ratio:.0%} of its first call's time, the trusted sides' "
+            f"{reference_ratio:.0%} (rank test p={p_value:.2g} over {len(ratios)} and {len(reference)} batches): the first "
+            "follows the judge's cache flush, the later ones the flush the side is given between its calls, so that flush "
+            "was skipped or undone; flush the cache between calls as the judge asks, and do every call's own work in it")
 
 
 def trusted(side: Side) -> bool:

@@ -1,5 +1,6 @@
 """The judge's batch rules (kbench_ci.judge.trials): how many calls go under one span, a round's
-calls in whole batches, and when a batched side's gap is short of the trusted sides' flush."""
+calls in whole batches, when a batched side's gap is short of the trusted sides' flush, and
+when its later calls ran from a cache left warm."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from kbench_ci.judge.trials import (
     BATCH_TARGET_US,
     FLUSH_SHORT_SHARE,
     MAX_BATCH,
+    WARM_LATER_SHARE,
     _flush_left_out,
+    _warm_after_first,
     batch_size,
     batch_sizes,
     round_calls,
@@ -80,3 +83,28 @@ def test_a_shortfall_under_a_wide_resolution_is_found_by_the_rank_test() -> None
 def test_no_batches_that_flushed_is_no_finding() -> None:
     assert _flush_left_out([], THEIRS, resolution_us=0.3) is None
     assert _flush_left_out([1.0], [], resolution_us=0.3) is None
+
+
+# one ratio a batch: its later calls' own time (their mean) over its first call's
+HONEST = [1.00, 0.98, 1.02, 0.99, 1.01, 0.97, 1.03, 1.00]
+
+
+def test_later_calls_from_a_warm_cache_are_a_finding() -> None:
+    """skip_flush on an H100 (a 2^20 add): its first call 6.0 us after the judge's flush, the
+    later ones ~3.6 us after its own flush read its next inputs instead."""
+    warm = [0.61, 0.58, 0.63, 0.60, 0.62, 0.59, 0.60, 0.61]
+    finding = _warm_after_first(warm, HONEST)
+    assert finding is not None and "60% of its first call's time" in finding and "100%" in finding
+
+
+def test_a_batch_done_in_its_first_call_is_a_finding() -> None:
+    """front_load: every call's work in the first, next to nothing reported for the others."""
+    assert _warm_after_first([0.02] * 8, HONEST) is not None
+
+
+def test_later_calls_a_little_faster_or_by_chance_are_not_a_finding() -> None:
+    assert _warm_after_first([ratio * (WARM_LATER_SHARE + 0.05) for ratio in HONEST], HONEST) is None
+    assert _warm_after_first(list(reversed(HONEST)), HONEST) is None
+    # far below, but two batches: no rank test can tell that from chance
+    assert _warm_after_first([0.5, 0.5], HONEST[:2]) is None
+    assert _warm_after_first([], HONEST) is None and _warm_after_first(HONEST, []) is None
