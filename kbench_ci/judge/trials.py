@@ -583,7 +583,8 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
     clock's resolution, :data:`stats.CLOCK_SE_FACTOR` standard errors), that much is counted in
     its times. A side that flushes its cache between the calls of a batch and whose gap falls
     short of theirs by more than the resolution and :data:`FLUSH_SHORT_SHARE` of their gap left
-    work out of the span (its flush): ``incorrect``. So is one whose GPU work lengthened the
+    work out of the span (its flush): ``incorrect``; so is one whose later calls in a batch ran
+    from a cache left warm (:func:`_warm_after_first`). So is one whose GPU work lengthened the
     judge's own steps, or that is faster on contents it had seen. Every judged side's figures go
     into its result."""
     references = [side for side in sides if trusted(side) and side.ok and side.judged]
