@@ -33,7 +33,7 @@ from kbench_ci.judge.handoff import CALL_TIMEOUT_S, Handoff, stage
 from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side, Version
-from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, outputs_match
+from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, first_mismatch, outputs_match
 from kbench_ci.measure.inputs import InputSet, changed_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall, StoppingRule
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
@@ -501,20 +501,25 @@ def _batched_round(
         except SideFailed as exc:
             side.fail("error", f"failed while timing: {exc}")
             return False
-        for offset, (version, outputs) in enumerate(zip(chosen, judged.outputs, strict=True)):
-            side.checked += 1
-            call = first + offset
-            if deferred is not None:
-                deferred.append((version, {name: output.clone() for name, output in outputs.items()}, call))
-            elif side.role == "solution" and not _matches(outputs, version.expected, tolerance_for):
-                failed = [check for check in compare_outputs(outputs, version.expected, tolerance_for) if not check.passed]
+        if deferred is not None:
+            for offset, (version, outputs) in enumerate(zip(chosen, judged.outputs, strict=True)):
+                deferred.append((version, {name: output.clone() for name, output in outputs.items()}, first + offset))
+        elif side.role == "solution":
+            with RECORD.step(JUDGE, "timed calls' outputs checked"):
+                bad = first_mismatch([(outputs, version.expected) for version, outputs in zip(chosen, judged.outputs, strict=True)],
+                                     tolerance_for)
+            if bad is not None:
+                side.checked += bad + 1
+                failed = [check for check in compare_outputs(judged.outputs[bad], chosen[bad].expected, tolerance_for)
+                          if not check.passed]
                 side.fail("incorrect", (
-                    f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
-                    f"judge and its output '{failed[0].name}' does not match the reference for them "
+                    f"timed call {side.checked} (round {round_index + 1}, call {first + bad + 1}) was given new input contents "
+                    f"by the judge and its output '{failed[0].name}' does not match the reference for them "
                     f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
                 ))
                 return False
-            side.seen.add(version.number)
+        side.checked += len(chosen)
+        side.seen.update(version.number for version in chosen)
         calls = judged.calls
         # each call's sample is the batch's mean: a sample a call, as one call a span gives
         samples.extend([statistics.fmean(judged.samples_ms)] * calls)

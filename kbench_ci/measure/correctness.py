@@ -13,7 +13,7 @@ are compared as integers, never through float64: float64 holds 53 bits, and two 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -153,6 +153,34 @@ def outputs_match(
         if reference.numel():
             verdicts.append(close_elements(value, reference, tolerance_for(reference.dtype)).all())
     return not verdicts or bool(torch.stack([v.to(verdicts[0].device) for v in verdicts]).all().item())
+
+
+def first_mismatch(
+    calls: Sequence[tuple[Mapping[str, object], Mapping[str, torch.Tensor]]],
+    tolerance_for: Callable[[torch.dtype], Tolerance],
+) -> int | None:
+    """The index of the first of ``calls`` (each its outputs and the expected ones) whose
+    outputs fail :func:`outputs_match`'s rule, or None: the same rule with one synchronisation
+    for them all (a batch of the judge's timed calls, checked one call at a time, synchronised
+    once a call: five thousand checks took 5.2 s of a 24 s judged compare on an H100)."""
+    pending: list[tuple[int, torch.Tensor]] = []
+    for index, (actual, expected) in enumerate(calls):
+        for name, reference_value in expected.items():
+            aligned = _aligned(actual.get(name), reference_value)
+            if isinstance(aligned, str):
+                # known on the host: no call after it matters, the ones before still do
+                earlier = _first_false(pending) if pending else None
+                return index if earlier is None else earlier
+            value, reference = aligned
+            if reference.numel():
+                pending.append((index, close_elements(value, reference, tolerance_for(reference.dtype)).all()))
+    return _first_false(pending) if pending else None
+
+
+def _first_false(pending: Sequence[tuple[int, torch.Tensor]]) -> int | None:
+    device = pending[0][1].device
+    passed = torch.stack([verdict.to(device) for _, verdict in pending]).tolist()
+    return next((index for (index, _), ok in zip(pending, passed, strict=True) if not ok), None)
 
 
 def changed_reference_ruling(status: str, message: str | None, *, accepted: bool) -> tuple[bool, str]:

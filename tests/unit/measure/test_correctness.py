@@ -145,3 +145,21 @@ def test_the_judges_quick_check_agrees_with_the_full_comparison(actual: dict[str
 
     full = all(check.passed for check in compare_outputs(actual, expected, tolerance_for))
     assert outputs_match(actual, expected, tolerance_for) is full
+
+
+@pytest.mark.parametrize(("actual", "expected"), [c[1:] for c in _cases()], ids=[c[0] for c in _cases()])
+def test_a_batchs_check_finds_the_first_call_the_full_comparison_fails(actual: dict[str, object],
+                                                                       expected: dict[str, torch.Tensor]) -> None:
+    """The judge checks a batch's calls with one synchronisation: the call it names is the
+    first the full comparison fails, wherever in the batch it stands."""
+    from kbench_ci.measure.correctness import compare_outputs, first_mismatch
+
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        return resolve_tolerance(dtype, cli_atol=None, cli_rtol=None, ref_atol=None, ref_rtol=None)
+
+    good = ({name: value.clone() for name, value in expected.items()}, expected)
+    passes = all(check.passed for check in compare_outputs(actual, expected, tolerance_for))
+    assert first_mismatch([good, good], tolerance_for) is None
+    assert first_mismatch([good, (actual, expected), good], tolerance_for) == (None if passes else 1)
+    assert first_mismatch([(actual, expected), good, (actual, expected)], tolerance_for) == (None if passes else 0)
+    assert first_mismatch([], tolerance_for) is None
