@@ -490,6 +490,12 @@ def classify(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) 
 PROCESS_SPREAD_US = 0.09
 
 
+def spread_half_width(spread: float, confidence: float) -> float:
+    """The half-width, in log space, that a random effect of relative standard deviation
+    ``spread`` alone gives an interval at ``confidence``: the change it cannot resolve."""
+    return NormalDist().inv_cdf((1.0 + confidence) / 2.0) * math.log1p(spread)
+
+
 def with_process_spread(estimate: RatioEstimate, spread: float) -> RatioEstimate:
     """``estimate`` with its interval widened by a random effect of relative standard deviation
     ``spread`` (the processes' own, :data:`PROCESS_SPREAD_US` over the base's median): each half
@@ -499,7 +505,7 @@ def with_process_spread(estimate: RatioEstimate, spread: float) -> RatioEstimate
         raise ValueError(f"spread must be finite and >= 0, got {spread!r}")
     if spread == 0.0 or estimate.ci_low <= 0 or estimate.ratio <= 0:
         return estimate
-    z = NormalDist().inv_cdf((1.0 + estimate.confidence) / 2.0) * math.log1p(spread)
+    z = spread_half_width(spread, estimate.confidence)
     center = math.log(estimate.ratio)
     below = math.hypot(max(0.0, center - math.log(estimate.ci_low)), z)
     above = math.hypot(max(0.0, math.log(estimate.ci_high) - center), z)

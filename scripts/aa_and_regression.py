@@ -320,14 +320,16 @@ def medians_ratio(case: dict[str, Any]) -> float | None:
     gave no ratio (under the judge, a gain held `unchanged` by the clock's resolution drops its
     estimate): without it, the mean head/base over runs would leave out the very runs where the
     head read faster, and a side's bias would hide in the count."""
-    medians = []
-    for side in ("base", "head"):
-        rounds = (case.get(side) or {}).get("rounds_ms") or []
-        samples = [sample for round_ms in rounds for sample in round_ms]
-        if not samples:
-            return None
-        medians.append(statistics.median(samples))
-    return medians[1] / medians[0] if medians[0] > 0 else None
+    base, head = side_median(case, "base"), side_median(case, "head")
+    if base is None or head is None:
+        return None
+    return head / base if base > 0 else None
+
+
+def side_median(case: dict[str, Any], side: str) -> float | None:
+    """The median of one side's timed calls over all its rounds (ms), None where it has none."""
+    samples = [sample for round_ms in (case.get(side) or {}).get("rounds_ms") or [] for sample in round_ms]
+    return statistics.median(samples) if samples else None
 
 
 def dump_case(case: dict[str, Any]) -> dict[str, Any]:
@@ -434,9 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             if ratio is not None:
                 aa_case_ratios.setdefault(case["case_id"], []).append(ratio)
                 aa_from_medians[case["case_id"]] = aa_from_medians.get(case["case_id"], 0) + (case["ratio"] is None)
-            base_samples = [sample for round_ms in (case.get("base") or {}).get("rounds_ms") or [] for sample in round_ms]
-            if base_samples:
-                aa_base_us.setdefault(case["case_id"], []).append(statistics.median(base_samples) * 1e3)
+            if (base_ms := side_median(case, "base")) is not None:
+                aa_base_us.setdefault(case["case_id"], []).append(base_ms * 1e3)
             aa_remeasured += bool(case["remeasured"])
             aa_rounds.append(case["n_rounds"] or 0)
             audit_shares.extend(audit_share(case))

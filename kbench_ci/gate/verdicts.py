@@ -29,6 +29,7 @@ from kbench_ci.stats import (
     classify,
     compare_rounds,
     needs_remeasure,
+    spread_half_width,
     with_process_spread,
 )
 
@@ -93,7 +94,8 @@ def assess(
     except ValueError as exc:
         return Assessment(Verdict.INCONCLUSIVE, None, f"cannot compare the samples: {exc}")
     verdict = classify(estimate, threshold, alpha=alpha)
-    if verdict in (Verdict.SLOWER, Verdict.FASTER) and (apart := _within_process_spread(base, head, estimate, threshold, alpha)):
+    if verdict in (Verdict.SLOWER, Verdict.FASTER) and (
+            apart := _within_process_spread(base, head, estimate, verdict, threshold, alpha)):
         return apart
     if verdict is Verdict.FASTER and (within := _within_clock_resolution(base, head)) is not None:
         # Without its estimate: the head's own times are what the clock could not vouch for, and
@@ -104,7 +106,7 @@ def assess(
 
 
 def _within_process_spread(
-    base: VariantResult, head: VariantResult, estimate: RatioEstimate, threshold: float, alpha: float,
+    base: VariantResult, head: VariantResult, estimate: RatioEstimate, verdict: Verdict, threshold: float, alpha: float,
 ) -> Assessment | None:
     """Under the judge (each side in a process of its own) a change counts only where it stands
     beyond the spread two processes put between one kernel (:data:`stats.PROCESS_SPREAD_US` a
@@ -120,7 +122,7 @@ def _within_process_spread(
         return None
     spread = PROCESS_SPREAD_US / base_us
     widened = with_process_spread(estimate, spread)
-    if classify(widened, threshold, alpha=alpha) is classify(estimate, threshold, alpha=alpha):
+    if classify(widened, threshold, alpha=alpha) is verdict:
         return None
     change = percent(estimate.ratio - 1.0)
     return Assessment(Verdict.INCONCLUSIVE, widened, (
@@ -128,7 +130,8 @@ def _within_process_spread(
         f"processes of their own put {PROCESS_SPREAD_US * 1e3:.0f} ns a call (one standard deviation, "
         f"{percent(spread).lstrip('+')} of this kernel's {base_us:.2f} us) between one kernel: with that, the interval is "
         f"[{percent(widened.ci_low - 1.0)}, {percent(widened.ci_high - 1.0)}]; a change under about "
-        f"{percent(math.expm1(1.96 * math.log1p(spread))).lstrip('+')} cannot be told from it at this size under the judge"
+        f"{percent(math.expm1(spread_half_width(spread, estimate.confidence))).lstrip('+')} cannot be told from it at this "
+        "size under the judge"
     ))
 
 

@@ -144,15 +144,7 @@ def outputs_match(
     none of its figures: the judge checks every timed call, and on a GPU the full comparison's
     three reads per output (count, worst absolute and relative error) were a tenth of a judged
     compare's wall time. Where this says False, :func:`compare_outputs` says why."""
-    verdicts = []
-    for name, reference_value in expected.items():
-        aligned = _aligned(actual.get(name), reference_value)
-        if isinstance(aligned, str):
-            return False
-        value, reference = aligned
-        if reference.numel():
-            verdicts.append(close_elements(value, reference, tolerance_for(reference.dtype)).all())
-    return not verdicts or bool(torch.stack([v.to(verdicts[0].device) for v in verdicts]).all().item())
+    return first_mismatch([(actual, expected)], tolerance_for) is None
 
 
 def first_mismatch(
