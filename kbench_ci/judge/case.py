@@ -133,6 +133,8 @@ class Judge:
         self.scratch = scratch
         self.environment = dict(environment)
         self.workers: dict[str, SideWorker] = {}
+        #: by label, a worker started ahead of need for a re-measurement (:meth:`_start_spares`)
+        self.spares: dict[str, SideWorker] = {}
         #: modules each side's worker imports as it starts (``triton``)
         self.preload: tuple[str, ...] = ()
         self._clocks: dict[str, GpuClock | None] = {}
@@ -224,9 +226,10 @@ class Judge:
         self.workers.update(workers)
 
     def close(self) -> None:
-        for worker in self.workers.values():
+        for worker in (*self.workers.values(), *self.spares.values()):
             worker.stop()
         self.workers.clear()
+        self.spares.clear()
         remove_tree(self.scratch)
 
     def run_case(self, job: CaseJob, emit: Emit) -> None:
@@ -250,6 +253,7 @@ class Judge:
         remeasure = job.placement_pad_bytes > 0
         if remeasure:
             self._retire_workers(job)
+        self._start_spares(job, device)
         sides = self._load(job, problem, device, emit)
         reference = next((side for side in sides if side.label == HEAD_REFERENCE), None)
         if reference is not None:
@@ -350,6 +354,32 @@ class Judge:
             if worker is not None:
                 worker.stop()
                 worker.remove_files()
+            spare = self.spares.pop(label, None)
+            if spare is not None and spare.alive() and spare.device == job.settings.device:
+                spare.claim()
+                self.workers[label] = spare
+            elif spare is not None:
+                spare.stop()
+                spare.remove_files()
+
+    def _start_spares(self, job: CaseJob, device: torch.device) -> None:
+        """A spare worker for each side of a compare on a GPU that has none, so that a
+        re-measurement's new processes have imported torch and triton already (about 2-4 s a
+        pair on an H100 host, the whole of a new worker's start but its CUDA context). Started
+        here, they import during this case; unclaimed, they wait without a CUDA context, so
+        nothing of theirs reaches the GPU. Not on a CPU: there the imports would share the cores
+        with the case's timed calls."""
+        if device.type != "cuda" or len(job.sides) < 2:
+            return
+        for side in job.sides:
+            spare = self.spares.get(side.label)
+            if spare is not None and spare.alive() and spare.device == job.settings.device:
+                continue
+            if spare is not None:
+                spare.stop()
+                spare.remove_files()
+            self.spares[side.label] = SideWorker(side.label, job.settings.device, self.scratch, self.environment,
+                                                 self.preload, spare=True)
 
     def _retire_reference(self, reference: Side | None) -> None:
         """The head's reference worker ended, its buffers released (never kept warm: it runs the

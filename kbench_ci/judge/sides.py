@@ -28,6 +28,7 @@ from kbench_ci.measure.deadlines import WORKER_START_TIMEOUT_S
 from kbench_ci.measure.sideproto import (
     SIDE_DEVICE_ENV,
     SIDE_PRELOAD_ENV,
+    WAKE,
     BadReply,
     Called,
     Loaded,
@@ -93,7 +94,9 @@ def hold_all_but(current: SideWorker | None) -> None:
     that side's sandbox) before it was ended."""
     for pid in [pid for pid, worker in _WORKERS.items() if not worker.alive()]:
         del _WORKERS[pid]
-    others = [worker for worker in _WORKERS.values() if worker is not current]
+    # A spare (nothing claimed it yet) has run no side's code and holds no CUDA context: it goes
+    # on importing torch through every turn
+    others = [worker for worker in _WORKERS.values() if worker is not current and not worker.spare]
     ran = [worker for worker in others if not worker.paused]
     _stop(others)
     # A worker that ran until now and filled a disk is stopped here, before the next turn, whose
@@ -186,16 +189,23 @@ class SideWorker:
 
     def __init__(
         self, label: str, device: str, scratch: Path, environment: Mapping[str, str], preload: Sequence[str] = (),
+        *, spare: bool = False,
     ) -> None:
+        """``spare``: started ahead of need, for a re-measurement's new processes: it hardens
+        itself and imports torch and ``preload`` now, and makes its CUDA context and says it
+        has started only once claimed (:meth:`claim`). Until then it is no side's worker: the
+        judge's holds leave it running, and it has no GPU memory."""
         self.label = label
         self.device = device
-        self.folder = scratch / f"side-{side_folder_name(label)}"
-        self.folder.mkdir(parents=True, exist_ok=True)
+        #: each worker of a label has folders of its own: a spare starts beside the worker it
+        #: will replace, whose folders go with it (:meth:`remove_files`)
+        self.folder = _own_folder(scratch, f"side-{side_folder_name(label)}")
+        own_name = self.folder.name
         env = dict(environment)
         #: where in shared memory it may make files (Landlock lets it write only existing files
         #: elsewhere in /dev/shm): removed with the worker (:meth:`stop`), so nothing it made
         #: there outlives it; None where the machine has no /dev/shm
-        self.shared_memory = make_scratch(f"kbench-side-{side_folder_name(label)}-", SHARED_MEMORY) if SHARED_MEMORY.is_dir() else None
+        self.shared_memory = make_scratch(f"kbench-{own_name}-", SHARED_MEMORY) if SHARED_MEMORY.is_dir() else None
         writable = [self.folder, *([self.shared_memory] if self.shared_memory is not None else [])]
         shared_bytecode = judge_calibrate_calls(env) > 0 and landlock_abi() >= 1
         for name in _PER_SIDE_CACHES:
@@ -209,7 +219,7 @@ class SideWorker:
                 # until a GPU has measured what that costs).
                 continue
             if env.get(name):
-                own = Path(env[name]) / f"side-{side_folder_name(label)}"
+                own = Path(env[name]) / own_name
                 own.mkdir(parents=True, exist_ok=True)
                 env[name] = str(own)
                 writable.append(own)
@@ -238,6 +248,10 @@ class SideWorker:
         finally:
             theirs.close()
         self.channel = mine
+        #: unclaimed: started ahead of need and not woken (:meth:`claim`)
+        self.spare = spare
+        if not spare:
+            self._wake()
         self._buffer = b""
         self._paused: list[int] = []
         self._scheduling = wanted
@@ -260,6 +274,22 @@ class SideWorker:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def claim(self) -> None:
+        """A spare made this label's worker: woken, it makes its CUDA context and says it has
+        started (its imports are behind it). Continued first: it runs no side's code, so
+        nothing of the judge's stopped it, but another process of this user may have."""
+        if not self.spare:
+            return
+        self.spare = False
+        _signal(self.process.pid, signal.SIGCONT)
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self.channel.sendall(WAKE)
+        except OSError:
+            pass  # it died as it started: its first request says so (wait_started)
 
     def remove_files(self) -> None:
         """What this (stopped) worker wrote: its folder and its caches. A head that filled the
@@ -301,6 +331,7 @@ class SideWorker:
         is loaded in a worker before it has started."""
         if self._started or self._start_failure is not None:
             return
+        self.claim()  # a spare waited on is claimed
         if self.channel.fileno() < 0:  # stopped by the judge before it was ever asked anything
             self._start_failure = "it was stopped before it had started"
             return
@@ -359,7 +390,10 @@ class SideWorker:
                 if not self.alive():
                     raise SideFailed(self._death("its worker died"))
                 continue
-            chunk = self.channel.recv(1 << 16)
+            try:
+                chunk = self.channel.recv(1 << 16)
+            except ConnectionResetError:  # it died with the judge's WAKE unread
+                chunk = b""
             if not chunk:
                 raise SideFailed(self._death("its worker died"))
             self._buffer += chunk
@@ -448,6 +482,20 @@ def _signal(pid: int, signum: int) -> None:
 
 
 _LOG_SERIAL = itertools.count(1)
+
+
+def _own_folder(scratch: Path, name: str) -> Path:
+    """A new folder ``name`` in ``scratch``, or ``name.1``, ``name.2`` ... where a worker of the
+    same label still has one (the name also names its caches' and shared memory's folders)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    for serial in itertools.count():
+        folder = scratch / (f"{name}.{serial}" if serial else name)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise AssertionError("unreachable")
 
 
 def _new_log(scratch: Path, label: str) -> Path:

@@ -213,12 +213,19 @@ class Called:
     lead_us: float | None = None
 
 
+#: the one line the judge sends a new worker before any request: go on from the imports to the
+#: CUDA context and :class:`Ready`. A worker started at once gets it at once; a spare (started
+#: ahead, for a re-measurement's new processes) only when the judge claims it
+WAKE = b"wake\n"
+
+
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The worker has started: hardened, torch imported, its CUDA context made and its preloaded
-    modules imported. Sent once, unasked, before it reads its first request: the judge lets
-    every new worker start at once and pauses none of them before this (a worker paused while it
-    imported torch made a fresh pair of workers start one after the other)."""
+    """The worker has started: hardened, torch and its preloaded modules imported, woken
+    (:data:`WAKE`) and its CUDA context made. Sent once, unasked, before it reads its first
+    request: the judge lets every new worker start at once and pauses none of them before this
+    (a worker paused while it imported torch made a fresh pair of workers start one after the
+    other)."""
 
 
 Reply = Loaded | Called | Made | Ready

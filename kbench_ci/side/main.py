@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV, Ready, encode_reply
+from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV, WAKE, Ready, encode_reply
 from kbench_ci.side.harden import harden
 
 __all__ = ["main"]
@@ -26,9 +26,12 @@ def main(argv: Sequence[str]) -> int:
     channel = socket.socket(fileno=int(fd))
     # Imported once hardened: torch starts threads, and Landlock binds only the calling thread
     # and what it starts afterwards.
-    from kbench_ci.side.serve import serve, warm_up  # noqa: PLC0415
+    from kbench_ci.side.serve import import_modules, make_context, serve  # noqa: PLC0415
 
-    warm_up(os.environ.get(SIDE_DEVICE_ENV, ""), [name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
+    import_modules([name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
+    if not _woken(channel):
+        return 0  # the judge closed it unclaimed (a spare it no longer needs)
+    make_context(os.environ.get(SIDE_DEVICE_ENV, ""))
     # No bytecode of the side's own code (its modules load after this line), as in the
     # in-process worker (measure/child.serve). torch's and the preloaded modules' bytecode goes
     # to the side's cache folder (PYTHONPYCACHEPREFIX, where the environment sets it): set
@@ -45,6 +48,18 @@ def main(argv: Sequence[str]) -> int:
         return 1
     finally:
         sys.stderr.flush()
+
+
+def _woken(channel: socket.socket) -> bool:
+    """Whether the judge's :data:`WAKE` came (read a byte at a time: what follows it is the
+    requests' inbox's to read); False where the socket closed first."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = channel.recv(1)
+        if not byte:
+            return False
+        line += byte
+    return line == WAKE
 
 
 if __name__ == "__main__":

@@ -92,17 +92,22 @@ class _Case:
     flush: CacheFlush | None = None
 
 
-def warm_up(device: str, preload: Sequence[str] = ()) -> None:
-    """The CUDA context and the modules its cases import (``triton``: ~0.5 s), now, while the
-    judge starts the other workers and the parent builds. Never fails: the load reports a
-    broken device or package (a module that fails to import is forgotten again)."""
+def import_modules(preload: Sequence[str] = ()) -> None:
+    """The modules a side's cases import (``triton``: ~0.5 s), before the worker is woken: a
+    spare worker (kbench_ci.judge.sides) has them by the time the judge claims it. Never fails:
+    the load reports a broken package (a module that fails to import is forgotten again)."""
+    import_quietly(preload)
+
+
+def make_context(device: str) -> None:
+    """The CUDA context, once the worker is woken (a spare holds none until then: no GPU memory,
+    nothing the GPU runs). Never fails: the load reports a broken device."""
     if device.startswith("cuda"):
         try:
             torch.cuda.set_device(torch.device(device))
             torch.empty(1, device=device)
         except Exception:  # noqa: BLE001, S110  (see above)
             pass
-    import_quietly(preload)
 
 
 class _Inbox:
