@@ -989,6 +989,11 @@ CLOCK_FLOOR_CPU_US = 2000.0
 CLOCK_FLOOR_CPU_SHARE = 0.2
 #: a difference must also exceed this many standard errors of the two medians' difference
 CLOCK_SE_FACTOR = 4.0
+#: fewer figures than this on either side resolve nothing: their scaled MAD, and so the standard
+#: error, can be 0 (a CPU bench of 3 trials has 4 calls a side; on a loaded 2-core machine an
+#: honest side's 4 gaps lay 2-13 ms from the trusted side's, and a resolution of 0 read that as
+#: a lie or a skipped flush)
+CLOCK_MIN_FIGURES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -999,6 +1004,8 @@ class ClockCheck:
     reference_us: float
     #: the smallest excess of ``side_us`` over ``reference_us`` that is read as real
     resolution_us: float
+    #: whether both sides had :data:`CLOCK_MIN_FIGURES` figures: with fewer, nothing is read as real
+    enough: bool = True
 
     @property
     def excess_us(self) -> float:
@@ -1006,7 +1013,7 @@ class ClockCheck:
 
     @property
     def exceeded(self) -> bool:
-        return self.excess_us > self.resolution_us
+        return self.enough and self.excess_us > self.resolution_us
 
 
 def median_standard_error(values: Sequence[float]) -> float:
@@ -1017,11 +1024,12 @@ def median_standard_error(values: Sequence[float]) -> float:
 
 def clock_check(side: Sequence[float], reference: Sequence[float], *, floor_us: float) -> ClockCheck:
     """``side``'s median against ``reference``'s (per-call figures, us): an excess counts only
-    beyond ``floor_us`` and :data:`CLOCK_SE_FACTOR` standard errors of the difference."""
+    beyond ``floor_us`` and :data:`CLOCK_SE_FACTOR` standard errors of the difference, and not at
+    all with fewer than :data:`CLOCK_MIN_FIGURES` figures a side."""
     noise = math.hypot(median_standard_error(side), median_standard_error(reference))
     return ClockCheck(
         side_us=float(np.median(_as_samples(side, "side"))), reference_us=float(np.median(_as_samples(reference, "reference"))),
-        resolution_us=max(floor_us, CLOCK_SE_FACTOR * noise),
+        resolution_us=max(floor_us, CLOCK_SE_FACTOR * noise), enough=min(len(side), len(reference)) >= CLOCK_MIN_FIGURES,
     )
 
 

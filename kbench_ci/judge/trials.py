@@ -43,6 +43,7 @@ from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
 from kbench_ci.stats import (
     CLOCK_FLOOR_GPU_US,
+    CLOCK_MIN_FIGURES,
     MEMO_MIN_EFFECT,
     ClockCheck,
     ClockTail,
@@ -635,7 +636,7 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
                 finding = _warm_after_first(side.later_over_first, reference["later"])
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
-            if finding is None and interval.excess_us > max(interval.resolution_us, SPAN_SPREAD_US / batch):
+            if finding is None and interval.enough and interval.excess_us > max(interval.resolution_us, SPAN_SPREAD_US / batch):
                 counted_us = interval.excess_us
         if finding is None and side.role == "solution" and not trusted(side):
             finding = _memo(side, floor_us, own_us)
@@ -675,7 +676,7 @@ def _flush_left_out(gaps: Sequence[float], reference: Sequence[float], resolutio
     than :data:`FLUSH_SHORT_SHARE` of theirs, and beyond the clock's resolution or by the rank
     test (:data:`FLUSH_RANK_P`): work the span should hold (its cache flush between the calls)
     was not done."""
-    if not gaps or not reference:
+    if min(len(gaps), len(reference)) < CLOCK_MIN_FIGURES:
         return None
     side_us, reference_us = statistics.median(gaps), statistics.median(reference)
     short_us = reference_us - side_us
@@ -703,7 +704,7 @@ def _warm_after_first(ratios: Sequence[float], reference: Sequence[float]) -> st
     its later calls from a warm cache, or its batch's work in the first: the flush it was given
     between them skipped or undone. Needs its own times to say so: a side that also evens out
     what it reports is left to the span (docs/isolation.md, "What batches leave out")."""
-    if not ratios or not reference:
+    if min(len(ratios), len(reference)) < CLOCK_MIN_FIGURES:
         return None
     side_ratio, reference_ratio = statistics.median(ratios), statistics.median(reference)
     if side_ratio >= WARM_LATER_SHARE * reference_ratio:

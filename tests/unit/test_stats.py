@@ -756,6 +756,11 @@ def test_the_clock_check_sees_a_gap_beyond_the_floor_and_the_noise_and_nothing_w
     # few, noisy calls widen the resolution beyond the floor: the same 3.6 us then proves nothing
     noisy = clock_check(list(303.6 + rng.normal(0.0, 8.0, 6)), list(300.0 + rng.normal(0.0, 8.0, 6)), floor_us=CLOCK_FLOOR_GPU_US)
     assert noisy.resolution_us > CLOCK_FLOOR_GPU_US and not noisy.exceeded
+    # four calls a side resolve nothing, however far apart (their scaled MAD can be 0): an
+    # honest CPU bench of 3 trials on a loaded machine read 2018 us past the 2000 us floor
+    few = clock_check([4518.0, 4518.0, 4519.0, 4518.0], [2500.0, 2500.0, 2500.0, 2500.0], floor_us=2000.0)
+    assert few.excess_us == pytest.approx(2018.0) and few.resolution_us == 2000.0 and not few.exceeded
+    assert clock_check([4518.0] * 5, [2500.0] * 5, floor_us=2000.0).exceeded
 
 
 def test_the_cpu_clock_floor_grows_with_the_sides_own_time() -> None:

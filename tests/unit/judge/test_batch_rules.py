@@ -108,3 +108,14 @@ def test_later_calls_a_little_faster_or_by_chance_are_not_a_finding() -> None:
     # far below, but two batches: no rank test can tell that from chance
     assert _warm_after_first([0.5, 0.5], HONEST[:2]) is None
     assert _warm_after_first([], HONEST) is None and _warm_after_first(HONEST, []) is None
+
+
+def test_four_batches_a_side_are_no_finding_however_far_apart() -> None:
+    """A CPU bench of 3 trials has one batch or two a side. On a loaded 2-core machine an honest
+    side's gaps lay 12 ms under the trusted side's 25 ms (a scaled MAD of 0: a resolution of 0),
+    and that read as a skipped flush; four figures a side resolve nothing."""
+    assert _flush_left_out([11876.0, 11880.0], [25182.0, 25190.0], resolution_us=0.0) is None
+    assert _flush_left_out([2.0] * 4, THEIRS[:4], resolution_us=0.0) is None
+    assert _flush_left_out([2.0] * 5, THEIRS[:5], resolution_us=0.3) is not None
+    assert _warm_after_first([0.02] * 4, HONEST[:4]) is None
+    assert _warm_after_first([0.02] * 5, HONEST[:5]) is not None
