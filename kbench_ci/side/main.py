@@ -29,6 +29,8 @@ def main(argv: Sequence[str]) -> int:
     from kbench_ci.side.serve import import_modules, make_context, serve  # noqa: PLC0415
 
     import_modules([name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
+    if not _woken(channel):
+        return 0  # the judge closed it unclaimed (a spare it no longer needs)
     make_context(os.environ.get(SIDE_DEVICE_ENV, ""))
     # No bytecode of the side's own code (its modules load after this line), as in the
     # in-process worker (measure/child.serve). torch's and the preloaded modules' bytecode goes
@@ -38,8 +40,6 @@ def main(argv: Sequence[str]) -> int:
     # side's own and writable to its code anyway (docs/isolation.md).
     sys.dont_write_bytecode = True
     channel.sendall(encode_reply(Ready()))
-    if not _woken(channel):
-        return 0  # the judge closed it unclaimed (a spare it no longer needs)
 
     try:
         return serve(channel, layers)

@@ -93,14 +93,15 @@ class _Case:
 
 
 def import_modules(preload: Sequence[str] = ()) -> None:
-    """The modules a side's cases import (``triton``: ~0.5 s). Never fails: the load reports a
-    broken package (a module that fails to import is forgotten again)."""
+    """The modules a side's cases import (``triton``: ~0.5 s), before the worker is woken: a
+    spare worker (kbench_ci.judge.sides) has them by the time the judge claims it. Never fails:
+    the load reports a broken package (a module that fails to import is forgotten again)."""
     import_quietly(preload)
 
 
 def make_context(device: str) -> None:
-    """The CUDA context (on an H100 host 1-2 s of a new worker's start). Never fails: the load
-    reports a broken device."""
+    """The CUDA context, once the worker is woken (a spare holds none until then: no GPU memory,
+    nothing the GPU runs). Never fails: the load reports a broken device."""
     if device.startswith("cuda"):
         try:
             torch.cuda.set_device(torch.device(device))
