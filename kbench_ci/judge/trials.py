@@ -632,7 +632,12 @@ def judge_outside_clock(sides: Sequence[Side], handoff: Handoff, *, on_gpu: bool
             finding = _lie(gap, clock_tail(gaps, reference["gap"], floor_us=floor_us), on_gpu)
             if finding is None and batch > 1:
                 finding = _flush_left_out(_flushed_gaps(side), reference["flushed"], interval.resolution_us)
-            if finding is None and batch > 1:
+            if finding is None and batch > 1 and on_gpu:
+                # Not on a CPU: there a batch's first call also holds the worker's wake-up after
+                # the handoff, so its later-over-first ratio is the work's share of that, not the
+                # cache's (an honest head of 30 times the base's matmul read 85% against the
+                # base's 117%, p=0.008, on a busy 2-core machine); the span's shortfall
+                # (_flush_left_out) is what finds a skipped flush there
                 finding = _warm_after_first(side.later_over_first, reference["later"])
             if finding is None and on_gpu:
                 finding = _segments(pre, post, reference["pre"], reference["post"])
