@@ -354,32 +354,35 @@ class Judge:
             if worker is not None:
                 worker.stop()
                 worker.remove_files()
-            spare = self.spares.pop(label, None)
-            if spare is not None and spare.alive() and spare.device == job.settings.device:
+            spare = self._spare(label, job.settings.device)
+            if spare is not None:
+                del self.spares[label]
                 spare.claim()
                 self.workers[label] = spare
-            elif spare is not None:
-                spare.stop()
-                spare.remove_files()
 
     def _start_spares(self, job: CaseJob, device: torch.device) -> None:
         """A spare worker for each side of a compare on a GPU that has none, so that a
-        re-measurement's new processes have imported torch and triton already (about 2-4 s a
-        pair on an H100 host, the whole of a new worker's start but its CUDA context). Started
-        here, they import during this case; unclaimed, they wait without a CUDA context, so
-        nothing of theirs reaches the GPU. Not on a CPU: there the imports would share the cores
-        with the case's timed calls."""
+        re-measurement's new processes have imported torch and triton already. Started here,
+        they import during this case; unclaimed, they wait without a CUDA context, so nothing of
+        theirs reaches the GPU. Not on a CPU: there the imports would share the cores with the
+        case's timed calls."""
         if device.type != "cuda" or len(job.sides) < 2:
             return
         for side in job.sides:
-            spare = self.spares.get(side.label)
-            if spare is not None and spare.alive() and spare.device == job.settings.device:
-                continue
-            if spare is not None:
-                spare.stop()
-                spare.remove_files()
-            self.spares[side.label] = SideWorker(side.label, job.settings.device, self.scratch, self.environment,
-                                                 self.preload, spare=True)
+            if self._spare(side.label, job.settings.device) is None:
+                self.spares[side.label] = SideWorker(side.label, job.settings.device, self.scratch, self.environment,
+                                                     self.preload, spare=True)
+
+    def _spare(self, label: str, device: str) -> SideWorker | None:
+        """``label``'s spare where it can serve on ``device``; one that cannot (it died, or was
+        started for another device) is stopped, its files removed, and forgotten."""
+        spare = self.spares.get(label)
+        if spare is None or (spare.alive() and spare.device == device):
+            return spare
+        del self.spares[label]
+        spare.stop()
+        spare.remove_files()
+        return None
 
     def _retire_reference(self, reference: Side | None) -> None:
         """The head's reference worker ended, its buffers released (never kept warm: it runs the

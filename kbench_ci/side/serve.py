@@ -17,7 +17,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ import torch.multiprocessing  # noqa: F401  (registers the reductions that rebui
 
 from kbench_ci.errors import KbenchError
 from kbench_ci.measure import baselines as baseline_registry
-from kbench_ci.measure.child import import_quietly
 from kbench_ci.measure.impls import COMPILED_KINDS, Kernel, Solution
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
@@ -90,13 +89,6 @@ class _Case:
     lend_errors: dict[int, str] = field(default_factory=dict)
     #: its own cache flush between the calls of a batch (None: the case flushes nothing)
     flush: CacheFlush | None = None
-
-
-def import_modules(preload: Sequence[str] = ()) -> None:
-    """The modules a side's cases import (``triton``: ~0.5 s), before the worker is woken: a
-    spare worker (kbench_ci.judge.sides) has them by the time the judge claims it. Never fails:
-    the load reports a broken package (a module that fails to import is forgotten again)."""
-    import_quietly(preload)
 
 
 def make_context(device: str) -> None:
