@@ -255,6 +255,7 @@ class Judge:
             self._retire_workers(job)
         self._start_spares(job, device)
         sides = self._load(job, problem, device, emit)
+        self._await_spares()
         reference = next((side for side in sides if side.label == HEAD_REFERENCE), None)
         if reference is not None:
             sides.remove(reference)
@@ -362,10 +363,11 @@ class Judge:
 
     def _start_spares(self, job: CaseJob, device: torch.device) -> None:
         """A spare worker for each side of a compare on a GPU that has none, so that a
-        re-measurement's new processes have imported torch and triton already. Started here,
-        they import during this case; unclaimed, they wait without a CUDA context, so nothing of
-        theirs reaches the GPU. Not on a CPU: there the imports would share the cores with the
-        case's timed calls."""
+        re-measurement's new processes have started already (torch, triton, the CUDA context:
+        1-2 s a pair on an H100 host, in the case). Started as the case's sides load, and
+        waited for before any side is timed (:meth:`_await_spares`): nothing of a spare's start
+        runs beside a timed call. Not on a CPU, where a start would take the cores from the
+        case's loads."""
         if device.type != "cuda" or len(job.sides) < 2:
             return
         for side in job.sides:
@@ -379,10 +381,23 @@ class Judge:
         spare = self.spares.get(label)
         if spare is None or (spare.alive() and spare.device == device):
             return spare
-        del self.spares[label]
+        self._drop_spare(label)
+        return None
+
+    def _drop_spare(self, label: str) -> None:
+        """``label``'s spare stopped, its files removed, and forgotten."""
+        spare = self.spares.pop(label)
         spare.stop()
         spare.remove_files()
-        return None
+
+    def _await_spares(self) -> None:
+        """Every spare's start finished (its :class:`Ready` read); one that failed to start is
+        dropped (a re-measurement then starts a worker as before)."""
+        for label, spare in list(self.spares.items()):
+            with RECORD.step(JUDGE, "spare workers' start awaited"):
+                spare.wait_started(STARTUP_TIMEOUT_S)
+            if spare.start_failure is not None:
+                self._drop_spare(label)
 
     def _retire_reference(self, reference: Side | None) -> None:
         """The head's reference worker ended, its buffers released (never kept warm: it runs the

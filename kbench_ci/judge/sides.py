@@ -94,8 +94,8 @@ def hold_all_but(current: SideWorker | None) -> None:
     that side's sandbox) before it was ended."""
     for pid in [pid for pid, worker in _WORKERS.items() if not worker.alive()]:
         del _WORKERS[pid]
-    # A spare (nothing claimed it yet) has run no side's code and holds no CUDA context: it goes
-    # on importing torch through every turn
+    # A spare (nothing claimed it yet) has run no side's code, and once started it runs nothing
+    # (the judge waits for its start before any side is timed): it is left be through every turn
     others = [worker for worker in _WORKERS.values() if worker is not current and not worker.spare]
     ran = [worker for worker in others if not worker.paused]
     _stop(others)
@@ -191,10 +191,10 @@ class SideWorker:
         self, label: str, device: str, scratch: Path, environment: Mapping[str, str], preload: Sequence[str] = (),
         *, spare: bool = False,
     ) -> None:
-        """``spare``: started ahead of need, for a re-measurement's new processes: it hardens
-        itself and imports torch and ``preload`` now, and makes its CUDA context and says it
-        has started only once claimed (:meth:`claim`). Until then it is no side's worker: the
-        judge's holds leave it running, and it has no GPU memory."""
+        """``spare``: started ahead of need, for a re-measurement's new processes: it starts as
+        any worker does (torch, ``preload``, its CUDA context, :class:`Ready`) and then waits,
+        running nothing, until claimed (:meth:`claim`). Until then it is no side's worker: the
+        judge's holds leave it be."""
         self.label = label
         self.device = device
         #: each worker of a label has folders of its own: a spare starts beside the worker it
@@ -276,9 +276,9 @@ class SideWorker:
         return self.process.poll() is None
 
     def claim(self) -> None:
-        """A spare made this label's worker: woken, it makes its CUDA context and says it has
-        started (its imports are behind it). Continued first: it runs no side's code, so
-        nothing of the judge's stopped it, but another process of this user may have."""
+        """A spare made this label's worker: woken, it goes on to serve. Continued first: it
+        runs no side's code, so nothing of the judge's stopped it, but another process of this
+        user may have."""
         if not self.spare:
             return
         self.spare = False
@@ -322,6 +322,11 @@ class SideWorker:
             _signal(pid, signal.SIGCONT)
         self._paused = []
 
+    @property
+    def start_failure(self) -> str | None:
+        """Why it failed to start (read by :meth:`wait_started`), or None."""
+        return self._start_failure
+
     def wait_started(self, timeout_s: float) -> None:
         """Until the worker has started (its :class:`Ready`), read before its first request: a
         worker is paused only once started, so new workers import torch and make their CUDA
@@ -331,13 +336,15 @@ class SideWorker:
         is loaded in a worker before it has started."""
         if self._started or self._start_failure is not None:
             return
-        self.claim()  # a spare waited on is claimed
         if self.channel.fileno() < 0:  # stopped by the judge before it was ever asked anything
             self._start_failure = "it was stopped before it had started"
             return
         # A hold of every worker (the judge's own calibration between cases) may have stopped
-        # it mid-start; nothing of a side's has run in it yet, so it may go on.
+        # it mid-start; nothing of a side's has run in it yet, so it may go on. A spare is held
+        # by nothing of the judge's, but another process of this user may have stopped it.
         self.resume()
+        if self.spare:
+            _signal(self.process.pid, signal.SIGCONT)
         try:
             self.receive(Ready, timeout_s=timeout_s)
             self._started = True
@@ -350,6 +357,7 @@ class SideWorker:
         self.wait_started(STARTUP_TIMEOUT_S)
         if self._start_failure is not None:
             raise SideFailed(self._start_failure)
+        self.claim()  # a spare asked anything is a side's worker
         if self._filled is not None:
             raise SideFailed(self._filled)
         self._free_before = _free_bytes(self.writable)

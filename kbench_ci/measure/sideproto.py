@@ -213,16 +213,16 @@ class Called:
     lead_us: float | None = None
 
 
-#: the one line the judge sends a new worker before any request: go on from the imports to the
-#: CUDA context and :class:`Ready`. A worker started at once gets it at once; a spare (started
-#: ahead, for a re-measurement's new processes) only when the judge claims it
+#: the one line the judge sends a worker after its :class:`Ready` and before any request: go on
+#: to serve. A worker started for a side gets it at once; a spare (started ahead, for a
+#: re-measurement's new processes) only when the judge claims it
 WAKE = b"wake\n"
 
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The worker has started: hardened, torch and its preloaded modules imported, woken
-    (:data:`WAKE`) and its CUDA context made. Sent once, unasked, before it reads its first
+    """The worker has started: hardened, torch and its preloaded modules imported and its CUDA
+    context made. Sent once, unasked, before it waits for :data:`WAKE` and reads its first
     request: the judge lets every new worker start at once and pauses none of them before this
     (a worker paused while it imported torch made a fresh pair of workers start one after the
     other)."""

@@ -29,12 +29,9 @@ def main(argv: Sequence[str]) -> int:
     from kbench_ci.measure.child import import_quietly  # noqa: PLC0415
     from kbench_ci.side.serve import make_context, serve  # noqa: PLC0415
 
-    # The modules its cases import (``triton``: ~0.5 s) before it is woken: a spare worker
-    # (kbench_ci.judge.sides) has them by the time the judge claims it. A module that fails to
-    # import is forgotten again: the load reports it.
+    # The modules its cases import (``triton``: ~0.5 s). A module that fails to import is
+    # forgotten again: the load reports it.
     import_quietly([name for name in os.environ.get(SIDE_PRELOAD_ENV, "").split(",") if name])
-    if not _woken(channel):
-        return 0  # the judge closed it unclaimed (a spare it no longer needs)
     make_context(os.environ.get(SIDE_DEVICE_ENV, ""))
     # No bytecode of the side's own code (its modules load after this line), as in the
     # in-process worker (measure/child.serve). torch's and the preloaded modules' bytecode goes
@@ -44,6 +41,8 @@ def main(argv: Sequence[str]) -> int:
     # side's own and writable to its code anyway (docs/isolation.md).
     sys.dont_write_bytecode = True
     channel.sendall(encode_reply(Ready()))
+    if not _woken(channel):
+        return 0  # the judge closed it unclaimed (a spare it no longer needs)
 
     try:
         return serve(channel, layers)

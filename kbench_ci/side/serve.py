@@ -92,8 +92,8 @@ class _Case:
 
 
 def make_context(device: str) -> None:
-    """The CUDA context, once the worker is woken (a spare holds none until then: no GPU memory,
-    nothing the GPU runs). Never fails: the load reports a broken device."""
+    """The CUDA context (on an H100 host 1-2 s of a new worker's start). Never fails: the load
+    reports a broken device."""
     if device.startswith("cuda"):
         try:
             torch.cuda.set_device(torch.device(device))

@@ -1,6 +1,6 @@
 """A re-measurement is made in new processes (a process's own bias is drawn again), and on a GPU
 their start is taken off the case's time: the judge keeps a spare worker per side, started ahead
-(torch imported, no CUDA context), and a re-measurement claims it."""
+and waited for before any side is timed, and a re-measurement claims it."""
 
 from __future__ import annotations
 
@@ -36,13 +36,26 @@ def _job(device: str, labels: tuple[str, ...] = ("base", "head")) -> SimpleNames
 
 
 def test_a_compare_on_a_gpu_keeps_one_spare_per_side(judge: Judge) -> None:
-    """No CUDA is needed: an unclaimed spare makes no context."""
+    """Spares for a GPU's sides on this CPU: their CUDA context fails quietly (the load would
+    report it); they start, say so, and wait."""
     judge._start_spares(_job("cuda:0"), torch.device("cuda:0"))  # type: ignore[arg-type]
     first = dict(judge.spares)
     assert set(first) == {"base", "head"}
-    assert all(spare.spare and spare.alive() for spare in first.values())
+    judge._await_spares()
+    assert all(spare.spare and spare.alive() and spare._started for spare in first.values())
     judge._start_spares(_job("cuda:0"), torch.device("cuda:0"))  # type: ignore[arg-type]
     assert judge.spares == first, "a second case started spares again"
+
+
+def test_a_spare_that_fails_to_start_is_dropped(tmp_path: Path) -> None:
+    # a Python without its standard library: the spare dies before its Ready
+    judge = Judge(tmp_path / "scratch", {**os.environ, "PYTHONHOME": str(tmp_path)})
+    try:
+        judge._start_spares(_job("cuda:0"), torch.device("cuda:0"))  # type: ignore[arg-type]
+        judge._await_spares()
+        assert judge.spares == {}
+    finally:
+        judge.close()
 
 
 def test_no_spares_on_a_cpu_nor_for_one_side(judge: Judge) -> None:

@@ -4,14 +4,13 @@ its first request: new workers start together, none paused in its start."""
 from __future__ import annotations
 
 import os
-import select
 import time
 from pathlib import Path
 
 import pytest
 
 from kbench_ci.judge.sides import SideFailed, SideWorker, hold_all_but
-from kbench_ci.measure.sideproto import BadReply, EndRequest, Loaded, Ready, decode_reply, encode_reply
+from kbench_ci.measure.sideproto import BadReply, EndRequest, Loaded, Ready, decode_reply, encode_reply, encode_request
 from kbench_ci.procgroup import state
 
 ROOT = str(Path(__file__).resolve().parents[3])
@@ -70,51 +69,37 @@ def test_a_worker_stopped_before_it_started_fails_its_first_request_at_once(tmp_
     assert time.monotonic() - began < 5
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _idle_with_torch(pid: int, timeout_s: float) -> bool:
-    """Whether the process has loaded torch and then stopped using the CPU (blocked, waiting)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if "libtorch" in Path(f"/proc/{pid}/maps").read_text():
-            before = _cpu_seconds(pid)
-            time.sleep(0.5)
-            if _cpu_seconds(pid) == before:
-                return True
-        else:
-            time.sleep(0.2)
-    return False
-
-
-def test_a_spare_imports_then_waits_unheld_and_starts_once_claimed(tmp_path: Path) -> None:
-    """A spare (a re-measurement's new process, started ahead) imports torch, then waits without
-    saying it has started (no CUDA context yet) and without being held by the judge's turns; its
-    claim makes it a worker that starts and answers."""
+def test_a_spare_starts_then_waits_unheld_until_claimed(tmp_path: Path) -> None:
+    """A spare (a re-measurement's new process, started ahead) starts as any worker does, says
+    so, and then serves nothing until claimed; the judge's holds leave it be until then."""
     spare = SideWorker("head", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT}, spare=True)
     try:
         hold_all_but(None)
         assert state(spare.process.pid) != "T", "the judge's hold stopped an unclaimed spare"
-        assert _idle_with_torch(spare.process.pid, 120), "the spare never finished importing torch"
-        ready, _, _ = select.select([spare.channel], [], [], 0.5)
-        assert not ready, "an unclaimed spare said it had started"
-        spare.claim()
-        assert not spare.spare
         spare.wait_started(120)
-        assert spare._started and spare._start_failure is None
+        assert spare._started and spare.start_failure is None and spare.spare
+        spare.send(EndRequest())  # a spare asked anything is claimed first: it serves the request
+        assert not spare.spare
+        assert spare.alive()
         hold_all_but(None)
         assert state(spare.process.pid) == "T", "a claimed spare is a side's worker: the judge's hold stops it"
     finally:
         spare.stop()
 
 
-def test_a_spare_closed_unclaimed_ends_of_itself(tmp_path: Path) -> None:
+def test_a_spare_given_anything_but_its_wake_ends(tmp_path: Path) -> None:
+    """Before its WAKE it reads nothing as a request: a line that is not the WAKE, or the
+    judge closing it unclaimed, ends it."""
     spare = SideWorker("base", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT}, spare=True)
-    assert _idle_with_torch(spare.process.pid, 120)
-    spare.channel.close()
+    spare.wait_started(120)
+    spare.channel.sendall(encode_request(EndRequest()))
     assert spare.process.wait(timeout=30) == 0
+    spare.stop()
+    closed = SideWorker("base", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": ROOT}, spare=True)
+    closed.wait_started(120)
+    closed.channel.close()
+    assert closed.process.wait(timeout=30) == 0
+    closed.stop()
 
 
 def test_workers_of_one_label_have_folders_of_their_own(tmp_path: Path) -> None:
