@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import functools
 import gc
-import importlib
 import os
 import sys
 import time
@@ -55,7 +54,7 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.measure.rounds import time_in_rounds
 from kbench_ci.measure.torch_state import TorchGlobals
-from kbench_ci.measure.usercode import Problem, load_problem
+from kbench_ci.measure.usercode import Problem, import_quietly, load_problem
 from kbench_ci.measure.variant import (
     CudaContextLost,
     Emit,
@@ -90,19 +89,6 @@ def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:
     except Exception:  # noqa: BLE001, S110  (see above: the case reports it)
         pass
     import_quietly(preload)
-
-
-def import_quietly(names: Sequence[str]) -> None:
-    """Import each of ``names`` now; one that fails (or exits) is taken out of ``sys.modules``
-    again, so the case that needs it imports it afresh and reports its own error."""
-    for name in names:
-        before = frozenset(sys.modules)
-        try:
-            importlib.import_module(name)
-        except (Exception, SystemExit):  # noqa: BLE001  (a package's import that exits, too)
-            for module in set(sys.modules) - before:
-                if module == name or module.startswith(f"{name}."):
-                    del sys.modules[module]
 
 
 def _environment(device: torch.device) -> dict[str, Any]:

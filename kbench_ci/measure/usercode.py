@@ -99,6 +99,20 @@ def load_module(path: Path, *, role: str) -> ModuleType:
     return module
 
 
+def import_quietly(names: Sequence[str]) -> None:
+    """Import each of ``names`` now (the packages a worker's cases will import, ahead of them);
+    one that fails (or exits) is taken out of ``sys.modules`` again, so the case that needs it
+    imports it afresh and reports its own error."""
+    for name in names:
+        before = frozenset(sys.modules)
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit):  # noqa: BLE001  (a package's import that exits, too)
+            for module in set(sys.modules) - before:
+                if module == name or module.startswith(f"{name}."):
+                    del sys.modules[module]
+
+
 def import_root(folder: Path) -> Path | None:
     """The folder a user's file in ``folder`` imports its repository's own packages from: the
     nearest one up holding ``kbench.toml`` (the suite's root, where ``kbench-ci`` runs); None

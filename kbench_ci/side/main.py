@@ -26,7 +26,7 @@ def main(argv: Sequence[str]) -> int:
     channel = socket.socket(fileno=int(fd))
     # Imported once hardened: torch starts threads, and Landlock binds only the calling thread
     # and what it starts afterwards.
-    from kbench_ci.measure.child import import_quietly  # noqa: PLC0415
+    from kbench_ci.measure.usercode import import_quietly  # noqa: PLC0415
     from kbench_ci.side.serve import make_context, serve  # noqa: PLC0415
 
     # The modules its cases import (``triton``: ~0.5 s). A module that fails to import is

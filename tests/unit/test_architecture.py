@@ -1,29 +1,34 @@
-"""The package's shape is a contract: imports run one way between layers, and no module is part
-of an import cycle. pyproject.toml's import-linter contract says the same for `.ci/lint`; this
-test keeps it in the test run, and adds the cycle check that a layers contract cannot make
-(a cycle inside one package is invisible to it)."""
+"""The package's shape is a contract: imports run one way between layers, each side of the trust
+boundary imports only what it may, and no module is part of an import cycle. The contracts have
+one home, pyproject.toml's import-linter section (`.ci/lint` runs `lint-imports` on it); this test
+reads them from there, keeps them in the test run, and adds the cycle check that a layers
+contract cannot make (a cycle inside one package is invisible to it)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import grimp
 import pytest
+import tomllib
 
-#: top to bottom; a module may import only from its own layer's package or the layers below
-LAYERS: list[set[str]] = [
-    {"cli"},
-    # judge and side are the two sides of the trust boundary: neither imports the other
-    {"gate", "github", "history", "judge", "side"},
-    {"report"},
-    {"measure"},
-    {"cuda"},  # sizes pointers by suite/size_expr.py's grammar, which the loader checks kbench.toml with
-    {"suite", "git"},
-    {"results"},
-    {"basefiles"},  # removes a side's folders through scratch's remover
-    {"stats", "errors", "procgroup", "scratch"},
-]
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS: list[dict[str, Any]] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def _layers() -> list[set[str]]:
+    """pyproject's layers, top to bottom, each a set of kbench_ci's top-level packages: a module
+    may import only from its own package or the layers below."""
+    (contract,) = [contract for contract in CONTRACTS if contract["type"] == "layers"]
+    return [{name.strip().removeprefix("kbench_ci.") for name in layer.split("|")} for layer in contract["layers"]]
+
+
+LAYERS = _layers()
+#: pyproject's forbidden contracts: (source, forbidden modules)
+FORBIDDEN = [(source, tuple(contract["forbidden_modules"]))
+             for contract in CONTRACTS if contract["type"] == "forbidden" for source in contract["source_modules"]]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +85,7 @@ def test_measure_never_imports_gate_and_report_never_imports_measure(graph: grim
 #: nested functions included): the commands there once grew one 168-line function each
 #: (issue 24, "One suite driver")
 GATE_FUNCTION_MAX_LINES = 80
-GATE = Path(__file__).resolve().parents[2] / "kbench_ci" / "gate"
+GATE = ROOT / "kbench_ci" / "gate"
 
 
 def _function_lengths(path: Path) -> list[tuple[int, str]]:
@@ -105,11 +110,21 @@ def test_the_function_length_check_counts_what_it_should(tmp_path: Path) -> None
     assert sorted(_function_lengths(source)) == [(2, "m.py:2 g"), (4, "m.py:1 f")]
 
 
-def test_the_judge_never_imports_the_code_that_loads_or_calls_kernels(graph: grimp.ImportGraph) -> None:
+def test_the_contracts_were_read() -> None:
+    assert len(LAYERS) >= 5 and {"judge", "side"} <= LAYERS[1]
+    assert {source for source, _ in FORBIDDEN} == {"kbench_ci.judge", "kbench_ci.side"}
+
+
+@pytest.mark.parametrize(("source", "forbidden"), FORBIDDEN, ids=[source for source, _ in FORBIDDEN])
+def test_each_side_of_the_trust_boundary_imports_only_what_it_may(
+    graph: grimp.ImportGraph, source: str, forbidden: tuple[str, ...],
+) -> None:
     """docs/isolation.md: no pull-request code runs in the judge, so nothing that loads a
-    kernel, calls one, or runs in a side's worker may be reachable from it."""
-    for forbidden in ("kbench_ci.measure.impls", "kbench_ci.measure.child", "kbench_ci.measure.rounds",
-                      "kbench_ci.measure.baselines", "kbench_ci.measure.isolation", "kbench_ci.side"):
-        chain = graph.find_shortest_chain(importer="kbench_ci.judge", imported=forbidden, as_packages=True)
-        assert chain is None, f"the judge reaches {forbidden}: {' -> '.join(chain or ())}"
-    assert graph.find_shortest_chain(importer="kbench_ci.side", imported="kbench_ci.judge", as_packages=True) is None
+    kernel, calls one, or runs in a side's worker may be reachable from it; a side's worker
+    reaches neither the judge nor the in-process engine nor the modules that judge a call."""
+    reached = []
+    for module in forbidden:
+        chain = graph.find_shortest_chain(importer=source, imported=module, as_packages=True)
+        if chain is not None:
+            reached.append(" -> ".join(chain))
+    assert reached == [], f"{source} reaches what it may not:\n" + "\n".join(reached)
