@@ -31,7 +31,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,7 @@ from kbench_ci.judge.trials import (
     turn,
     users_error,
 )
-from kbench_ci.measure.correctness import resolve_tolerance
+from kbench_ci.measure.correctness import tolerance_function
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.protocol import (
     Begin,
@@ -100,7 +100,7 @@ from kbench_ci.measure.sideproto import (
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
-from kbench_ci.results.model import Tolerance, VariantResult
+from kbench_ci.results.model import VariantResult
 from kbench_ci.scratch import remove_tree
 from kbench_ci.suite.settings import (
     judge_calibrate_calls,
@@ -649,7 +649,7 @@ def _judge(
 ) -> str:
     """Correctness and timing of ``sides`` (their results are set, not emitted); the timing
     description of the case. ``reference``: the worker of the head's changed ref.py."""
-    tolerance_for = _tolerance_function(job, problem)
+    tolerance_for = tolerance_function(job.sides[0], problem)  # the trusted side's
     try:
         template = maker(entropy_seed())
     except (KbenchError, SideFailed):
@@ -992,18 +992,6 @@ def _placements(sides: int, need_bytes: int, device: torch.device, *, most: int 
 
 
 _LAYERS = frozenset({"not-dumpable", "no-ptrace-capability", "no-new-privs", WRITES_CONFINED, "landlock-signal", "seccomp"})
-
-
-def _tolerance_function(job: CaseJob, problem: Problem) -> Callable[[torch.dtype], Tolerance]:
-    trusted = job.sides[0]
-
-    def tolerance_for(dtype: torch.dtype) -> Tolerance:
-        return resolve_tolerance(
-            dtype, cli_atol=trusted.atol, cli_rtol=trusted.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
-            precision=trusted.precision,
-        )
-
-    return tolerance_for
 
 
 def _not_comparable(head: Side, message: str) -> None:

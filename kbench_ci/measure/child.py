@@ -29,7 +29,7 @@ import torch
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError
 from kbench_ci.measure import baselines as baseline_registry
-from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, resolve_tolerance
+from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, tolerance_function
 from kbench_ci.measure.cupti import first_line
 from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state
 from kbench_ci.measure.impls import COMPILED_KINDS, Solution
@@ -204,7 +204,7 @@ def _load_variants(job: CaseJob, device: torch.device, emit: Emit) -> list[Varia
             if index == host:
                 host += 1  # the next side times the baselines
             continue
-        tolerance_for = own_tolerance_for = _tolerance_function(side, problem)
+        tolerance_for = own_tolerance_for = tolerance_function(side, problem)
         if index == 0 and len(job.sides) == 2:
             base_tolerance_for = tolerance_for
         elif index == 1 and base_tolerance_for is not None:
@@ -252,16 +252,6 @@ def load_solution(side: SideSpec, problem: Problem, job: CaseJob, device: torch.
         )
 
     return load_python_solution(path, kind=side.implementation, label=side.label, dims=job.dims, device=device)
-
-
-def _tolerance_function(side: SideSpec, problem: Problem) -> Callable[[torch.dtype], Tolerance]:
-    def tolerance_for(dtype: torch.dtype) -> Tolerance:
-        return resolve_tolerance(
-            dtype, cli_atol=side.atol, cli_rtol=side.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
-            precision=side.precision,
-        )
-
-    return tolerance_for
 
 
 def _as_base_tolerance(base_tolerance_for: Callable[[torch.dtype], Tolerance]) -> Callable[[torch.dtype], Tolerance]:

@@ -14,11 +14,16 @@ are compared as integers, never through float64: float64 holds 53 bits, and two 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from kbench_ci.measure.inputs import still_poisoned
 from kbench_ci.results.model import OutputCheck, Tolerance
+
+if TYPE_CHECKING:
+    from kbench_ci.measure.protocol import SideSpec
+    from kbench_ci.measure.usercode import Problem
 
 #: Default (atol, rtol) per output dtype, used when neither the CLI nor ref.py sets them.
 #: Float32 allows reordered reductions; tf32 is float32 storage computed on tensor cores with a
@@ -75,6 +80,20 @@ def resolve_tolerance(
     else:
         source = f"default ({key})"
     return Tolerance(atol, rtol, source)
+
+
+def tolerance_function(side: SideSpec, problem: Problem) -> Callable[[torch.dtype], Tolerance]:
+    """The tolerance each output dtype is checked with: ``side``'s command-line tolerance and
+    precision, else ``problem``'s (ref.py's), else the table's. In a compare the checks take the
+    base's side (trusted); a head's own changed reference is judged apart."""
+
+    def tolerance_for(dtype: torch.dtype) -> Tolerance:
+        return resolve_tolerance(
+            dtype, cli_atol=side.atol, cli_rtol=side.rtol, ref_atol=problem.atol, ref_rtol=problem.rtol,
+            precision=side.precision,
+        )
+
+    return tolerance_for
 
 
 def _first_given(*values: float | None) -> float:

@@ -1,9 +1,11 @@
 """Tolerance precedence, the comparison rule, poisoning and input snapshots."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, compare_output, resolve_tolerance
+from kbench_ci.measure.correctness import DEFAULT_TOLERANCES, compare_output, resolve_tolerance, tolerance_function
 from kbench_ci.measure.inputs import changed_inputs, poison_
 from kbench_ci.results.model import Tolerance
 
@@ -163,3 +165,14 @@ def test_a_batchs_check_finds_the_first_call_the_full_comparison_fails(actual: d
     assert first_mismatch([good, (actual, expected), good], tolerance_for) == (None if passes else 1)
     assert first_mismatch([(actual, expected), good, (actual, expected)], tolerance_for) == (None if passes else 0)
     assert first_mismatch([], tolerance_for) is None
+
+
+def test_the_tolerance_function_takes_the_sides_flags_then_ref_py_then_the_table() -> None:
+    """One function for both engines: the side's --atol/--rtol/--precision first, ref.py's next."""
+    ref = SimpleNamespace(atol=1e-3, rtol=None)
+    flags = SimpleNamespace(atol=None, rtol=5e-2, precision=None)
+    tolerance = tolerance_function(flags, ref)(torch.float32)  # type: ignore[arg-type]
+    assert (tolerance.atol, tolerance.rtol, tolerance.source) == (1e-3, 5e-2, "cli")
+    bare = tolerance_function(SimpleNamespace(atol=None, rtol=None, precision=None), ref)  # type: ignore[arg-type]
+    assert bare(torch.float32).source == "ref.py" and bare(torch.float32).atol == 1e-3
+    assert bare(torch.int32).source == "exact (integer)"
