@@ -35,10 +35,11 @@ from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side, Version
 from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, first_mismatch, outputs_match
 from kbench_ci.measure.inputs import InputSet, changed_inputs
-from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall, StoppingRule
+from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.sideproto import Called, CallRequest
+from kbench_ci.measure.stopping import VerdictWatch, undecided_note
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
 from kbench_ci.stats import (
@@ -47,12 +48,9 @@ from kbench_ci.stats import (
     MEMO_MIN_EFFECT,
     ClockCheck,
     ClockTail,
-    Verdict,
-    classify,
     clock_check,
     clock_floor_us,
     clock_tail,
-    compare_rounds,
     seen_faster,
     shift_p,
 )
@@ -292,7 +290,7 @@ def _judge_changed_reference(side: Side, against_base: CorrectnessResult, job: C
     if fails:
         side.fail("incorrect", words)
         return
-    side.result = replace(side.result, notes=(*side.result.notes, words))
+    _note(side, words)
     side.own_reference = not against_base.passed  # accepted: its timed calls are checked against its own
 
 
@@ -325,6 +323,8 @@ def time_in_rounds(
             side.fail("error", f"failed while warming up: {exc}")
     live = [side for side in live if side.ok]
     round_index = 0
+    watch = VerdictWatch(job.stopping) if job.stopping is not None else None
+    said = False  # the rounds ended decided, or with the early stop's note
     while batch := plan.next_batch(round_index, time.perf_counter() - started):
         for _ in range(batch):
             order = list(reversed(live)) if plan.reversed_order(round_index) else list(live)
@@ -368,10 +368,24 @@ def time_in_rounds(
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - started):
             break
-        assert job.stopping is not None
-        if _decided(live, job.stopping):
+        assert watch is not None  # may_continue is False without a rule
+        checked = time.perf_counter()
+        solutions = [side for side in live if side.role == "solution"]
+        if len(solutions) != 2:  # one side failed while timing: nothing left to compare
+            said = True
             break
-        plan.checked(round_index, 0.0)
+        look = watch.look(solutions[0].rounds, solutions[1].rounds, round_index, checked - started)
+        if look.stop:
+            if look.note is not None:
+                _note(solutions[1], look.note)
+            said = True
+            break
+        plan.checked(round_index, time.perf_counter() - checked)
+    solutions = [side for side in live if side.role == "solution"]
+    if job.stopping is not None and not said and len(solutions) == 2:
+        note = undecided_note(solutions[0].rounds, solutions[1].rounds, job.stopping, round_index)
+        if note is not None:
+            _note(solutions[1], note)
 
 
 def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Handoff, device: torch.device) -> None:
@@ -774,13 +788,6 @@ def _memo(side: Side, floor_us: float, own_us: float) -> str | None:
             f"{evidence.bound_us:.1f} us): compute from the inputs")
 
 
-def _decided(live: list[Side], rule: StoppingRule) -> bool:
-    solutions = [side for side in live if side.role == "solution"]
-    if len(solutions) != 2:
-        return True
-    base, head = (side.rounds for side in solutions)
-    quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
-    if classify(quick, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE:
-        return False
-    final = compare_rounds(base, head, confidence=rule.confidence)
-    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE
+def _note(side: Side, words: str) -> None:
+    """A line in the side's notes (the report shows them under the case)."""
+    side.result = replace(side.result, notes=(*side.result.notes, words))

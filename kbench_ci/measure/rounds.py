@@ -27,8 +27,9 @@ from kbench_ci.measure.impls import Kernel
 from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, same_inputs
 from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule, TimingDescription
-from kbench_ci.measure.schedule import RoundPlan, affordable_rounds
+from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.staging import OutputCheck, StagedCalls, TimedSet
+from kbench_ci.measure.stopping import VerdictWatch, undecided_note
 from kbench_ci.measure.timing import CudaEventTimer, Timer, make_timer, shift_samples
 from kbench_ci.measure.variant import (
     Emit,
@@ -43,12 +44,10 @@ from kbench_ci.measure.variant import (
     usage_failure,
 )
 from kbench_ci.results.model import SpeedOfLight
-from kbench_ci.stats import MemoEvidence, RatioEstimate, Reach, Verdict, classify, compare_rounds, decision_reach, median, relative_spread
+from kbench_ci.stats import MemoEvidence, median, relative_spread
 
 #: a shift of the samples beyond this (ms) means the traced calls ran unlike the timed ones
 MAX_SHIFT_MS = 0.005
-#: consecutive checks that must find the verdict out of reach before the rounds stop early
-OUT_OF_REACH_CHECKS = 2
 
 
 @dataclass(slots=True)
@@ -188,7 +187,7 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         timer.hold_us = max(holds)
     live = [entry for entry in timed if entry.variant.result.status == "ok"]
     round_index = 0
-    strikes = 0  # consecutive checks that found the verdict out of reach
+    watch = VerdictWatch(job.stopping) if job.stopping is not None else None
     said = False  # the rounds ended decided, or with the early stop's note
     while batch := plan.next_batch(round_index, time.perf_counter() - timing_started):
         for _ in range(batch):
@@ -204,24 +203,20 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
             round_index += 1
         if not plan.may_continue(round_index, time.perf_counter() - timing_started):
             break
-        rule = job.stopping
-        assert rule is not None  # may_continue is False without a rule
+        assert watch is not None  # may_continue is False without a rule
         # The host computes the interim verdict now: keep the GPU at its clocks meanwhile.
         timer.keep_busy(plan.expected_check_s(round_index))
         check_started = time.perf_counter()
-        decided, quick = _verdict_decided(live, rule)
-        if decided:
+        solutions = [entry for entry in live if entry.variant.role == "solution"]
+        if len(solutions) != 2:  # one side failed while timing: nothing left to compare
             said = True
             break
-        reach = _reach(rule, quick, round_index, check_started - timing_started) if quick is not None else None
-        if reach is not None and reach.out_of_reach:
-            strikes += 1
-            if strikes >= OUT_OF_REACH_CHECKS:
-                _note_early_stop(live, rule, round_index, reach)
-                said = True
-                break
-        else:
-            strikes = 0
+        look = watch.look(solutions[0].rounds, solutions[1].rounds, round_index, check_started - timing_started)
+        if look.stop:
+            if look.note is not None:
+                _note(solutions[1], look.note)
+            said = True
+            break
         plan.checked(round_index, time.perf_counter() - check_started)
     if job.stopping is not None and not said:
         _note_if_undecided(live, job.stopping, round_index)
@@ -262,73 +257,15 @@ def _time_one_round(
     return True
 
 
-def _verdict_decided(live: list[_Timed], rule: StoppingRule) -> tuple[bool, RatioEstimate | None]:
-    """Is the head/base verdict at the rule's threshold decided (not inconclusive) already? With
-    the check's cheap estimate (None when one side failed while timing: then it is decided)."""
-    sides = [entry for entry in live if entry.variant.role == "solution"]
-    if len(sides) != 2:  # one side failed while timing: nothing left to compare
-        return True, None
-    base, head = (entry.rounds for entry in sides)
-    quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
-    if classify(quick, rule.threshold, alpha=rule.alpha) is Verdict.INCONCLUSIVE:
-        return False, quick
-    # Decided on the cheap estimate: confirm with the one the report will compute (stats'
-    # default replicates), or a borderline interval stops the rounds and is then reported
-    # `inconclusive` (5 of 8 such verdicts in 10 A/A runs on an H200).
-    final = compare_rounds(base, head, confidence=rule.confidence)
-    return classify(final, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE, quick
-
-
-def _reach(rule: StoppingRule, quick: RatioEstimate, done: int, elapsed_s: float) -> Reach | None:
-    """Where the head/base comparison can get in the rounds the budget still buys (stats.decision_reach),
-    projected from the check's cheap interval (``rule.check_bootstrap`` replicates). Not from the
-    report's: a projection of the width to the rounds left is coarser than the few percent of
-    width that 500 replicates give away, and at a 6 us case's ~200 rounds the report's 2000
-    replicates at every check were about a third of its timing phase (replayed on the kept
-    samples of an H200 run). The rounds stop only after :data:`OUT_OF_REACH_CHECKS` checks in a
-    row find it out of reach: noise made on purpose in the first rounds, or a warm-up that
-    spills into them, must not end the comparison at its first projection; the note that then
-    says what the case can resolve is computed on the report's interval (:func:`_note_early_stop`)."""
-    if done <= 0 or elapsed_s <= 0:
-        return None
-    possible = max(done, min(rule.max_rounds, done + int(affordable_rounds(rule, done, elapsed_s))))
-    return decision_reach(quick, rule.threshold, possible)
-
-
-def _note_early_stop(live: list[_Timed], rule: StoppingRule, done: int, reach: Reach) -> None:
-    """Say on the head what this case can resolve at its noise: ``reach`` projected again from the
-    interval the report will compute (stats' default replicates)."""
-    sides = [entry for entry in live if entry.variant.role == "solution"]
-    if len(sides) != 2:
-        return
-    heads = sides[1:]
-    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
-    reported = decision_reach(estimate, rule.threshold, reach.rounds_possible)
-    # The report's interval may project a little narrower than the check's that stopped the
-    # rounds; one at or under the threshold would make the note contradict itself.
-    if reported is not None and reported.resolvable > rule.threshold:
-        reach = reported
-    _note(heads[0], (
-        f"stopped after {done} rounds, undecided: the time budget allows about {reach.rounds_possible} rounds, where the "
-        f"interval would still be about ±{reach.resolvable:.1%}; at its noise this case can resolve ±{reach.resolvable:.1%}, "
-        f"not the {rule.threshold:.1%} threshold (raise the threshold or time_budget for it)"
-    ))
-
-
 def _note_if_undecided(live: list[_Timed], rule: StoppingRule, done: int) -> None:
     """The time budget or the round cap ended the rounds: when the verdict is still undecided,
     say on the head what this case resolves at its noise, as an early stop does."""
     sides = [entry for entry in live if entry.variant.role == "solution"]
-    if len(sides) != 2 or not all(entry.rounds for entry in sides):
+    if len(sides) != 2:
         return
-    estimate = compare_rounds(sides[0].rounds, sides[1].rounds, confidence=rule.confidence)
-    if classify(estimate, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE:
-        return
-    reach = decision_reach(estimate, rule.threshold, done)
-    limit = "the round cap" if done >= rule.max_rounds else "the time budget"
-    resolves = (f"at its noise this case can resolve ±{reach.resolvable:.1%}, not the {rule.threshold:.1%} threshold"
-                if reach is not None else f"too few rounds to say what change it can resolve at the {rule.threshold:.1%} threshold")
-    _note(sides[1], f"stopped after {done} rounds at {limit}, undecided: {resolves} (raise the threshold or time_budget for it)")
+    note = undecided_note(sides[0].rounds, sides[1].rounds, rule, done)
+    if note is not None:
+        _note(sides[1], note)
 
 
 def _finish(entry: _Timed, device: torch.device, emit: Emit) -> None:

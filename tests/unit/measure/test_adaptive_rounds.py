@@ -6,12 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from random import Random
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from kbench_ci.measure import rounds as rounds_module
+from kbench_ci.measure import stopping
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
@@ -67,12 +65,6 @@ def test_an_undecidable_verdict_stops_at_the_round_cap_in_whole_batches() -> Non
     assert _rounds(_job(_undecidable(max_rounds=6))) == {"base": 6, "head": 6}
 
 
-def _timed(label: str, rounds: list[tuple[float, ...]]) -> Any:
-    variant = SimpleNamespace(label=label, role="solution",
-                              result=VariantResult(label=label, kind="pytorch", role="solution", status="ok"))
-    return rounds_module._Timed(variant=variant, tset=None, check=None, rounds=rounds)  # type: ignore[arg-type]
-
-
 def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve() -> None:
     """Issue 24, item 3: 8 rounds of samples scattered by 5% cannot resolve 1% in
     the 16 rounds the budget still buys; the rounds stop and the head says what it can resolve.
@@ -81,13 +73,14 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     base = [tuple(1.0 + random.gauss(0, 0.05) for _ in range(5)) for _ in range(8)]
     head = [tuple(1.0 + random.gauss(0, 0.05) for _ in range(5)) for _ in range(8)]
     rule = _rule(threshold=0.01, budget_s=2.0)
-    sides = [_timed("base", base), _timed("head", head)]
     quick = compare_rounds(base, head, n_bootstrap=rule.check_bootstrap)  # what a check computes
-    reach = rounds_module._reach(rule, quick, done=8, elapsed_s=1.0)
+    reach = stopping.reach(rule, quick, done=8, elapsed_s=1.0)
     assert reach is not None and reach.out_of_reach
-    assert sides[1].variant.result.notes == ()  # a check alone says nothing: the stop does
-    rounds_module._note_early_stop(sides, rule, 8, reach)
-    (note,) = sides[1].variant.result.notes
+    watch = stopping.VerdictWatch(rule)
+    assert watch.look(base, head, 8, 1.0) == stopping.Look(stop=False)  # one look alone stops nothing
+    look = watch.look(base, head, 8, 1.0)
+    assert look.stop and look.note is not None
+    note = look.note
     assert note.startswith("stopped after 8 rounds, undecided: the time budget allows about 16 rounds")
     assert "not the 1.0% threshold" in note
     # The figure it states comes from the report's interval, not from the check's (here made far
@@ -95,17 +88,13 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     reported = decision_reach(compare_rounds(base, head), 0.01, 16)
     assert reported is not None and f"can resolve ±{reported.resolvable:.1%}," in note
     far_off = Reach(rounds_possible=16, resolvable=0.5, out_of_reach=True)
-    again = [_timed("base", base), _timed("head", head)]
-    rounds_module._note_early_stop(again, rule, 8, far_off)
-    assert f"can resolve ±{reported.resolvable:.1%}," in again[1].variant.result.notes[0]
+    assert f"can resolve ±{reported.resolvable:.1%}," in stopping.early_stop_note(base, head, rule, 8, far_off)
     # ... unless the report's would fall within the threshold: the note would contradict itself.
     wide = _rule(threshold=reported.resolvable + 0.005, budget_s=2.0)
-    kept = [_timed("base", base), _timed("head", head)]
-    rounds_module._note_early_stop(kept, wide, 8, far_off)
-    assert "can resolve ±50.0%," in kept[1].variant.result.notes[0]
-    assert sides[0].variant.result.notes == ()
-    going = rounds_module._reach(_rule(threshold=0.01, budget_s=50.0), quick, done=8, elapsed_s=1.0)
+    assert "can resolve ±50.0%," in stopping.early_stop_note(base, head, wide, 8, far_off)
+    going = stopping.reach(_rule(threshold=0.01, budget_s=50.0), quick, done=8, elapsed_s=1.0)
     assert going is not None and not going.out_of_reach
+    assert not stopping.VerdictWatch(_rule(threshold=0.01, budget_s=50.0)).look(base, head, 8, 1.0).stop
 
 
 def test_an_undecidable_verdict_stops_when_the_budget_is_spent() -> None:
@@ -151,9 +140,8 @@ def test_time_budget_zero_and_positive_load(tmp_path: Path) -> None:
 def test_the_rounds_stop_only_after_two_checks_in_a_row_find_no_verdict_in_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     """One check out of reach, then one within, then two out: the stop comes at the fourth check."""
     answers = iter([True, False, True, True])
-    monkeypatch.setattr(rounds_module, "_reach", lambda *args: Reach(rounds_possible=400, resolvable=0.05,
-                                                                      out_of_reach=next(answers)))
-    monkeypatch.setattr(rounds_module, "_note_early_stop", lambda *args: None)
+    monkeypatch.setattr(stopping, "reach", lambda *args: Reach(rounds_possible=400, resolvable=0.05,
+                                                                out_of_reach=next(answers)))
     # checks at 4, 6, 8, 10 rounds (batches of 2): the second strike in a row is the check at 10
     assert _rounds(_job(_undecidable(max_rounds=400))) == {"base": 10, "head": 10}
 
