@@ -124,7 +124,7 @@ def test_the_worker_keeps_the_device_busy_during_every_check(monkeypatch: pytest
     monkeypatch.setattr(RoundPlan, "checked", checked)
     # The early stop (a verdict out of reach, tested in test_adaptive_rounds) would end this
     # undecidable case at its first projection: here only the budget and the cap end it.
-    monkeypatch.setattr("kbench_ci.measure.rounds._reach", lambda *args: None)
+    monkeypatch.setattr("kbench_ci.measure.stopping.reach", lambda *args: None)
     fixtures = Path(__file__).parents[2] / "fixtures" / "cheats_py"
     sides = tuple(
         SideSpec(label=label, solution=str(fixtures / "honest.py"), ref=str(fixtures / "ref.py"), implementation="pytorch")
@@ -188,9 +188,8 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     `inconclusive` with budget left, so the check must not count it as decided."""
     import json
     from pathlib import Path
-    from types import SimpleNamespace
 
-    from kbench_ci.measure.rounds import _verdict_decided
+    from kbench_ci.measure.stopping import VerdictWatch
     from kbench_ci.stats import Verdict, classify, compare_rounds
 
     data = json.loads((Path(__file__).parents[2] / "fixtures" / "stats" / "borderline_aa_rounds.json").read_text())
@@ -198,6 +197,5 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     rule = _rule()
     assert classify(compare_rounds(base, head, n_bootstrap=rule.check_bootstrap), rule.threshold) is Verdict.UNCHANGED
     assert classify(compare_rounds(base, head), rule.threshold) is Verdict.INCONCLUSIVE
-    sides = [SimpleNamespace(variant=SimpleNamespace(role="solution"), rounds=rounds) for rounds in (base, head)]
-    decided, quick = _verdict_decided(sides, rule)  # type: ignore[arg-type]
-    assert decided is False and quick is not None and classify(quick, rule.threshold) is Verdict.UNCHANGED
+    # (elapsed 0: no projection, so nothing but the verdict can stop the rounds)
+    assert VerdictWatch(rule).look(base, head, len(base), 0.0).stop is False
