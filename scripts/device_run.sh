@@ -45,11 +45,6 @@ part_command() {
     aa) echo "python3 scripts/aa_and_regression.py --runs 5 --time-budget 5 --parts aa" ;;
     judge-redteam) echo "env KBENCH_JUDGE_GPU_CONTROL=1 python3 -m pytest tests/gpu/test_judge_gpu.py -q -rA -s -p no:cacheprovider" ;;
     judge-aa) judged aa 5 judge_aa ;;
-    # every -cal part (judge-aa-cal, judge-truth-cal, judge-regression5-cal, judge-changed-cal):
-    # the level alone since ff6c7b2 (KBENCH_CI_JUDGE_CALIBRATE_EACH unset, 0); in sessions 18-19
-    # each worker's own figure was taken out, as judge-aa-cal-each does now
-    judge-aa-cal) judged aa 5 judge_aa_cal KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 ;;
-    judge-aa-cal-each) judged aa 5 judge_aa_cal_each KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 KBENCH_CI_JUDGE_CALIBRATE_EACH=1 ;;
     judge-aa-settle) judged aa 5 judge_aa_settle KBENCH_CI_JUDGE_SETTLE_US=5 ;;
     judge-aa-bare) judged aa 5 judge_aa_bare KBENCH_CI_JUDGE_TOUCH_STRIDE=0 KBENCH_CI_JUDGE_SETTLE_US=0 ;;
     judge-truth) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu --out /tmp/kb_out/judge_truth" ;;
@@ -81,9 +76,6 @@ part_command() {
     processbias3) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 4 --rotate --variants plain,touch,settle,both; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 40 --repeats 3 --rotate --variants plain,both --pin-numa" ;;
     processbias-so) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,warm,settle; python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --variants plain,copy,warm" ;;
     processbias-cal) echo "python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 30 --repeats 5 --rotate --variants copy,empty" ;;
-    judge-truth-cal) echo "env KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth_cal" ;;
-    judge-regression5-cal) judged regression 5 judge_reg_cal KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 ;;
-    judge-changed-cal) echo "env KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_CALIBRATE_CALLS=200 python3 scripts/changed_only_wall.py --out /tmp/kb_out/judge_changed_cal" ;;
     judge-truth1) echo "python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 1 --ncu --out /tmp/kb_out/judge_truth" ;;
     mps-clock) echo "bash scripts/probes/with_mps.sh python3 scripts/probes/outside_clock_probe.py --calls 100 --kinds spin8,vadd20,vadd24,mm4096 --cheats honest,halve" ;;
     mps-bias) echo "bash scripts/probes/with_mps.sh python3 scripts/probes/process_bias_probe.py --workers 2 --arenas 4 --rounds 60 --repeats 3 --rotate --kernel so --variants plain,copy,warm" ;;

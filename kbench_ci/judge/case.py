@@ -1,11 +1,7 @@
 """One case under ``--isolation judge``: the judge's loop over its side workers.
 
 1. Each side (base, head; or the bench solution) and each baseline gets a worker process of its
-   own (:mod:`.sides`) that loads its code and nothing else. Where ``KBENCH_CI_JUDGE_CALIBRATE_CALLS``
-   asks it, a new worker first times trusted empty calls, before its first load: its own cost
-   of a call, from which the case's level is taken out of every side's samples later, the same
-   amount for each (or each worker's own, with ``KBENCH_CI_JUDGE_CALIBRATE_EACH=1``:
-   :mod:`.calibration`).
+   own (:mod:`.sides`) that loads its code and nothing else.
 2. The judge loads the trusted reference (the base's ref.py in ``compare``, the user's in
    ``bench`` and ``run``) and the trusted setup() (:mod:`.contents`), lends each worker two
    arenas (:mod:`.arena`: placements, one picked at random per round), and checks that a head's
@@ -43,11 +39,9 @@ from kbench_ci.errors import EnvironmentProblem, KbenchError, UserFileError
 from kbench_ci.judge.arena import extent as arena_extent
 from kbench_ci.judge.arena import make_arena
 from kbench_ci.judge.breakdown import JUDGE, RECORD
-from kbench_ci.judge.calibration import Calibration, Corrections, centre_ms, corrections, kept
 from kbench_ci.judge.clock import ClockUnavailable, GpuClock
 from kbench_ci.judge.contents import Maker, NoTrustedSetup, entropy_seed, trusted_maker
 from kbench_ci.judge.handoff import Handoff
-from kbench_ci.judge.quiet import wait_quiet
 from kbench_ci.judge.sides import (
     STARTUP_TIMEOUT_S,
     SideFailed,
@@ -87,7 +81,6 @@ from kbench_ci.measure.protocol import (
 )
 from kbench_ci.measure.reference import describe_error, sync
 from kbench_ci.measure.sideproto import (
-    CALIBRATION_BASELINE,
     LEND_FAILED,
     Called,
     CallRequest,
@@ -103,8 +96,6 @@ from kbench_ci.measure.usercode import Problem, load_problem
 from kbench_ci.results.model import VariantResult
 from kbench_ci.scratch import remove_tree
 from kbench_ci.suite.settings import (
-    judge_calibrate_calls,
-    judge_calibrate_each,
     judge_placements,
     judge_settle_us,
     judge_touch_stride,
@@ -117,11 +108,6 @@ PLACEMENTS = judge_placements(os.environ)
 TOUCH_STRIDE = judge_touch_stride(os.environ)
 #: a side's spin after those reads, before its start event (suite.settings)
 SETTLE_US = judge_settle_us(os.environ)
-#: trusted calls the judge times in each new worker before its first load (suite.settings;
-#: kbench_ci.judge.calibration): 0, none
-CALIBRATE_CALLS = judge_calibrate_calls(os.environ)
-#: with them, each worker's own figure taken out (true), or the level alone (suite.settings)
-CALIBRATE_EACH = judge_calibrate_each(os.environ)
 #: seconds a side may take to load (imports, a Triton compile) and to answer one call
 LOAD_TIMEOUT_S = 300.0
 
@@ -140,12 +126,6 @@ class Judge:
         self._clocks: dict[str, GpuClock | None] = {}
         #: the event overhead (ms) the judge calibrated, by device: one for every side and case
         self._overheads: dict[str, float] = {}
-        #: CUPTI's duration (ms) of the empty kernel in that calibration, by device, where this
-        #: judge made it (not where the parent handed a figure on): the level of the workers'
-        #: own figures (:func:`process_corrections`)
-        self.empty_kernel_ms: dict[str, float] = {}
-        #: devices whose calibration this judge made or tried (once each)
-        self._reading_tried: set[str] = set()
         #: why the event overhead could not be calibrated, where it could not (the report says so)
         self.overhead_refused: str | None = None
         #: whether any side's code has been loaded in this judge's workers
@@ -185,25 +165,16 @@ class Judge:
         key = str(device)
         if job.event_overhead_ms is not None:
             self._overheads.setdefault(key, job.event_overhead_ms)
-        # With the workers' calibration on, their figures set the case's level against CUPTI's
-        # reading of the empty kernel: a judge handed the run's overhead by the parent (a new
-        # judge in a run) measures that reading too, so no case of a run goes without the level.
-        needs_reading = CALIBRATE_CALLS > 0 and key not in self._reading_tried
-        if key not in self._overheads or needs_reading:
-            self._reading_tried.add(key)
+        if key not in self._overheads:
             if self._loaded_code:
                 # Sides' code has run in this judge's workers (a run whose first cases were not
                 # timed with events): nothing of theirs may run while the judge calibrates.
                 hold_all_but(None)
             try:
                 timer = CudaEventTimer(device, flush_l2=job.settings.flush_l2)
-                overhead_ms = timer.calibrate_overhead()
-                self._overheads.setdefault(key, overhead_ms)
-                if timer.empty_kernel_ms is not None:
-                    self.empty_kernel_ms[key] = timer.empty_kernel_ms
+                self._overheads[key] = timer.calibrate_overhead()
             except RuntimeError as exc:  # out of memory for the flush, a lost context: uncorrected, and said
-                if key not in self._overheads:
-                    self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
+                self._overheads[key], self.overhead_refused = 0.0, f"{type(exc).__name__}: {exc}"
         return self._overheads[key]
 
     def worker(self, label: str, device: str) -> SideWorker:
@@ -292,55 +263,6 @@ class Judge:
         if remeasure:
             description += "; measured again in new processes (each side's worker started anew: a process's own bias is drawn again)"
         emit(TimingDescription(description, overhead_ms if job.settings.timing_method == "cuda_event" else None))
-
-    def _calibrate_new_workers(
-        self, labels: Sequence[str], job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock,
-    ) -> None:
-        """Every new worker among ``labels``' (nothing loaded in it yet) calibrated, all before
-        any of the case's loads and in a random order: a side's figure measured after another
-        side's load and first compiled call (the GPU's clocks up, its caches full) would set
-        the two apart by when they were measured, the same way in every run. The head's
-        reference worker is never timed, so never calibrated."""
-        workers = [self.worker(label, job.settings.device) for label in labels if label != HEAD_REFERENCE]
-        fresh = [worker for worker in workers if not worker.loaded_once]
-        random.SystemRandom().shuffle(fresh)
-        for worker in fresh:
-            with RECORD.step(worker.label, "calibration (trusted calls)"):
-                self._calibrate(worker, job, problem, device, clock)
-
-    def _calibrate(self, worker: SideWorker, job: CaseJob, problem: Problem, device: torch.device, clock: GpuClock) -> SideWorker:
-        """``worker``'s own cost of a call (:mod:`.calibration`), measured before its first load:
-        :data:`CALIBRATE_CALLS` trusted calls (an empty kernel, through the same handoff, flush,
-        clock and event overhead as the case's calls), with every other worker stopped and the
-        GPU quiet. The worker that serves the side: a new one, without a figure, where this one
-        ended in its trusted calls (never the side's failure: nothing of the side ran there).
-
-        Why a side cannot use this: the figure is measured before the worker has loaded any
-        side's code (a new process, ``loaded_once`` unset), so a head cannot make its own
-        figure read long; what comes in later meets it only as a correction, bounded by
-        :data:`~.calibration.MAX_CORRECTION_MS` (0.5 us, below the 3 us the judge's clock
-        resolves), and none is taken out unless every side of the case has a figure."""
-        hold_all_but(worker)
-        worker.resume()
-        try:
-            quiet = wait_quiet(clock.idle_latency_us)
-        except (ClockUnavailable, RuntimeError) as exc:
-            quiet = None
-            worker.calibration = Calibration(None, refused=f"the judge's probe of the GPU failed: {describe_error(exc)}")
-        if quiet is not None and not quiet.quiet:
-            worker.calibration = Calibration(None, refused=f"the GPU stayed busy for {quiet.waited_s:.1f} s with every other "
-                                                           "worker stopped")
-        elif quiet is not None:
-            handoff = Handoff(device, CacheFlush(device, enabled=job.settings.flush_l2), clock,
-                              event_overhead_ms=self.event_overhead_ms(device, job))
-            worker.calibration = calibrate_worker(worker, _calibration_request(job, problem), device, handoff,
-                                                  calls=CALIBRATE_CALLS)
-        if worker.alive():
-            return worker
-        lost = worker.calibration.refused if worker.calibration is not None else None
-        worker = self.worker(worker.label, job.settings.device)
-        worker.calibration = Calibration(None, refused=f"its first worker ended in its trusted calls{f' ({lost})' if lost else ''}")
-        return worker
 
     def _retire_workers(self, job: CaseJob) -> None:
         """Every worker of ``job``'s sides and baselines ended, so the case is measured in new
@@ -505,8 +427,6 @@ class Judge:
         if own_reference:  # the head's ref.py, loaded by that worker alone (the judge only names it)
             entries.append((HEAD_REFERENCE, "baseline",
                             LoadRequest(baseline=WITNESS_BASELINE, ref=job.sides[1].ref, **common)))
-        if clock is not None and CALIBRATE_CALLS > 0:
-            self._calibrate_new_workers([label for label, _, _ in entries if label not in job.skip], job, problem, device, clock)
         for index, (label, role, request) in enumerate(entries):
             if label in job.skip:
                 continue
@@ -589,59 +509,8 @@ def _load_settings(job: CaseJob) -> dict[str, Any]:
             "settle_us": SETTLE_US, "flush_l2": job.settings.flush_l2}
 
 
-def _calibration_request(job: CaseJob, problem: Problem) -> LoadRequest:
-    """The trusted empty call, loaded as a baseline over the trusted ref.py (the base's in
-    ``compare``, the user's in ``bench`` and ``run``), with the case's lead-in settings: its
-    calls go the way the case's will, page reads and spin included."""
-    return LoadRequest(baseline=CALIBRATION_BASELINE, ref=str(problem.path), **_load_settings(job))
-
-
-#: the sandbox layer that keeps a side's writes to its own folders (kbench_ci.side.harden): a
-#: worker's calibration is trusted only where it was in force
+#: the sandbox layer that keeps a side's writes to its own folders (kbench_ci.side.harden)
 WRITES_CONFINED = "landlock-write"
-
-#: the placement number of a worker's calibration buffers (Judge._calibrate): apart from the
-#: case's placements (0 up) and a side's inbox (:data:`INBOX_SLOT`)
-CALIBRATION_SLOT = 2_000
-
-
-def calibrate_worker(worker: SideWorker, request: LoadRequest, device: torch.device, handoff: Handoff, *, calls: int) -> Calibration:
-    """``calls`` handed-over calls of ``request``'s trusted call in ``worker``, on one small arena
-    of its own, as a case of their own (ended, the arena released, before the worker's next
-    load); the worker's figure is the centre of their times, the first few left out
-    (:mod:`.calibration`). A failure is said in the figure's place and fails nothing."""
-    side = Side(worker.label, "baseline", worker, VariantResult(label=worker.label, kind=CALIBRATION_BASELINE, role="baseline",
-                                                                status="ok"))
-    arena = None
-    samples: list[float] = []
-    try:
-        loaded = worker.ask(request, Loaded, timeout_s=LOAD_TIMEOUT_S)
-        assert isinstance(loaded, Loaded)
-        if loaded.error is not None:
-            return Calibration(None, refused=f"its trusted call could not be loaded: {loaded.error}")
-        if WRITES_CONFINED not in loaded.notes:
-            # Without it a side's code could write the bytecode this worker imported as it
-            # started (kbench_ci.judge.sides): its figure would then be the side's to set.
-            return Calibration(None, refused=f"its worker is not confined to its own folders ({WRITES_CONFINED} not in force)")
-        contents = {"x": torch.zeros(1, device=device)}
-        arena = make_arena(contents, (), device, slot=CALIBRATION_SLOT)
-        worker.send(arena.request, fds=arena.fds)
-        inputs = InputSet(kwargs=contents, output_names=(), seed=0)
-        for _ in range(calls):
-            samples.append(handoff.call(side, arena, inputs).sample_ms)
-    except (SideFailed, RuntimeError) as exc:  # RuntimeError: the judge's own arena (memory, CUDA IPC)
-        return Calibration(None, refused=f"its trusted calls failed: {describe_error(exc) if isinstance(exc, RuntimeError) else exc}")
-    finally:
-        if arena is not None:
-            arena.release()
-        if worker.alive():
-            try:
-                worker.send(EndRequest())
-            except SideFailed:
-                pass
-    samples = kept(samples)
-    return Calibration(centre_ms(samples), calls=len(samples)) if samples else Calibration(None, refused="no calls")
-
 
 def _judge(
     sides: list[Side], job: CaseJob, problem: Problem, maker: Maker, maker_source: str, device: torch.device, emit: Emit,
@@ -664,10 +533,7 @@ def _judge(
     flush = CacheFlush(device, enabled=job.settings.flush_l2)
     clock = judge.clock(device) if job.settings.timing_method == "cuda_event" else None
     overhead_ms = judge.event_overhead_ms(device, job)
-    empty_ms = judge.empty_kernel_ms.get(str(device))
-    adjust = process_corrections(sides, calibrated=clock is not None,
-                                 level_ms=None if empty_ms is None or not overhead_ms else empty_ms)
-    handoff = Handoff(device, flush, clock, event_overhead_ms=overhead_ms, corrections_ms=adjust.by_label)
+    handoff = Handoff(device, flush, clock, event_overhead_ms=overhead_ms)
     own = None if reference is None else OwnReference(
         side=reference, sides=[*sides, reference], clock=handoff.clock, device=device, name=Path(job.sides[1].ref).name,
         head=job.sides[1].label, emit=emit)
@@ -753,11 +619,10 @@ def _judge(
                  "host round trip is not seen")
     else:
         timer = f"each side's own {job.settings.timing_method} timer, held to the judge's monotonic clock around each request"
-    calibrated = f"; {adjust.words}" if adjust.words else ""
     return (
         f"judged apart: each side in a process of its own (paused while another has the turn), inputs staged, outputs "
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
-        f"pull-request code; {timer}{calibrated}; sandbox: {', '.join(layers) or 'none available'}"
+        f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}"
     )
 
 
@@ -783,25 +648,6 @@ def _batch(
     _lend(sides, template, device, placements=wanted, first=placements)
     lent = min((len(side.arenas) for side in live if side.ok), default=1)
     return max(1, min(wanted, lent))
-
-
-def process_corrections(sides: Sequence[Side], *, calibrated: bool, level_ms: float | None = None) -> Corrections:
-    """What the judge takes off each of ``sides``' samples for its worker's own cost of a call
-    (:mod:`.calibration`): nothing where the workers are not calibrated (:data:`CALIBRATE_CALLS`
-    0, or no GPU clock: ``calibrated`` false). The sides timed are those still in the case.
-    ``level_ms``: CUPTI's duration of the empty kernel the workers' figures time, where this
-    judge measured it: the figures then set the case's level too (:func:`.calibration.corrections`).
-    With :data:`CALIBRATE_EACH` off (the default) the level is all that is taken out, and
-    nothing without ``level_ms``."""
-    if not calibrated or CALIBRATE_CALLS <= 0:
-        return Corrections({}, "")
-    timed = [side for side in sides if side.ok]
-    if CALIBRATE_EACH and level_ms is None and sum(side.role == "solution" for side in timed) < 2:
-        # bench and run: one solution, reported in absolute time beside its baselines. Against
-        # the case's mean it would move by half its own process's cost and half the others'.
-        return Corrections({}, "each worker's own cost of a call not taken out: one solution, and no CUPTI reading of the "
-                               "empty kernel to level it by")
-    return corrections({side.label: side.worker.calibration for side in timed}, each=CALIBRATE_EACH, level_ms=level_ms)
 
 
 #: the clock's witness: where a case times no trusted side (``bench`` or ``run`` with no

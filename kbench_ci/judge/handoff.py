@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -43,16 +43,12 @@ _RECENT = 8
 
 @dataclass(frozen=True, slots=True)
 class Judged:
-    """One handed-over call: the side's own time (ms), the judge's stamps, the outputs as the
-    judge's snapshot holds them."""
+    """One handed-over call: the side's own time (ms, less the judge's one event overhead), the
+    judge's stamps, the outputs as the judge's snapshot holds them."""
 
     sample_ms: float
     stamps: CallStamps
     outputs: dict[str, torch.Tensor]
-    #: the side's own time as the judge's clock is held against it (ms): less the one event
-    #: overhead only, not its worker's calibration (which would move an honest side's gap by
-    #: its process's cost, and give a lying one that much more cover)
-    reported_ms: float
     #: the side's own span from the go to its start event (us; None where it reported none)
     lead_us: float | None = None
 
@@ -66,7 +62,6 @@ class JudgedBatch:
     samples_ms: tuple[float, ...]
     stamps: CallStamps
     outputs: tuple[dict[str, torch.Tensor], ...]
-    reported_ms: tuple[float, ...]
     #: the side's own span from the go to its first start event (us; None where it reported none)
     lead_us: float | None = None
 
@@ -97,23 +92,15 @@ class Handoff:
 
     def __init__(
         self, device: torch.device, flush: CacheFlush, clock: GpuClock | None, *, event_overhead_ms: float = 0.0,
-        corrections_ms: Mapping[str, float] | None = None,
     ) -> None:
         """``event_overhead_ms``: the GPU's own cost of an event pair, calibrated once by the judge
         and subtracted here from every side's reported time. A side reports its raw event time:
         were each side to calibrate its own, each would subtract another draw of that noise (its
-        own hold, its own warm-up), and two processes of one kernel would read apart by it.
-
-        ``corrections_ms``: by side label, what the workers' calibration takes out of it (the
-        case's level, the same for every side; or, with KBENCH_CI_JUDGE_CALIBRATE_EACH=1, its
-        worker's own cost of a call: kbench_ci.judge.calibration), subtracted too; measured by
-        the judge on trusted calls before the worker loaded any side's code, never reported by
-        the side."""
+        own hold, its own warm-up), and two processes of one kernel would read apart by it."""
         self.device = device
         self.flush = flush
         self.clock = clock
         self.event_overhead_ms = event_overhead_ms
-        self.corrections_ms = dict(corrections_ms or {})
         self.source = "gpu-globaltimer" if clock is not None else "host-monotonic"
         self._tokens = itertools.count(1)
         self._pacing: dict[str, _Pacing] = {}
@@ -128,7 +115,7 @@ class Handoff:
         """Stage ``inputs`` into ``arena``, flush, hand one call over, snapshot its outputs.
         Raises :class:`SideFailed` where the side fails the call or never signals its end."""
         judged = self.batch(side, [arena], [inputs])
-        return Judged(judged.samples_ms[0], judged.stamps, judged.outputs[0], judged.reported_ms[0], judged.lead_us)
+        return Judged(judged.samples_ms[0], judged.stamps, judged.outputs[0], judged.lead_us)
 
     def batch(self, side: Side, arenas: Sequence[Arena], inputs: Sequence[InputSet]) -> JudgedBatch:
         """Stage each of ``inputs`` into the arena beside it (each arena a placement of its
@@ -182,7 +169,7 @@ class Handoff:
         stamps = clock.stop()
         outputs = tuple({name: arena.views[name].clone() for name in staged.output_names}
                         for arena, staged in zip(arenas, inputs, strict=True))
-        return JudgedBatch(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None))
+        return JudgedBatch(self._corrected(reply), stamps, outputs)
 
     def _gpu_batch(self, side: Side, arenas: Sequence[Arena], inputs: Sequence[InputSet], request: CallRequest) -> JudgedBatch:
         clock = self.clock
@@ -232,13 +219,11 @@ class Handoff:
         if not settled:
             raise SideFailed("its call never signalled its end to the judge's clock (its stream did not write the done word)")
         pacing.add(max(judge_enqueue_us, MESSAGE_US + (reply.enqueue_us or 0.0)), len(arenas))
-        return JudgedBatch(self._corrected(reply, side.label), stamps, outputs, self._corrected(reply, None), reply.lead_us)
+        return JudgedBatch(self._corrected(reply), stamps, outputs, reply.lead_us)
 
-    def _corrected(self, reply: Called, label: str | None) -> tuple[float, ...]:
-        """The side's times, less the judge's event overhead and the correction of side
-        ``label``'s worker (None: none)."""
-        correction = 0.0 if label is None else self.corrections_ms.get(label, 0.0)
-        return shift_samples(reply.samples_ms, self.event_overhead_ms + correction)
+    def _corrected(self, reply: Called) -> tuple[float, ...]:
+        """The side's times, less the judge's event overhead."""
+        return shift_samples(reply.samples_ms, self.event_overhead_ms)
 
     def _snapshot(self, side: Side, slot: int, name: str, view: torch.Tensor) -> torch.Tensor:
         """The judge's own copy of an output (memory no side maps), one per side, placement and

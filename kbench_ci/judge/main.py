@@ -40,33 +40,6 @@ def _log_opened_files(path: str | None) -> None:
     sys.addaudithook(hook)
 
 
-#: preloaded modules the judge imports itself where their bytecode is missing: the sides read
-#: the judge's bytecode folder and cannot write it (kbench_ci.judge.sides); CuTe DSL's is left
-#: out (its import starts a compiler the judge has no use for)
-_BYTECODE_FOR_SIDES = ("triton",)
-
-
-def _write_bytecode_for_sides(preload: Sequence[str]) -> None:
-    """Import each preloaded module whose bytecode is not in this process's bytecode folder yet,
-    so that folder holds it for the sides' next workers (a first run's; later runs find it)."""
-    import importlib  # noqa: PLC0415
-    import importlib.util  # noqa: PLC0415
-
-    if sys.pycache_prefix is None or sys.dont_write_bytecode:
-        return
-    for name in preload:
-        if name not in _BYTECODE_FOR_SIDES:
-            continue
-        try:
-            spec = importlib.util.find_spec(name)
-            if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-                continue
-            if not Path(importlib.util.cache_from_source(spec.origin)).exists():
-                importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112  (a module that does not import is the side's to report)
-            continue
-
-
 def main(argv: Sequence[str]) -> int:
     began = time.perf_counter()
     lifeline, *warm = argv
@@ -85,7 +58,7 @@ def main(argv: Sequence[str]) -> int:
     watch_lifeline(int(lifeline), tickets.put)
     from kbench_ci.judge.sides import SideWorker  # noqa: PLC0415  (no torch)
     from kbench_ci.scratch import make_scratch  # noqa: PLC0415
-    from kbench_ci.suite.settings import JUDGE_SIDES_ENV, judge_calibrate_calls  # noqa: PLC0415
+    from kbench_ci.suite.settings import JUDGE_SIDES_ENV  # noqa: PLC0415
 
     scratch = make_scratch("kbench-judge-")
     early: dict[str, SideWorker] = {}
@@ -99,9 +72,6 @@ def main(argv: Sequence[str]) -> int:
         labels = dict.fromkeys(label for label in os.environ[JUDGE_SIDES_ENV].split(",") if label)
         early = {label: SideWorker(label, warm_device, scratch, side_environment, preload) for label in labels}
     import torch  # noqa: PLC0415  (after the lifeline: torch takes seconds to import)
-
-    if judge_calibrate_calls(os.environ) > 0:  # the sides read this judge's bytecode folder (judge.sides)
-        _write_bytecode_for_sides(preload)
 
     from kbench_ci.errors import ExitCode, KbenchError  # noqa: PLC0415
     from kbench_ci.judge.breakdown import JUDGE, RECORD  # noqa: PLC0415

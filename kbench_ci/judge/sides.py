@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kbench_ci.basefiles import remove
-from kbench_ci.judge.calibration import Calibration
 from kbench_ci.measure.deadlines import WORKER_START_TIMEOUT_S
 from kbench_ci.measure.sideproto import (
     SIDE_DEVICE_ENV,
@@ -43,7 +42,6 @@ from kbench_ci.procgroup import (
     descendants,
     end_strays,
     end_strays_seen,
-    landlock_abi,
     module_command,
     parents,
     restore_scheduling,
@@ -51,12 +49,10 @@ from kbench_ci.procgroup import (
     state,
 )
 from kbench_ci.scratch import SHARED_MEMORY, create_new, make_scratch, remove_tree
-from kbench_ci.suite.settings import judge_calibrate_calls
 
 #: the bytecode folder's variable (Python's)
 BYTECODE_ENV = "PYTHONPYCACHEPREFIX"
-#: caches the parent sets for workers; each side gets a sub-folder of its own of each (the
-#: bytecode folder not where the workers are calibrated and Landlock keeps them out of the judge's)
+#: caches the parent sets for workers; each side gets a sub-folder of its own of each
 _PER_SIDE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", BYTECODE_ENV)
 
 
@@ -207,17 +203,7 @@ class SideWorker:
         #: there outlives it; None where the machine has no /dev/shm
         self.shared_memory = make_scratch(f"kbench-{own_name}-", SHARED_MEMORY) if SHARED_MEMORY.is_dir() else None
         writable = [self.folder, *([self.shared_memory] if self.shared_memory is not None else [])]
-        shared_bytecode = judge_calibrate_calls(env) > 0 and landlock_abi() >= 1
         for name in _PER_SIDE_CACHES:
-            if name == BYTECODE_ENV and env.get(name) and shared_bytecode:
-                # With the workers' calibration on, and where Landlock keeps every side out of
-                # it, the judge's own bytecode folder, read-only: a bytecode file a side's code
-                # planted in a folder of its own would run as that side's next worker (the next
-                # run's) imports torch, before its calibration (docs/isolation.md). The judge
-                # writes torch's and triton's bytecode there as it imports them; a side writes
-                # none (what only a side imports is compiled at each start: off by default
-                # until a GPU has measured what that costs).
-                continue
             if env.get(name):
                 own = Path(env[name]) / own_name
                 own.mkdir(parents=True, exist_ok=True)
@@ -260,9 +246,6 @@ class SideWorker:
         self.scheduling_refused: tuple[str, ...] = ()
         #: whether it was ever asked to load anything: until then no side's code has run in it
         self.loaded_once = False
-        #: its own cost of a call, measured before its first load (kbench_ci.judge.calibration);
-        #: None where it was not calibrated
-        self.calibration: Calibration | None = None
         #: whether its Ready has been read; why it failed to start, where it did
         self._started = False
         self._start_failure: str | None = None

@@ -247,7 +247,7 @@ def check_correctness(
                 return
             continue
         side.seen.add(version.number)
-        side.trial_own_us.append(judged.reported_ms * 1e3)
+        side.trial_own_us.append(judged.sample_ms * 1e3)
         if own_reference is not None:  # after the head's call (OwnReference says why)
             own = _own_outputs(own_reference, side, version.inputs)
             if own is None:
@@ -443,7 +443,7 @@ def _one_round(
         side.seen.add(version.number)
         samples.append(judged.sample_ms)
         spans.append(judged.stamps.span_us)
-        side.judged.append((judged.stamps, judged.reported_ms))
+        side.judged.append((judged.stamps, judged.sample_ms))
         side.batches.append(1)
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us)
@@ -540,10 +540,10 @@ def _batched_round(
         samples.extend([statistics.fmean(judged.samples_ms)] * calls)
         stamps = judged.stamps
         side.judged.append((CallStamps(pre_us=stamps.pre_us / calls, span_us=stamps.span_us / calls,
-                                       post_us=stamps.post_us / calls), statistics.fmean(judged.reported_ms)))
+                                       post_us=stamps.post_us / calls), statistics.fmean(judged.samples_ms)))
         side.batches.append(calls)
-        if calls > 1 and judged.reported_ms[0] > 0:
-            side.later_over_first.append(statistics.fmean(judged.reported_ms[1:]) / judged.reported_ms[0])
+        if calls > 1 and judged.samples_ms[0] > 0:
+            side.later_over_first.append(statistics.fmean(judged.samples_ms[1:]) / judged.samples_ms[0])
         if judged.lead_us is not None:
             side.leads.append(judged.lead_us / calls)
         first += size

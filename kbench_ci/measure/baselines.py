@@ -16,7 +16,6 @@ import torch
 
 from kbench_ci.errors import UsageError
 from kbench_ci.measure.impls import Kernel
-from kbench_ci.measure.sideproto import CALIBRATION_BASELINE
 from kbench_ci.measure.usercode import Problem, collect_outputs, kwargs_filter
 
 BASELINES = ("pytorch-eager", "torch-compile", "flashinfer")
@@ -68,8 +67,6 @@ def _collect(problem: Problem, label: str) -> Callable[[Any, Any, tuple[str, ...
 
 
 def load_baseline(name: str, problem: Problem, device: torch.device) -> Kernel:
-    if name == CALIBRATION_BASELINE:
-        return _empty_call(device)
     if name == "pytorch-eager":
         return Kernel(label=name, kind=name, call=_reference_call(problem), collect=_collect(problem, name))
     if name == "torch-compile":
@@ -103,15 +100,3 @@ def _accepts_keyword(function: Any, keyword: str) -> bool:
     except (TypeError, ValueError):
         return True
     return any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
-def _empty_call(device: torch.device) -> Kernel:
-    """The judge's trusted call (:data:`CALIBRATION_BASELINE`): an empty kernel on a GPU, nothing
-    on a CPU, no outputs. What it takes is the process's own cost of a call and nothing of any
-    side's code: the judge times it in a new worker before that worker loads a side."""
-
-    def call(kwargs: dict[str, Any]) -> None:
-        if device.type == "cuda":
-            torch.cuda._sleep(0)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-
-    return Kernel(label=CALIBRATION_BASELINE, kind=CALIBRATION_BASELINE, call=call, collect=lambda result, kwargs, names: {})

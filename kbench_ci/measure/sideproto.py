@@ -25,10 +25,6 @@ SIDE_DEVICE_ENV = "KBENCH_CI_SIDE_DEVICE"
 SIDE_PRELOAD_ENV = "KBENCH_CI_SIDE_PRELOAD"
 #: the longest reply line the judge reads from a side; anything longer fails that side
 MAX_REPLY_BYTES = 1 << 20
-#: the baseline a :class:`LoadRequest` names for the judge's trusted empty call, timed in a new
-#: worker before any side's code is loaded there (kbench_ci.judge.calibration); never a
-#: baseline a user can ask for (not in measure.baselines.BASELINES)
-CALIBRATION_BASELINE = "kbench-calibration"
 
 
 class BadReply(Exception):

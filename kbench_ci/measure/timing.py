@@ -163,8 +163,6 @@ class CudaEventTimer:
         self.overhead_source = (
             "not measured" if event_overhead_ms is None else "calibrated against CUPTI by an earlier worker of this run"
         )
-        #: CUPTI's duration of the empty kernel (ms), once :meth:`calibrate_overhead` has read one
-        self.empty_kernel_ms: float | None = None
 
     def _calibrate_sleep(self) -> float:
         """Spin-kernel cycles per microsecond at the clock the GPU runs now."""
@@ -318,7 +316,6 @@ class CudaEventTimer:
             return 0.0
         kernel_ms = durations_us[len(durations_us) // 2] / 1e3
         self.overhead_source = "calibrated against CUPTI"
-        self.empty_kernel_ms = kernel_ms
         return float(max(with_events - kernel_ms, 0.0))
 
     def measure_raw(self, fn: Callable[[], object], count: int, hooks: CallHooks | None = None) -> list[float]:

@@ -87,22 +87,6 @@ DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
 #: gain must pass on top of the clock's resolution (gate.verdicts).
 JUDGE_SETTLE_US_ENV = "KBENCH_CI_JUDGE_SETTLE_US"
 DEFAULT_JUDGE_SETTLE_US = 0.0
-#: environment of a judge: trusted calls (an empty kernel, handed over as a side's are) the
-#: judge times in each new side worker before any side's code is loaded in it, to take each
-#: worker's own steady cost of a call out of its samples (0: none). A ~5 us kernel reads
-#: 0.15-0.3 us more or less in one worker process than in another for the process's whole life
-#: (docs/statistics.md, "The bias follows the process"). Off until a GPU shows the empty
-#: kernel carries the same offset.
-JUDGE_CALIBRATE_CALLS_ENV = "KBENCH_CI_JUDGE_CALIBRATE_CALLS"
-DEFAULT_JUDGE_CALIBRATE_CALLS = 0
-#: the most calibration calls a worker may be given (each is a handoff, ~1 ms)
-MAX_JUDGE_CALIBRATE_CALLS = 1000
-#: environment of a judge, with the calibration on: 1 takes each worker's own figure out of its
-#: side's samples (the differences between the processes, and the level); 0 the level alone,
-#: the same shift for every side of a case (judge.calibration). On an H100 the differences
-#: righted a 5 us kernel's A/A (+8.3% to +0.6%) and put a 23 us one's 2.1% off in the same run.
-JUDGE_CALIBRATE_EACH_ENV = "KBENCH_CI_JUDGE_CALIBRATE_EACH"
-DEFAULT_JUDGE_CALIBRATE_EACH = 0
 #: environment of a judge: a file to which it appends where each case's time went, by process
 #: and step (kbench_ci.judge.breakdown; scripts/judge_breakdown.py reads it). Unset: nothing
 JUDGE_BREAKDOWN_ENV = "KBENCH_CI_JUDGE_BREAKDOWN"
@@ -390,8 +374,6 @@ def check_isolation(value: str, *, where: str, environ: Mapping[str, str] | None
         judge_placements(source)
         judge_touch_stride(source)
         judge_settle_us(source)
-        judge_calibrate_calls(source)
-        judge_calibrate_each(source)
     return value
 
 
@@ -414,28 +396,6 @@ def judge_touch_stride(environ: Mapping[str, str]) -> int:
     return _judge_whole(environ, JUDGE_TOUCH_STRIDE_ENV, DEFAULT_JUDGE_TOUCH_STRIDE, "bytes",
                         hint=f"set {JUDGE_TOUCH_STRIDE_ENV} to a whole number of bytes, or 0 for none "
                              f"(default {DEFAULT_JUDGE_TOUCH_STRIDE})")
-
-
-def judge_calibrate_calls(environ: Mapping[str, str]) -> int:
-    """:data:`JUDGE_CALIBRATE_CALLS_ENV`: a whole number of calls, 0 (none) up to
-    :data:`MAX_JUDGE_CALIBRATE_CALLS` (unset: the default)."""
-    return _judge_whole(environ, JUDGE_CALIBRATE_CALLS_ENV, DEFAULT_JUDGE_CALIBRATE_CALLS, "calls",
-                        most=MAX_JUDGE_CALIBRATE_CALLS,
-                        hint=f"set {JUDGE_CALIBRATE_CALLS_ENV} to a whole number of calls, 0..{MAX_JUDGE_CALIBRATE_CALLS}, "
-                             f"or 0 for none (default {DEFAULT_JUDGE_CALIBRATE_CALLS})")
-
-
-def judge_calibrate_each(environ: Mapping[str, str]) -> bool:
-    """:data:`JUDGE_CALIBRATE_EACH_ENV`: 1 (each worker's own figure) or 0 (the level alone;
-    unset: the default)."""
-    text = environ.get(JUDGE_CALIBRATE_EACH_ENV, "").strip()
-    if not text:
-        return bool(DEFAULT_JUDGE_CALIBRATE_EACH)
-    if text not in ("0", "1"):
-        raise UsageError(f"{JUDGE_CALIBRATE_EACH_ENV}={environ[JUDGE_CALIBRATE_EACH_ENV]!r} is not 0 or 1",
-                         hint=f"set {JUDGE_CALIBRATE_EACH_ENV}=1 to take each worker's own cost out, or 0 for the "
-                              f"level alone (default {DEFAULT_JUDGE_CALIBRATE_EACH})")
-    return text == "1"
 
 
 def _judge_whole(

@@ -47,15 +47,6 @@ def main() -> None:
                   f"{clock['calls']:5d} {own:8.2f} {clock['gap_us']:7.2f} {ref if ref is not None else float('nan'):7.2f} "
                   f"{excess if excess is not None else float('nan'):7.2f} {clock.get('resolution_us') or float('nan'):5.2f} "
                   f"{clock['pre_us']:6.1f} {clock['post_us']:6.1f} {verdict}")
-    # What each case took out for its workers' own cost of a call (KBENCH_CI_JUDGE_CALIBRATE_CALLS):
-    # the clause of its timing description, where it has one
-    for path, data in results:
-        for case in data.get("cases", [data.get("case")] if isinstance(data.get("case"), dict) else []):
-            words = str((case or {}).get("timing_description") or "")
-            start = words.find("each worker's own cost of a call")
-            if start >= 0:
-                clause = words[start:].split("; sandbox:")[0]
-                print(f"{path.parent.name} {str(case.get('case_id', '?'))[:34]}: {clause}")
     if excesses:
         excesses.sort()
         print(f"excess over {len(excesses)} judged sides: min {excesses[0]:.2f} median {excesses[len(excesses) // 2]:.2f} "

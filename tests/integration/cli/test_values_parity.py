@@ -154,14 +154,14 @@ def test_a_size_expression_that_is_python_fails_the_load_not_a_note_at_run_time(
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "many",
-     "KBENCH_CI_JUDGE_CALIBRATE_CALLS='many' is not a number of calls (set KBENCH_CI_JUDGE_CALIBRATE_CALLS to a whole number "
-     "of calls, 0..1000, or 0 for none (default 0))"),
-    ("KBENCH_CI_JUDGE_CALIBRATE_EACH", "yes",
-     "KBENCH_CI_JUDGE_CALIBRATE_EACH='yes' is not 0 or 1 (set KBENCH_CI_JUDGE_CALIBRATE_EACH=1 to take each worker's own "
-     "cost out, or 0 for the level alone (default 0))"),
+    ("KBENCH_CI_JUDGE_PLACEMENTS", "many",
+     "KBENCH_CI_JUDGE_PLACEMENTS='many' is not a number of placements (set KBENCH_CI_JUDGE_PLACEMENTS to a whole number, "
+     "1 or more (default 4))"),
+    ("KBENCH_CI_JUDGE_FRESH_MS", "fast",
+     "KBENCH_CI_JUDGE_FRESH_MS='fast' is not a number of milliseconds (set KBENCH_CI_JUDGE_FRESH_MS=5 (the default), or 0 "
+     "for a pool of versions and a probe a round)"),
 ])
-def test_a_bad_calibration_knob_stops_a_judged_bench_with_one_line_and_exit_2(
+def test_a_bad_judge_knob_stops_a_judged_bench_with_one_line_and_exit_2(
     tmp_path: Path, name: str, value: str, message: str,
 ) -> None:
     environment = {**os.environ, "PYTHONPATH": str(ROOT), name: value}

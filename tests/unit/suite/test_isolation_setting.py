@@ -49,8 +49,6 @@ def test_kbench_toml_takes_judge_and_refuses_anything_else(tmp_path: Path) -> No
     ("KBENCH_CI_JUDGE_PLACEMENTS", "0"), ("KBENCH_CI_JUDGE_PLACEMENTS", "2.5"),
     ("KBENCH_CI_JUDGE_TOUCH_STRIDE", "64k"), ("KBENCH_CI_JUDGE_TOUCH_STRIDE", "-1"),
     ("KBENCH_CI_JUDGE_SETTLE_US", "nan"), ("KBENCH_CI_JUDGE_SETTLE_US", "-2"), ("KBENCH_CI_JUDGE_SETTLE_US", "5000"),
-    ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "-1"), ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "2.5"),
-    ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "1001"), ("KBENCH_CI_JUDGE_CALIBRATE_CALLS", "many"),
 ])
 def test_a_bad_judge_knob_stops_a_judged_command_and_names_itself(name: str, value: str) -> None:
     with pytest.raises(UsageError) as info:
@@ -61,20 +59,8 @@ def test_a_bad_judge_knob_stops_a_judged_command_and_names_itself(name: str, val
     assert execution(SuiteSettings(), ExecutionOptions(isolation="process"), environ={name: value}).isolation == "process"
 
 
-@pytest.mark.parametrize("value", ["2", "yes", "-1", "1.0"])
-def test_a_bad_calibrate_each_stops_a_judged_command_and_names_itself(value: str) -> None:
-    name = "KBENCH_CI_JUDGE_CALIBRATE_EACH"
-    with pytest.raises(UsageError) as info:
-        execution(SuiteSettings(), ExecutionOptions(isolation="judge"), environ={name: value})
-    assert info.value.one_line().startswith(f"{name}={value!r} is not 0 or 1")
-    assert f"{name}=1" in (info.value.hint or "")
-    assert execution(SuiteSettings(), ExecutionOptions(isolation="process"), environ={name: value}).isolation == "process"
-
-
 def test_the_judge_knobs_read_their_values_and_defaults() -> None:
     from kbench_ci.suite.settings import (
-        judge_calibrate_calls,
-        judge_calibrate_each,
         judge_fresh_ms,
         judge_placements,
         judge_settle_us,
@@ -86,10 +72,6 @@ def test_the_judge_knobs_read_their_values_and_defaults() -> None:
     assert judge_placements({}) == 4 and judge_placements({"KBENCH_CI_JUDGE_PLACEMENTS": "2"}) == 2
     assert judge_touch_stride({}) == 65536 and judge_touch_stride({"KBENCH_CI_JUDGE_TOUCH_STRIDE": "0"}) == 0
     assert judge_settle_us({}) == 0.0 and judge_settle_us({"KBENCH_CI_JUDGE_SETTLE_US": "5"}) == 5.0
-    assert judge_calibrate_calls({}) == 0 and judge_calibrate_calls({"KBENCH_CI_JUDGE_CALIBRATE_CALLS": " 200 "}) == 200
-    assert judge_calibrate_calls({"KBENCH_CI_JUDGE_CALIBRATE_CALLS": "1000"}) == 1000
-    assert judge_calibrate_each({}) is False and judge_calibrate_each({"KBENCH_CI_JUDGE_CALIBRATE_EACH": "1"}) is True
-    assert judge_calibrate_each({"KBENCH_CI_JUDGE_CALIBRATE_EACH": " 0 "}) is False
 
 
 def test_a_compare_names_every_default_the_pull_request_changed(tmp_path: Path) -> None:
