@@ -44,7 +44,7 @@ from kbench_ci.report.why import (
 )
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
 from kbench_ci.stats import Verdict
-from kbench_ci.suite.settings import MAX_ADAPTIVE_ROUNDS
+from kbench_ci.suite.settings import DEFAULT_ISOLATION, MAX_ADAPTIVE_ROUNDS
 
 #: a marker per verdict, so the table reads at a glance (and without colour)
 MARKERS: Mapping[Verdict, str] = {
@@ -243,8 +243,11 @@ def gpu_column(gpu_of: Mapping[str, str] | None) -> bool:
 
 
 def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
-    """The local command that compares one kernel of the head with the same base commit."""
+    """The local command that compares one kernel of the head with the same base commit, under
+    the same isolation where it was not the default (a judged failure is judged again)."""
     words = ["kbench-ci", "compare", "--base", outcome.base.sha or outcome.base.ref or "BASE", "--kernel", kernel]
+    if outcome.isolation != DEFAULT_ISOLATION:
+        words += ["--isolation", outcome.isolation]
     if outcome.request.base_mode != "merge-base":
         words += ["--base-mode", outcome.request.base_mode]
     if outcome.head.config and outcome.head.config != "kbench.toml":

@@ -114,6 +114,14 @@ def test_each_reproduce_command_is_said_once(tmp_path: Path) -> None:
     assert [line.split("--kernel ")[1] for line in commands] == ["vadd  # 4 incorrect", "tmm  # 2 slower",
                                                                  "layernorm  # 1 slower"]
     assert body.count("--kernel vadd") == 1
+    assert "--isolation" not in section  # the default's
+
+
+def test_a_judged_failures_reproduce_command_judges_it_again(tmp_path: Path) -> None:
+    judged = replace(suite_outcome(suite_cases(12), tmp_path), isolation="judge")
+    section = render_compare(judged).split("## Reproduce locally")[1].split("\n## ")[0]
+    commands = [line for line in section.splitlines() if line.startswith("kbench-ci compare")]
+    assert commands and all(" --isolation judge " in line for line in commands), commands
 
 
 def test_the_head_vs_baselines_column_has_one_form(tmp_path: Path) -> None:
