@@ -24,7 +24,7 @@ from kbench_ci.gate.verdicts import assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun, run_worker
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.protocol import SideSpec, StoppingRule
-from kbench_ci.results.decide import percent
+from kbench_ci.results.decide import p_words, percent
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
     ACCEPT_ALL,
@@ -320,7 +320,7 @@ def progress_detail(case: CaseComparison) -> str | None:
         return case.message
     text = (
         f"{percent(estimate.ratio - 1.0)} "
-        f"[{percent(estimate.ci_low - 1.0)}, {percent(estimate.ci_high - 1.0)}], p = {estimate.p_value:.3g}"
+        f"[{percent(estimate.ci_low - 1.0)}, {percent(estimate.ci_high - 1.0)}], {p_words(estimate)}"
     )
     return text + (" (remeasured)" if case.remeasured else "") + (" ⚠️ throttled" if case.throttled else "")
 

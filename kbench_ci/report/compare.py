@@ -42,6 +42,7 @@ from kbench_ci.report.why import (
     profile_lines,
     why_line,
 )
+from kbench_ci.results.decide import p_words
 from kbench_ci.results.outcome import CaseComparison, CompareOutcome, GpuSlot, gpu_labels, gpus_shared
 from kbench_ci.stats import Verdict
 from kbench_ci.suite.settings import DEFAULT_ISOLATION, MAX_ADAPTIVE_ROUNDS
@@ -458,7 +459,7 @@ def _case_details(case: CaseComparison, reasons: Sequence[str] = ()) -> list[str
         facts.append((
             "first measurement",
             f"{case.first.verdict.value}, {case.first.rounds} rounds"
-            + (f", ratio {first.ratio:.4f} [{first.ci_low:.4f}, {first.ci_high:.4f}], p = {first.p_value:.3g}" if first else "")
+            + (f", ratio {first.ratio:.4f} [{first.ci_low:.4f}, {first.ci_high:.4f}], {p_words(first)}" if first else "")
             + f"; measured again with {case.measurement.rounds if case.measurement else '?'} rounds, which decided",
         ))
     if case.result is not None:

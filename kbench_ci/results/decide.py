@@ -17,7 +17,7 @@ from typing import Any
 from kbench_ci.errors import ResultsFileError
 from kbench_ci.results.outcome import TIMED_VERDICTS, CaseComparison, Gate
 from kbench_ci.results.read import compare_case_from_json
-from kbench_ci.stats import Verdict, geometric_mean
+from kbench_ci.stats import RatioEstimate, Verdict, geometric_mean
 
 __all__ = ["GpuGeomean", "evaluate_gate", "gate_by_model", "gate_of_results", "percent"]
 
@@ -75,6 +75,14 @@ def evaluate_gate(
 
 def percent(change: float) -> str:
     return f"{change * 100:+.2f}%"
+
+
+def p_words(estimate: RatioEstimate) -> str:
+    """The p-value with what it was computed over. A bare "p = 1" beside an interval that leans
+    one way reads as a contradiction: it is the paired test of the rounds' ratios (of one round's
+    calls where there is one round), which few rounds cannot take low (2 rounds: 0.5 at best)."""
+    over = f"{estimate.n_rounds} rounds" if estimate.n_rounds > 1 else "one round's calls"
+    return f"p = {estimate.p_value:.3g} over {over}"
 
 
 @dataclass(frozen=True, slots=True)
