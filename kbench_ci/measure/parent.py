@@ -453,6 +453,15 @@ def _incident(
     return _incident_words(job, cursor, worker, stderr_from, who, timed_out=timed_out, timeout_s=timeout_s, outcome=outcome)
 
 
+def timeout_words(job: CaseJob) -> str:
+    """What a case's timeout was made of, for the line that reports it: the case timeout (scaled
+    with the case's variants and rounds), and the compare's time budget where it adds one, so
+    that ``--case-timeout 8`` reporting "timed out after 18 s" says where the other 10 s came
+    from (gate.compare_case adds the budget to the job's timeout)."""
+    budget_s = job.stopping.budget_s if job.stopping is not None else 0.0
+    return f"case timeout, plus the {budget_s:g} s time budget" if budget_s > 0 else "case timeout"
+
+
 def _incident_words(
     job: CaseJob, cursor: _Cursor, worker: _Worker, stderr_from: int, who: str, *, timed_out: bool, timeout_s: float,
     outcome: WorkerOutcome,
@@ -460,7 +469,7 @@ def _incident_words(
     code = worker.process.returncode
     in_progress = cursor.variant
     if timed_out:
-        return in_progress, f"{who} timed out after {timeout_s:g} s (case timeout)"
+        return in_progress, f"{who} timed out after {timeout_s:g} s ({timeout_words(job)})"
     # This case's part of the worker's stderr only: an earlier case's warnings are not this one's.
     stderr = _stderr_since(worker.stderr_path, stderr_from)
     tail = _last_line(stderr)
