@@ -133,6 +133,19 @@ def test_how_it_was_measured_says_how_the_sides_ran(tmp_path: Path) -> None:
     cases = [case(0, slower=False)]
     in_process = render_compare(outcome(cases, tmp_path))
     judged = render_compare(replace(outcome(cases, tmp_path), isolation="judge"))
-    assert "run in one worker process" in in_process and "--isolation judge" not in in_process
+    how = in_process.split("## How it was measured")[1]
+    assert "run in one worker process" in how and "--isolation judge" not in how
     assert "run in one worker process" not in judged
     assert "worker process of its own (`--isolation judge`)" in judged and "drawn from the OS's entropy" in judged
+
+
+def test_the_line_under_the_verdict_says_how_the_cases_were_judged(tmp_path: Path) -> None:
+    """Issue 54: with the judge, nothing the command printed nor the PR comment's top said the judge
+    ran (only a section far down benchmark.md did); in process, nothing said what that leaves open."""
+    from kbench_ci.cli.suite_common import headline
+
+    cases = [case(0, slower=True)]
+    in_process = headline(render_compare(outcome(cases, tmp_path))).splitlines()
+    judged = headline(render_compare(replace(outcome(cases, tmp_path), isolation="judge"))).splitlines()
+    assert in_process[4].startswith("_Measured in one process (`--isolation process`)") and "can pass" in in_process[4]
+    assert judged[4].startswith("_Judged apart (`--isolation judge`)") and "runs no pull-request code" in judged[4]
