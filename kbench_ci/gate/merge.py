@@ -514,6 +514,7 @@ def _merge_run(request: MergeRequest, sources: Sequence[ShardSource], check: Sha
         cases=tuple(cases), total_cases=total, config_path=Path(str(first.get("config") or "kbench.toml")),
         settings=settings, environment=first.get("environment"), results_path=results_path, report_path=report_path,
         wall_s=max(float((s.payload.get("seconds") or {}).get("wall") or 0.0) for s in sources),
+        isolation=str(first["settings"].get("isolation") or "process"),
     )
     passed = outcome.passed and not problems
     summary = _with_problems(outcome.summary, problems) if problems else outcome.summary

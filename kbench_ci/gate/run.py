@@ -91,15 +91,16 @@ def run_suite(
     settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
     cases, shard = _plan_cases(kernels, request, suite.root)
     gpus = request.gpus if len(request.gpus) > 1 else ()
+    chosen = execution or suite_execution_settings(suite.settings, options)
     report = _RunReport(
         request=request, config_path=config_path, settings=settings, total_cases=len(cases), shard=shard,
-        gpus=gpus, started=started,
+        gpus=gpus, started=started, isolation=chosen.isolation,
         # Read before anything runs (a kernel could change the tree): history records it.
         commit=measured_commit(suite.root, request.output_dir),
     )
     driver = SuiteDriver(cases, report, on_progress=on_progress)
     with suite_execution(
-        execution or suite_execution_settings(suite.settings, options), device=request.device, gpus=gpus,
+        chosen, device=request.device, gpus=gpus,
         build_fn=build_fn, worker=worker, kinds=kinds.values(), sides=("solution",),
     ) as shared:
         measure = _MeasureRunCase(request, settings, kinds, suite.root, shared.builder)
@@ -137,13 +138,15 @@ class _RunReport:
     commit: CommitRecord | None
     #: perf_counter() when the command began: the outcome's wall time counts from it
     started: float
+    #: how the cases run (the resolved ``--isolation``)
+    isolation: str = "process"
 
     def outcome(self, cases: tuple[RunCase, ...], environment: Mapping[str, Any] | None) -> RunOutcome:
         return RunOutcome(
             cases=cases, total_cases=self.total_cases, config_path=self.config_path, settings=self.settings,
             environment=environment, results_path=self.request.output_dir / "results.json",
             report_path=self.request.output_dir / "benchmark.md", wall_s=time.perf_counter() - self.started,
-            shard=self.shard, gpus=self.gpus, commit=self.commit,
+            shard=self.shard, gpus=self.gpus, commit=self.commit, isolation=self.isolation,
         )
 
     def payload(self, outcome: RunOutcome) -> dict[str, Any]:

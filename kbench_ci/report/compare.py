@@ -21,6 +21,7 @@ from kbench_ci.report.markdown import (
     correctness_rows,
     environment_line,
     fmt,
+    isolation_line,
     median_ms,
     notes_lines,
     pct,
@@ -241,17 +242,6 @@ def gpus_notice(gpus: tuple[GpuSlot, ...]) -> list[str]:
 def gpu_column(gpu_of: Mapping[str, str] | None) -> bool:
     """A GPU column only when the cases ran on more than one GPU model (merged shards)."""
     return gpu_of is not None and len(set(gpu_of.values())) > 1
-
-
-def isolation_line(isolation: str) -> str:
-    """How the cases were judged, under the verdict (so in the PR comment and in the lines the
-    command prints): a reviewer must know whether a pull request's code could reach its checks."""
-    if isolation == "judge":
-        return ("_Judged apart (`--isolation judge`): each side ran in a process of its own; a judge that runs no "
-                "pull-request code made the inputs, checked every output and held each side's times to its own clock._")
-    return ("_Measured in one process (`--isolation process`): the kernels ran in the process that checks and times "
-            "them, so a kernel that rebinds the checks or the clock can pass; `--isolation judge` runs each side "
-            "apart (docs/isolation.md)._")
 
 
 def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:

@@ -527,3 +527,14 @@ AUDIT_EXPLAINED = (
     "also been taken off the _timed median_ (see the timing row), so the timed median reads CUPTI's time. GPU "
     "work before the start event or after the end event fails the variant."
 )
+
+
+def isolation_line(isolation: str) -> str:
+    """How the cases were judged, under the verdict (so in the PR comment and in the lines the
+    command prints): a reviewer must know whether a pull request's code could reach its checks."""
+    if isolation == "judge":
+        return ("_Judged apart (`--isolation judge`): each side ran in a process of its own; a judge that runs no "
+                "pull-request code made the inputs, checked every output and held each side's times to its own clock._")
+    return ("_Measured in one process (`--isolation process`): the kernels ran in the process that checks and times "
+            "them, so a kernel that rebinds the checks or the clock can pass; `--isolation judge` runs each side "
+            "apart (docs/isolation.md)._")

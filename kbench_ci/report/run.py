@@ -20,6 +20,7 @@ from kbench_ci.report.markdown import (
     correctness_rows,
     environment_line,
     fmt,
+    isolation_line,
     notes_lines,
     result_facts,
     summary_rows,
@@ -44,7 +45,8 @@ def render_run(
     if not with_gpu and lanes is not None:
         # --gpus: the GPU (index and model) of each case
         with_gpu, gpu_of = True, lanes
-    parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", *preamble, *gpus_notice(outcome.gpus),
+    parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", isolation_line(outcome.isolation), "",
+             *preamble, *gpus_notice(outcome.gpus),
              f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
              f"device `{settings.device}`", ""]
     parts += throttle_notice(outcome.cases)

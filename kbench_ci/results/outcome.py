@@ -250,6 +250,8 @@ class RunOutcome:
     #: the commit the suite was measured at and whether the tree differed from it; None outside
     #: a git repository
     commit: CommitRecord | None = None
+    #: how the cases ran: "process" (in the worker that checks and times them) or "judge"
+    isolation: str = "process"
 
     @property
     def complete(self) -> bool:

@@ -144,7 +144,7 @@ def run_payload(outcome: RunOutcome, request: RunRequest) -> dict[str, Any]:
             "counts": outcome.counts,
         },
         "config": str(outcome.config_path),
-        "settings": {**outcome.settings.as_json(), "kernels": list(request.kernels)},
+        "settings": {**outcome.settings.as_json(), "kernels": list(request.kernels), "isolation": outcome.isolation},
         "environment": outcome.environment,
         "seconds": {"wall": outcome.wall_s},
         "cases": [run_case_json(case) for case in outcome.cases],

@@ -309,3 +309,19 @@ def test_a_bench_results_json_reads_back_as_the_case_it_was_written_from(tmp_pat
     assert read == case
     again = _written(tmp_path, bench_results_payload(record, read, first["environment"]))
     assert _without_created(again) == _without_created(first)
+
+
+def test_a_runs_isolation_is_recorded_and_said_under_its_verdict(tmp_path: Path) -> None:
+    """Issue 54: `run` said nowhere how its cases ran; results.json records it, benchmark.md says it
+    under the verdict (what the command prints)."""
+    from dataclasses import replace
+
+    from kbench_ci.report.run import render_run
+
+    outcome, request = _run_outcome(tmp_path)
+    assert run_payload(outcome, request)["settings"]["isolation"] == "process"
+    judged = replace(outcome, isolation="judge")
+    assert run_payload(judged, request)["settings"]["isolation"] == "judge"
+    lines = render_run(judged).splitlines()
+    assert lines[2].startswith("**") and lines[4].startswith("_Judged apart (`--isolation judge`)")
+    assert render_run(outcome).splitlines()[4].startswith("_Measured in one process (`--isolation process`)")
