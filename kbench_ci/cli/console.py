@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kbench_ci.errors import ExitCode, KbenchError
-from kbench_ci.measure.protocol import Progress, WorkerEvent
 from kbench_ci.procgroup import EXIT_WITH_PARENT_ENV, on_parent_death
 from kbench_ci.results.controls import show_controls
+from kbench_ci.wire.protocol import Progress, WorkerEvent
 
 if TYPE_CHECKING:
     from kbench_ci.gate.progress import SuiteProgress

@@ -16,7 +16,6 @@ from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.errors import EnvironmentProblem, ExitCode, KbenchError, UsageError, UserFileError
 from kbench_ci.measure.impls import COMPILED_KINDS
 from kbench_ci.measure.parent import run_case_in_worker
-from kbench_ci.measure.protocol import CaseJob, SideSpec, WorkerEvent
 from kbench_ci.report.bench import cache_mode_text, render_bench
 from kbench_ci.results.atomic import write_json_atomically, write_text_atomically
 from kbench_ci.results.model import CaseResult, MeasureSettings
@@ -25,6 +24,7 @@ from kbench_ci.suite import values
 from kbench_ci.suite.settings import DEFAULT_TIMEOUT_S, worker_module
 from kbench_ci.suite.size_expr import evaluate_size_expression
 from kbench_ci.suite.userfiles import kernel_file_problems, raise_all
+from kbench_ci.wire.protocol import CaseJob, SideSpec, WorkerEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,11 @@ from kbench_ci.cuda import build as build_module
 from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.errors import EnvironmentProblem, KbenchError
 from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.measure.protocol import SideSpec
 from kbench_ci.procgroup import kill_process_group, kill_tracked, module_command, tracked, user_code_environment
 from kbench_ci.results.outcome import BuildOutcome
 from kbench_ci.suite.model import KernelSpec
 from kbench_ci.suite.settings import SANDBOX_MODULE, parallel_builds
+from kbench_ci.wire.protocol import SideSpec
 
 #: seconds a kernel's own ``build`` command or nvcc may run
 BUILD_TIMEOUT_S = 900.0

@@ -23,7 +23,6 @@ from kbench_ci.gate.profile import profile_sides
 from kbench_ci.gate.verdicts import assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun, run_worker
 from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.measure.protocol import SideSpec, StoppingRule
 from kbench_ci.results.decide import p_words, percent
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import (
@@ -48,6 +47,7 @@ from kbench_ci.suite.settings import (
     MAX_ADAPTIVE_ROUNDS,
     REMEASURE_PLACEMENT_PAD_BYTES,
 )
+from kbench_ci.wire.protocol import SideSpec, StoppingRule
 
 
 @dataclass(frozen=True, slots=True)

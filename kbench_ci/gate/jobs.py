@@ -11,10 +11,10 @@ from pathlib import Path
 from kbench_ci.basefiles import GuardedFile
 from kbench_ci.errors import EnvironmentProblem, UsageError
 from kbench_ci.measure.impls import COMPILED_KINDS, resolve_implementation
-from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.suite.model import Case, KernelSpec
 from kbench_ci.suite.userfiles import check_kernel_files
+from kbench_ci.wire.protocol import CaseJob, SideSpec, StoppingRule
 
 
 def job_timeout_s(case_timeout_s: float, job: CaseJob) -> float:

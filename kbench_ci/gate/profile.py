@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.measure.protocol import PROFILE_RANGE, CaseJob
 from kbench_ci.procgroup import module_command, user_code_environment
 from kbench_ci.results.outcome import ProfiledKernel, SideProfile
+from kbench_ci.wire.protocol import PROFILE_RANGE, CaseJob
 
 #: ncu metric → ProfiledKernel field
 METRICS = {

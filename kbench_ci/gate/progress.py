@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbench_ci.gate.worker_call import EventCallback
-from kbench_ci.measure.protocol import WorkerEvent
+from kbench_ci.wire.protocol import WorkerEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,7 +16,7 @@ class SuiteProgress:
 
     ``stage`` is ``start`` (builds begun, the worker starting: ``index`` 0), ``build``,
     ``measure``, ``remeasure`` (a suspected regression timed again) or ``done``; ``event`` is the worker's own event while it measures (a
-    :class:`~kbench_ci.measure.protocol.Progress` says how far a phase is); ``outcome`` is a
+    :class:`~kbench_ci.wire.protocol.Progress` says how far a phase is); ``outcome`` is a
     one-word result on ``done``.
     """
 

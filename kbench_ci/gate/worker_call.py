@@ -10,9 +10,9 @@ from typing import Any
 
 from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.measure.parent import WorkerOutcome, run_case_in_worker
-from kbench_ci.measure.protocol import Begin, CaseFinished, CaseJob, LoadError, WorkerEvent
 from kbench_ci.results.model import CaseResult
 from kbench_ci.results.outcome import PhaseTimes
+from kbench_ci.wire.protocol import Begin, CaseFinished, CaseJob, LoadError, WorkerEvent
 
 #: ``worker(job, timeout_s=..., on_event=...)``: a worker pool's ``run_case``, or a test's stand-in
 WorkerFn = Callable[..., tuple[CaseResult, WorkerOutcome]]

@@ -6,7 +6,7 @@ expected outputs and keeps them in its own memory, lends each side's worker buff
 (shared memory on the CPU, CUDA IPC on a GPU), stages and poisons them before every call,
 flushes the cache, checks every call's outputs, and decides correctness. Side workers
 (:mod:`kbench_ci.side`) each run in a process of their own and only answer "call": what they
-send back is parsed as untrusted data (:mod:`kbench_ci.measure.sideproto`).
+send back is parsed as untrusted data (:mod:`kbench_ci.wire.sideproto`).
 
 An import-linter contract keeps this package from importing the code that loads or calls
 kernels (``kbench_ci.measure.impls``, ``.child``, ``.rounds``, ``kbench_ci.side``).

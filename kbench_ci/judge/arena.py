@@ -26,8 +26,8 @@ from typing import Any
 import torch
 import torch.multiprocessing  # noqa: F401  (registers torch's IPC reductions with ForkingPickler)
 
-from kbench_ci.measure.lending import ALIGN, lent_view, map_shared
-from kbench_ci.measure.sideproto import ARENA_FD, DONE_OFFSET, LendRequest, LentTensor
+from kbench_ci.wire.lending import ALIGN, lent_view, map_shared
+from kbench_ci.wire.sideproto import ARENA_FD, DONE_OFFSET, LendRequest, LentTensor
 
 
 def extent(size: tuple[int, ...], stride: tuple[int, ...]) -> int:

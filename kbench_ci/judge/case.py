@@ -16,7 +16,7 @@
    device, then asks the side to time one call, then checks that call's outputs. One side has
    work on the device at a time. A side whose timed call is wrong is ``incorrect``.
 
-Events leave as the in-process worker's do (:mod:`kbench_ci.measure.protocol`), so the parent,
+Events leave as the in-process worker's do (:mod:`kbench_ci.wire.protocol`), so the parent,
 the verdicts and the report read a judged case like any other.
 """
 
@@ -71,25 +71,7 @@ from kbench_ci.judge.trials import (
 )
 from kbench_ci.measure.correctness import tolerance_function
 from kbench_ci.measure.inputs import InputSet
-from kbench_ci.measure.protocol import (
-    Begin,
-    CaseJob,
-    LoadError,
-    TimingDescription,
-    VariantDone,
-    WorkerEvent,
-)
 from kbench_ci.measure.reference import describe_error, sync
-from kbench_ci.measure.sideproto import (
-    LEND_FAILED,
-    Called,
-    CallRequest,
-    EndRequest,
-    Loaded,
-    LoadRequest,
-    Made,
-    MakeRequest,
-)
 from kbench_ci.measure.staging import version_budget
 from kbench_ci.measure.timing import CacheFlush, CudaEventTimer
 from kbench_ci.measure.usercode import Problem, load_problem
@@ -99,6 +81,24 @@ from kbench_ci.suite.settings import (
     judge_placements,
     judge_settle_us,
     judge_touch_stride,
+)
+from kbench_ci.wire.protocol import (
+    Begin,
+    CaseJob,
+    LoadError,
+    TimingDescription,
+    VariantDone,
+    WorkerEvent,
+)
+from kbench_ci.wire.sideproto import (
+    LEND_FAILED,
+    Called,
+    CallRequest,
+    EndRequest,
+    Loaded,
+    LoadRequest,
+    Made,
+    MakeRequest,
 )
 
 #: placements (arenas) per side; each round picks one at random, so a buffer's place in memory

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kbench_ci.measure.streamops import StreamOps, StreamOpsUnavailable
+from kbench_ci.wire.streamops import StreamOps, StreamOpsUnavailable
 
 #: the stamps one call takes (see the module's docstring)
 STAMPS_PER_CALL = 4

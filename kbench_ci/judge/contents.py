@@ -19,10 +19,10 @@ import torch
 from kbench_ci.cuda.signature import read_solve_signature
 from kbench_ci.errors import UsageError
 from kbench_ci.measure.inputs import InputSet
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.setup_inputs import inputs_from_setup
 from kbench_ci.measure.signature_inputs import signature_inputs
 from kbench_ci.measure.usercode import Problem, load_module, require_function
+from kbench_ci.wire.protocol import CaseJob
 
 #: the implementation kinds whose solution is a compiled library (their setup() is in ref.py)
 _COMPILED = frozenset({"cuda-cpp", "cutlass"})

@@ -22,8 +22,8 @@ from kbench_ci.judge.clock import CallStamps, GpuClock, HostClock
 from kbench_ci.judge.sides import SideFailed, end_side_strays
 from kbench_ci.judge.state import Side
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
-from kbench_ci.measure.sideproto import Called, CallRequest
 from kbench_ci.measure.timing import CacheFlush, shift_samples
+from kbench_ci.wire.sideproto import Called, CallRequest
 
 #: seconds a side may take to answer one call
 CALL_TIMEOUT_S = 120.0

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from kbench_ci.measure.lifeline import watch_lifeline
-from kbench_ci.measure.protocol import JobTicket
 from kbench_ci.procgroup import become_subreaper, make_non_dumpable
+from kbench_ci.wire.lifeline import watch_lifeline
+from kbench_ci.wire.protocol import JobTicket
 
 __all__ = ["main"]
 
@@ -77,7 +77,8 @@ def main(argv: Sequence[str]) -> int:
     from kbench_ci.judge.breakdown import JUDGE, RECORD  # noqa: PLC0415
     from kbench_ci.judge.case import Judge  # noqa: PLC0415
     from kbench_ci.measure.gpu_info import capture_environment, read_gpu_state  # noqa: PLC0415
-    from kbench_ci.measure.protocol import (  # noqa: PLC0415
+    from kbench_ci.results.schema import to_jsonable  # noqa: PLC0415
+    from kbench_ci.wire.protocol import (  # noqa: PLC0415
         CaseFinished,
         CaseJob,
         CaseStarted,
@@ -89,7 +90,6 @@ def main(argv: Sequence[str]) -> int:
         WorkerEvent,
         encode_event,
     )
-    from kbench_ci.results.schema import to_jsonable  # noqa: PLC0415
 
     sys.dont_write_bytecode = True
     judge = Judge(scratch, side_environment)

@@ -24,19 +24,6 @@ from pathlib import Path
 
 from kbench_ci.basefiles import remove
 from kbench_ci.measure.deadlines import WORKER_START_TIMEOUT_S
-from kbench_ci.measure.sideproto import (
-    SIDE_DEVICE_ENV,
-    SIDE_PRELOAD_ENV,
-    WAKE,
-    BadReply,
-    Called,
-    Loaded,
-    Ready,
-    Reply,
-    Request,
-    decode_reply,
-    encode_request,
-)
 from kbench_ci.procgroup import (
     Scheduling,
     descendants,
@@ -49,6 +36,19 @@ from kbench_ci.procgroup import (
     state,
 )
 from kbench_ci.scratch import SHARED_MEMORY, create_new, make_scratch, remove_tree
+from kbench_ci.wire.sideproto import (
+    SIDE_DEVICE_ENV,
+    SIDE_PRELOAD_ENV,
+    WAKE,
+    BadReply,
+    Called,
+    Loaded,
+    Ready,
+    Reply,
+    Request,
+    decode_reply,
+    encode_request,
+)
 
 #: the bytecode folder's variable (Python's)
 BYTECODE_ENV = "PYTHONPYCACHEPREFIX"

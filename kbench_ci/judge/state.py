@@ -11,9 +11,9 @@ from kbench_ci.judge.arena import Arena
 from kbench_ci.judge.clock import CallStamps
 from kbench_ci.judge.sides import SideWorker
 from kbench_ci.measure.inputs import InputSet
-from kbench_ci.measure.protocol import WorkerEvent
-from kbench_ci.measure.sideproto import LentTensor
 from kbench_ci.results.model import VariantResult
+from kbench_ci.wire.protocol import WorkerEvent
+from kbench_ci.wire.sideproto import LentTensor
 
 Emit = Callable[[WorkerEvent], None]
 

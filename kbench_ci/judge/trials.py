@@ -35,10 +35,8 @@ from kbench_ci.judge.sides import SideFailed, hold_all_but
 from kbench_ci.judge.state import HEAD_REFERENCE, Emit, Side, Version
 from kbench_ci.measure.correctness import changed_reference_ruling, compare_outputs, first_mismatch, outputs_match
 from kbench_ci.measure.inputs import InputSet, changed_inputs
-from kbench_ci.measure.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall
 from kbench_ci.measure.reference import CudaContextLost, reference_outputs, sync
 from kbench_ci.measure.schedule import RoundPlan
-from kbench_ci.measure.sideproto import Called, CallRequest
 from kbench_ci.measure.stopping import VerdictWatch, undecided_note
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import CorrectnessResult, OutsideClock, Tolerance, TrialCheck
@@ -55,6 +53,8 @@ from kbench_ci.stats import (
     shift_p,
 )
 from kbench_ci.suite.settings import judge_fresh_ms
+from kbench_ci.wire.protocol import Begin, CaseJob, LoadError, Progress, ReferenceCall
+from kbench_ci.wire.sideproto import Called, CallRequest
 
 __all__ = [
     "CALL_TIMEOUT_S", "FRESH_CALL_MAX_MS", "VERSIONS", "OwnReference", "OwnReferenceFailed", "check_correctness",

@@ -1,9 +1,10 @@
-"""Both sides of the worker boundary: the parent keeps a warm worker for a suite's cases
-(``parent``), the worker loads, checks and times case after case (``child``), and they speak
-only ``protocol``'s typed jobs and events. Only ``parent`` and ``protocol`` are imported here:
-the child side imports torch."""
+"""Measuring: the parent keeps a warm worker for a suite's cases (``parent``), the in-process
+worker loads, checks and times case after case (``child``), and the pieces the judge uses too
+(timing, staging, correctness, inputs, the reference, CUPTI). Parent and worker speak only
+:mod:`kbench_ci.wire.protocol`'s typed jobs and events. Only ``parent`` and the protocol are
+imported here: the child side imports torch."""
 
 from kbench_ci.measure.parent import WorkerOutcome, WorkerPool, run_case_in_worker
-from kbench_ci.measure.protocol import CaseJob, SideSpec, WorkerEvent
+from kbench_ci.wire.protocol import CaseJob, SideSpec, WorkerEvent
 
 __all__ = ["CaseJob", "SideSpec", "WorkerEvent", "WorkerOutcome", "WorkerPool", "run_case_in_worker"]

@@ -7,7 +7,7 @@ the order alternates A B, B A, A B ... so clock and thermal drift hit all alike,
 minimum rounds a stopping rule adds batches while the verdict is undecided
 (:mod:`kbench_ci.measure.schedule` plans them).
 
-Progress and results leave through ``emit`` as typed events (:mod:`kbench_ci.measure.protocol`;
+Progress and results leave through ``emit`` as typed events (:mod:`kbench_ci.wire.protocol`;
 the worker appends them to a file the parent reads), each variant's result as soon as it is
 final. :func:`serve` at the end is the worker's loop: one case after another in one process.
 """
@@ -37,21 +37,6 @@ from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import SetupFailed, load_python_solution
 from kbench_ci.measure.inputs import InputSet, changed_inputs
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
-from kbench_ci.measure.protocol import (
-    CONTEXT_LOST_EXIT,
-    Begin,
-    CaseFinished,
-    CaseJob,
-    CaseStarted,
-    EnvironmentReport,
-    GpuStateReport,
-    JobTicket,
-    Progress,
-    SideSpec,
-    VariantDone,
-    WorkerEvent,
-    encode_event,
-)
 from kbench_ci.measure.rounds import time_in_rounds
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem, import_quietly, load_problem
@@ -72,6 +57,21 @@ from kbench_ci.measure.variant import (
 )
 from kbench_ci.results.model import CorrectnessResult, Tolerance, TrialCheck, VariantResult, VariantStatus
 from kbench_ci.results.schema import to_jsonable
+from kbench_ci.wire.protocol import (
+    CONTEXT_LOST_EXIT,
+    Begin,
+    CaseFinished,
+    CaseJob,
+    CaseStarted,
+    EnvironmentReport,
+    GpuStateReport,
+    JobTicket,
+    Progress,
+    SideSpec,
+    VariantDone,
+    WorkerEvent,
+    encode_event,
+)
 
 
 def warm_up(device_name: str, preload: Sequence[str] = ()) -> None:

@@ -22,8 +22,8 @@ from kbench_ci.measure.inputs import still_poisoned
 from kbench_ci.results.model import OutputCheck, Tolerance
 
 if TYPE_CHECKING:
-    from kbench_ci.measure.protocol import SideSpec
     from kbench_ci.measure.usercode import Problem
+    from kbench_ci.wire.protocol import SideSpec
 
 #: Default (atol, rtol) per output dtype, used when neither the CLI nor ref.py sets them.
 #: Float32 allows reordered reductions; tf32 is float32 storage computed on tensor cores with a

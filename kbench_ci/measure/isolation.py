@@ -40,8 +40,8 @@ import torch
 from kbench_ci.cuda import ptxas
 from kbench_ci.cuda.build import shared_library_path
 from kbench_ci.measure.impls import COMPILED_KINDS
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.torch_state import TorchGlobals
+from kbench_ci.wire.protocol import CaseJob
 
 __all__ = ["ProcessBaseline", "private_libraries"]
 

@@ -3,12 +3,12 @@
 A :class:`WorkerPool` keeps one worker process warm across the cases of a suite: torch is
 imported and the CUDA context created once, not once per case (on an H200 that start-up was
 most of a 6-case compare's wall time). The worker is ``python -m kbench_ci.measure.worker
-LIFELINE`` (:mod:`~kbench_ci.measure.lifeline`: a pipe that ends the worker when the parent
-dies, and down which the parent sends one :class:`~kbench_ci.measure.protocol.JobTicket` per
+LIFELINE`` (:mod:`~kbench_ci.wire.lifeline`: a pipe that ends the worker when the parent
+dies, and down which the parent sends one :class:`~kbench_ci.wire.protocol.JobTicket` per
 case). For each case the parent writes the job to a file; the child appends one JSON event per
 line to the case's events file as it goes (progress, each variant's final result), so
 everything measured before a segfault, a CUDA error or a hang survives it. A case ends at the
-worker's :class:`~kbench_ci.measure.protocol.CaseFinished`; between cases the worker takes away
+worker's :class:`~kbench_ci.wire.protocol.CaseFinished`; between cases the worker takes away
 what the case left (:mod:`kbench_ci.measure.isolation`).
 
 When a worker dies or hangs (the timeout is per case), the variant it was working on is
@@ -36,8 +36,13 @@ from typing import Any
 
 from kbench_ci.errors import ExitCode
 from kbench_ci.measure.deadlines import CaseClock, Expired
-from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX
-from kbench_ci.measure.protocol import (
+from kbench_ci.procgroup import kill_process_group, make_non_dumpable, module_command, user_code_environment
+from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.results.outcome import BASE
+from kbench_ci.scratch import create_new, make_scratch, remove_left_by, remove_tree
+from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
+from kbench_ci.wire.lifeline import USER_EXIT, USER_EXIT_PREFIX
+from kbench_ci.wire.protocol import (
     CONTEXT_LOST_EXIT,
     Begin,
     CaseFinished,
@@ -55,11 +60,6 @@ from kbench_ci.measure.protocol import (
     WorkerEvent,
     decode_event,
 )
-from kbench_ci.procgroup import kill_process_group, make_non_dumpable, module_command, user_code_environment
-from kbench_ci.results.model import CaseResult, VariantResult
-from kbench_ci.results.outcome import BASE
-from kbench_ci.scratch import create_new, make_scratch, remove_left_by, remove_tree
-from kbench_ci.suite.settings import IN_PROCESS_MODULE, JUDGE_MODULE
 
 __all__ = ["ProgressCallback", "WorkerOutcome", "WorkerPool", "WorkerPoolClosed", "run_case_in_worker"]
 
@@ -273,7 +273,7 @@ class WorkerPool:
         environment.setdefault("PYTHONUNBUFFERED", "1")
         stderr_path = self._scratch_dir() / f"worker-{len(self.started_pids) + 1}.stderr"
         # The lifeline: the worker dies when this write end closes, i.e. when this process ends,
-        # however it ends (see kbench_ci.measure.lifeline). Both ends are non-inheritable; only
+        # however it ends (see kbench_ci.wire.lifeline). Both ends are non-inheritable; only
         # the read end is handed to this one worker.
         lifeline_read, lifeline_write = os.pipe()
         try:

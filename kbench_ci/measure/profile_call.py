@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from kbench_ci.measure.child import load_solution
-from kbench_ci.measure.protocol import PROFILE_RANGE, CaseJob
 from kbench_ci.measure.usercode import load_problem
+from kbench_ci.wire.protocol import PROFILE_RANGE, CaseJob
 
 
 def main(argv: list[str]) -> int:

@@ -18,8 +18,8 @@ import torch
 
 from kbench_ci.errors import KbenchError, UserFileError
 from kbench_ci.measure.inputs import InputSet, poison_outputs_, still_poisoned
-from kbench_ci.measure.protocol import ReferenceCall, WorkerEvent
 from kbench_ci.measure.usercode import Problem, accepted_kwargs, collect_outputs
+from kbench_ci.wire.protocol import ReferenceCall, WorkerEvent
 
 Emit = Callable[[WorkerEvent], None]
 

@@ -26,7 +26,6 @@ from kbench_ci.measure.escape import AuditedCallFailed, audit_together
 from kbench_ci.measure.impls import Kernel
 from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, same_inputs
-from kbench_ci.measure.protocol import Begin, CaseJob, Progress, StoppingRule, TimingDescription
 from kbench_ci.measure.schedule import RoundPlan
 from kbench_ci.measure.staging import OutputCheck, StagedCalls, TimedSet
 from kbench_ci.measure.stopping import VerdictWatch, undecided_note
@@ -45,6 +44,7 @@ from kbench_ci.measure.variant import (
 )
 from kbench_ci.results.model import SpeedOfLight
 from kbench_ci.stats import MemoEvidence, median, relative_spread
+from kbench_ci.wire.protocol import Begin, CaseJob, Progress, StoppingRule, TimingDescription
 
 #: a shift of the samples beyond this (ms) means the traced calls ran unlike the timed ones
 MAX_SHIFT_MS = 0.005

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from kbench_ci.measure.protocol import StoppingRule
+from kbench_ci.wire.protocol import StoppingRule
 
 #: the first interim check's expected length, before any has been measured (seconds)
 FIRST_CHECK_GUESS_S = 0.05

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kbench_ci.measure.protocol import StoppingRule
 from kbench_ci.measure.schedule import affordable_rounds
 from kbench_ci.stats import RatioEstimate, Reach, Verdict, classify, compare_rounds, decision_reach
+from kbench_ci.wire.protocol import StoppingRule
 
 __all__ = ["OUT_OF_REACH_CHECKS", "Look", "VerdictWatch", "early_stop_note", "reach", "undecided_note"]
 

@@ -14,7 +14,6 @@ from kbench_ci.errors import KbenchError
 from kbench_ci.measure.impls import Kernel, Solution
 from kbench_ci.measure.impls.python_solution import SetupFailed
 from kbench_ci.measure.inputs import InputSet, poison_outputs_
-from kbench_ci.measure.protocol import Blame, LoadError, SideSpec, WorkerEvent
 from kbench_ci.measure.reference import (
     CudaContextLost,
     describe_error,
@@ -27,6 +26,7 @@ from kbench_ci.measure.setup_inputs import setup_blame
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.measure.usercode import Problem
 from kbench_ci.results.model import Tolerance, VariantResult
+from kbench_ci.wire.protocol import Blame, LoadError, SideSpec, WorkerEvent
 
 Emit = Callable[[WorkerEvent], None]
 

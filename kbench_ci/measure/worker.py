@@ -4,8 +4,8 @@ r"""The worker process's entry point: the lifeline to the parent, then :func:`se
 :mod:`kbench_ci.measure.parent` and nothing else. With a ``DEVICE`` it warms up before the
 first job (:func:`~kbench_ci.measure.child.warm_up`: the CUDA context, and the ``MODULE``\ s
 its cases will import), while the parent is still setting up. The parent writes one
-:class:`~kbench_ci.measure.protocol.JobTicket` per case down the lifeline pipe;
-:mod:`kbench_ci.measure.lifeline` says why jobs and the lifeline share a pipe, and how user code
+:class:`~kbench_ci.wire.protocol.JobTicket` per case down the lifeline pipe;
+:mod:`kbench_ci.wire.lifeline` says why jobs and the lifeline share a pipe, and how user code
 that ends the process is reported. Nothing imports this module:
 ``python -m`` warns about a module that is imported before it runs as ``__main__``.
 """
@@ -16,8 +16,8 @@ import queue
 import sys
 from collections.abc import Sequence
 
-from kbench_ci.measure.lifeline import USER_EXIT, USER_EXIT_PREFIX, exit_call, watch_lifeline
-from kbench_ci.measure.protocol import JobTicket
+from kbench_ci.wire.lifeline import USER_EXIT, USER_EXIT_PREFIX, exit_call, watch_lifeline
+from kbench_ci.wire.protocol import JobTicket
 
 __all__ = ["main"]
 

@@ -399,7 +399,7 @@ class MeasureSettings:
     #: how trials_per_round was derived (run and compare), recorded in results.json
     trials_per_round_rule: str | None = None
     #: compare: seconds of timing a case may spend on rounds past ``rounds`` until its verdict
-    #: is decided (see measure.protocol.StoppingRule); 0 = exactly ``rounds``
+    #: is decided (see wire.protocol.StoppingRule); 0 = exactly ``rounds``
     time_budget_s: float = 0.0
 
     def as_json(self) -> dict[str, Any]:

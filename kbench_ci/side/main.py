@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench_ci.measure.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV, WAKE, Ready, encode_reply
 from kbench_ci.side.harden import harden
+from kbench_ci.wire.sideproto import SIDE_DEVICE_ENV, SIDE_PRELOAD_ENV, WAKE, Ready, encode_reply
 
 __all__ = ["main"]
 

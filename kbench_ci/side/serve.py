@@ -32,10 +32,14 @@ from kbench_ci.measure.impls.cuda_solution import load_cuda_solution
 from kbench_ci.measure.impls.python_solution import load_python_solution
 from kbench_ci.measure.inputs import InputSet
 from kbench_ci.measure.isolation import ProcessBaseline, private_libraries
-from kbench_ci.measure.lending import lent_view, map_shared
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.measure.setup_inputs import SetupFailed, setup_blame
-from kbench_ci.measure.sideproto import (
+from kbench_ci.measure.timing import CacheFlush, Timer, make_timer
+from kbench_ci.measure.usercode import load_problem
+from kbench_ci.measure.variant import describe_error, sync
+from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.lending import lent_view, map_shared
+from kbench_ci.wire.protocol import CaseJob
+from kbench_ci.wire.sideproto import (
     ARENA_FD,
     DONE_OFFSET,
     LEND_FAILED,
@@ -52,11 +56,7 @@ from kbench_ci.measure.sideproto import (
     decode_request,
     encode_reply,
 )
-from kbench_ci.measure.streamops import StreamOps
-from kbench_ci.measure.timing import CacheFlush, Timer, make_timer
-from kbench_ci.measure.usercode import load_problem
-from kbench_ci.measure.variant import describe_error, sync
-from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.streamops import StreamOps
 
 #: intra-op threads on the CPU (as the in-process worker: a busy core made times swing 2x)
 CPU_THREADS = 1

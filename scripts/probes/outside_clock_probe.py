@@ -56,7 +56,7 @@ class ValueGo:
     """The go as a 32-bit value the worker's stream waits for (instead of an IPC event)."""
 
     def __init__(self, address: int) -> None:
-        from kbench_ci.measure.streamops import StreamOps
+        from kbench_ci.wire.streamops import StreamOps
 
         self.ops = StreamOps()
         self.address = address

@@ -63,7 +63,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kbench_ci.judge.clock import GpuClock  # noqa: E402
-from kbench_ci.measure.streamops import StreamOps  # noqa: E402
+from kbench_ci.wire.streamops import StreamOps  # noqa: E402
 
 MAILBOX_BYTES = 256
 

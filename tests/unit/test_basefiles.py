@@ -13,8 +13,8 @@ import pytest
 
 from kbench_ci.basefiles import blame, reclaim, record, remove, restore
 from kbench_ci.gate.compare_case import built_library_files
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob
 
 
 def _tree(root: Path) -> Path:

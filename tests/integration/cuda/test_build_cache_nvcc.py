@@ -17,11 +17,11 @@ from kbench_ci.cuda.build import BuildCache, build, plan_build
 from kbench_ci.gate.builds import SideBuilder
 from kbench_ci.gate.compare import run_compare
 from kbench_ci.measure.isolation import private_libraries
-from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outcome import CompareRequest
 from kbench_ci.suite.model import KernelSpec
 from kbench_ci.suite.settings import Execution
+from kbench_ci.wire.protocol import CaseJob, SideSpec
 from tests.support.suite_repo import TempRepo
 from tests.unit.gate.test_compare_logic import FakeWorker
 

@@ -27,7 +27,7 @@ _SLOW_START = """
 import sys
 if "MODULE" in sys.orig_argv:
     import time
-    from kbench_ci.measure import protocol
+    from kbench_ci.wire import protocol
 
     _decode = protocol.JobTicket.decode
 

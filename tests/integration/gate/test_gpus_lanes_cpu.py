@@ -13,9 +13,9 @@ from pathlib import Path
 
 from kbench_ci.gate.compare import run_compare
 from kbench_ci.gate.progress import SuiteProgress
-from kbench_ci.measure.protocol import CaseStarted
 from kbench_ci.results.outcome import CompareRequest, GpuSlot
 from kbench_ci.suite.settings import Execution
+from kbench_ci.wire.protocol import CaseStarted
 from tests.support.suite_repo import make_suite_repo
 
 FOUR_CASES = [

@@ -14,9 +14,9 @@ from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.gate.compare import run_compare
 from kbench_ci.gate.progress import SuiteProgress
 from kbench_ci.gate.run import run_suite
-from kbench_ci.measure.protocol import CaseFinished, CaseStarted
 from kbench_ci.results.outcome import CompareRequest, RunRequest
 from kbench_ci.suite.settings import Execution
+from kbench_ci.wire.protocol import CaseFinished, CaseStarted
 from tests.support.suite_repo import TempRepo, make_suite_repo, suite_files
 
 FOUR_CASES = [

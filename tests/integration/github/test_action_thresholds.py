@@ -20,8 +20,8 @@ from kbench_ci.cli.app import app
 from kbench_ci.gate import compare as gate_compare
 from kbench_ci.github.action import compare_argv
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import CaseResult, CorrectnessResult, VariantResult
+from kbench_ci.wire.protocol import CaseJob
 from tests.support.suite_repo import TempRepo
 
 SUITE = """\

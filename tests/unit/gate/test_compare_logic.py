@@ -17,12 +17,12 @@ from kbench_ci.gate.compare import run_compare
 from kbench_ci.gate.verdicts import assess, measure_case
 from kbench_ci.gate.worker_call import WorkerRun
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import Begin, CaseJob, Progress
 from kbench_ci.results.decide import evaluate_gate
 from kbench_ci.results.model import CaseResult, CorrectnessResult, OutsideClock, VariantResult
 from kbench_ci.results.outcome import Assessment, BuildOutcome, CaseComparison, CompareRequest, PhaseTimes
 from kbench_ci.stats import RatioEstimate, Verdict
 from kbench_ci.suite.settings import SuiteSettings, job_settings, trials_per_round
+from kbench_ci.wire.protocol import Begin, CaseJob, Progress
 from tests.support.suite_repo import TempRepo
 
 # --------------------------------------------------------------------------------------------

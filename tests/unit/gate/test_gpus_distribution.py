@@ -21,9 +21,9 @@ from kbench_ci.gate.distribute import distribute
 from kbench_ci.gate.lanes import lane_device, visible_device
 from kbench_ci.gate.run import run_suite
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import CaseResult
 from kbench_ci.results.outcome import CompareRequest, GpuSlot, RunRequest
+from kbench_ci.wire.protocol import CaseJob
 from tests.support.suite_repo import TempRepo
 from tests.unit.gate.test_compare_logic import FakeWorker, fake_nvcc
 from tests.unit.gate.test_compare_logic import repo as repo  # noqa: F401  (the fixture)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.gate.jobs import job_timeout_s
-from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob, SideSpec
 
 SETTINGS = MeasureSettings(device="cpu", seed=42, correctness_trials=1, timing_method="host_time", num_warmup=1,
                            trials_per_round=3, discard_first=0, rounds=2, flush_l2=False)

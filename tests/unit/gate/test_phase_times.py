@@ -10,8 +10,8 @@ import pytest
 
 from kbench_ci.gate import worker_call
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import Begin, CaseFinished, CaseJob, SideSpec, WorkerEvent
 from kbench_ci.results.model import CaseResult, MeasureSettings
+from kbench_ci.wire.protocol import Begin, CaseFinished, CaseJob, SideSpec, WorkerEvent
 
 
 class FakeClock:

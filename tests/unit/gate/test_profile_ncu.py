@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.gate.profile import METRICS, ncu_command, parse_ncu_csv, profile_sides
-from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.report.why import profile_lines
 from kbench_ci.results.model import MeasureSettings
 from kbench_ci.results.outcome import ProfiledKernel, SideProfile
+from kbench_ci.wire.protocol import CaseJob, SideSpec
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')

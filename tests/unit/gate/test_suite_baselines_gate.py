@@ -10,9 +10,9 @@ from typing import Any
 from kbench_ci.gate.compare import run_compare
 from kbench_ci.gate.run import run_suite
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import CaseJob
 from kbench_ci.results.model import CaseResult, VariantResult
 from kbench_ci.results.outcome import CompareRequest, RunRequest
+from kbench_ci.wire.protocol import CaseJob
 from tests.support.suite_repo import TempRepo
 from tests.unit.gate.test_compare_logic import case_result, rounds_of, variant
 

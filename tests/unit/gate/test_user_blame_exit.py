@@ -14,9 +14,9 @@ import typer
 from kbench_ci.cli.suite_common import finish
 from kbench_ci.gate import worker_call
 from kbench_ci.measure.parent import WorkerOutcome
-from kbench_ci.measure.protocol import CaseJob, LoadError, SideSpec, WorkerEvent, decode_event, encode_event
 from kbench_ci.results.model import CaseResult, MeasureSettings
 from kbench_ci.results.outcome import UserFailure
+from kbench_ci.wire.protocol import CaseJob, LoadError, SideSpec, WorkerEvent, decode_event, encode_event
 
 HUNG = LoadError(
     "solution", "UserFileError", 2, "ref.py reference() (checking solution) timed out after 6 s (case timeout)",

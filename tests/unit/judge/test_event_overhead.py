@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from kbench_ci.judge.case import Judge
-from kbench_ci.measure.protocol import CaseJob, SideSpec
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob, SideSpec
 
 
 def _job(timing_method: str = "cuda_event", overhead_ms: float | None = None) -> CaseJob:

@@ -70,7 +70,7 @@ def test_a_side_that_fills_the_disk_in_its_turn_fails_at_its_reply(tmp_path: Pat
     """Issue 50, item 11: the judge's next write (its events file) came in the base's turn and
     failed there, blaming the base; the filler is stopped at its own reply now, its files gone."""
     from kbench_ci.judge.sides import SideFailed
-    from kbench_ci.measure.sideproto import Made, MakeRequest
+    from kbench_ci.wire.sideproto import Made, MakeRequest
 
     worker, space = _worker_on_a_disk(tmp_path, monkeypatch)
     try:
@@ -88,7 +88,7 @@ def test_a_side_that_fills_the_disk_in_its_turn_fails_at_its_reply(tmp_path: Pat
 def test_a_side_that_fills_the_disk_after_its_reply_is_stopped_at_the_change_of_turn(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kbench_ci.judge.sides import SideFailed, hold_all_but
-    from kbench_ci.measure.sideproto import Made, MakeRequest
+    from kbench_ci.wire.sideproto import Made, MakeRequest
 
     worker, space = _worker_on_a_disk(tmp_path, monkeypatch)
     try:
@@ -103,7 +103,7 @@ def test_a_side_that_fills_the_disk_after_its_reply_is_stopped_at_the_change_of_
 
 
 def test_a_disk_short_before_the_sides_turn_is_not_its_doing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbench_ci.measure.sideproto import Made, MakeRequest
+    from kbench_ci.wire.sideproto import Made, MakeRequest
 
     worker, space = _worker_on_a_disk(tmp_path, monkeypatch)
     try:
@@ -118,8 +118,8 @@ def test_the_next_turn_fails_a_side_that_filled_the_disk_after_its_reply(tmp_pat
     from kbench_ci.judge.sides import SideWorker
     from kbench_ci.judge.state import Side
     from kbench_ci.judge.trials import turn
-    from kbench_ci.measure.sideproto import Made, MakeRequest
     from kbench_ci.results.model import VariantResult
+    from kbench_ci.wire.sideproto import Made, MakeRequest
 
     head_worker, space = _worker_on_a_disk(tmp_path, monkeypatch)
     base_worker = SideWorker("base", "cpu", tmp_path / "scratch", {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})

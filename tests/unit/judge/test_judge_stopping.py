@@ -15,8 +15,8 @@ import torch
 
 from kbench_ci.judge import trials
 from kbench_ci.judge.state import Side
-from kbench_ci.measure.protocol import StoppingRule
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.wire.protocol import StoppingRule
 
 
 def _side(label: str) -> Side:

@@ -11,9 +11,9 @@ import torch
 from kbench_ci.errors import EnvironmentProblem, ExitCode
 from kbench_ci.judge import case as judge_case
 from kbench_ci.judge.state import Side
-from kbench_ci.measure.sideproto import ARENA_FD, LEND_FAILED, Called, CallRequest, LendRequest, LentTensor
 from kbench_ci.results.model import VariantResult
 from kbench_ci.side import serve
+from kbench_ci.wire.sideproto import ARENA_FD, LEND_FAILED, Called, CallRequest, LendRequest, LentTensor
 
 
 def test_a_side_that_cannot_map_a_placement_says_so_at_its_next_call() -> None:

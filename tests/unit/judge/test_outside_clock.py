@@ -121,7 +121,7 @@ class _RawTimer:
         self.paused = False
 
     def ask(self, request: Any, _kind: Any, *, timeout_s: float) -> Any:
-        from kbench_ci.measure.sideproto import Called
+        from kbench_ci.wire.sideproto import Called
 
         self.requests.append(request)
         return Called(samples_ms=(self.raw_ms,))

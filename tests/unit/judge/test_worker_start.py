@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.judge.sides import SideFailed, SideWorker, hold_all_but
-from kbench_ci.measure.sideproto import BadReply, EndRequest, Loaded, Ready, decode_reply, encode_reply, encode_request
 from kbench_ci.procgroup import state
+from kbench_ci.wire.sideproto import BadReply, EndRequest, Loaded, Ready, decode_reply, encode_reply, encode_request
 
 ROOT = str(Path(__file__).resolve().parents[3])
 

@@ -11,9 +11,9 @@ import pytest
 
 from kbench_ci.measure import stopping
 from kbench_ci.measure.child import run_case
-from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
 from kbench_ci.stats import Reach, compare_rounds, decision_reach
+from kbench_ci.wire.protocol import CaseJob, SideSpec, StoppingRule, VariantDone, WorkerEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "cheats_py"
 MIN_ROUNDS = 4

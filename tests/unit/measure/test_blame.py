@@ -9,8 +9,8 @@ import pytest
 
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.parent import WorkerOutcome, _Cursor, _incident
-from kbench_ci.measure.protocol import CaseJob, LoadError, ReferenceCall, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.wire.protocol import CaseJob, LoadError, ReferenceCall, SideSpec, VariantDone, WorkerEvent
 
 HONEST = Path(__file__).parents[2] / "fixtures" / "cheats_py" / "honest.py"
 INT64_MAX = 2**63 - 1

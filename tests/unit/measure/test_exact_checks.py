@@ -14,9 +14,9 @@ from kbench_ci.measure.child import run_case
 from kbench_ci.measure.correctness import close_elements, compare_output
 from kbench_ci.measure.impls.python_solution import inputs_from_setup
 from kbench_ci.measure.inputs import InputSet, poison_, same_inputs, still_poisoned
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.measure.staging import TimedSet, mismatches
 from kbench_ci.results.model import MeasureSettings, Tolerance, VariantResult
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 CPU = torch.device("cpu")
 EXACT = Tolerance(0.0, 0.0, "exact (integer)")

@@ -13,7 +13,8 @@ import torch
 
 from kbench_ci.measure.compiled import cuda_kernels
 from kbench_ci.measure.isolation import ProcessBaseline, _clear_triton_caches, private_libraries
-from kbench_ci.measure.protocol import (
+from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import (
     CaseFinished,
     CaseJob,
     CaseStarted,
@@ -22,7 +23,6 @@ from kbench_ci.measure.protocol import (
     decode_event,
     encode_event,
 )
-from kbench_ci.results.model import MeasureSettings
 
 
 def _import_user_module(path: Path, name: str) -> object:

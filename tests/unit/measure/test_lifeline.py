@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from kbench_ci.measure.lifeline import exit_call
+from kbench_ci.wire.lifeline import exit_call
 
 
 def test_nothing_imports_the_worker_entry_module() -> None:
@@ -38,7 +38,7 @@ def test_a_closed_lifeline_ends_the_whole_process_group() -> None:
     read_end, write_end = os.pipe()
     program = (
         "import subprocess, sys, time\n"
-        "from kbench_ci.measure.lifeline import watch_lifeline\n"
+        "from kbench_ci.wire.lifeline import watch_lifeline\n"
         "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "print(grandchild.pid, flush=True)\n"
         f"watch_lifeline({read_end})\n"
@@ -73,7 +73,7 @@ def test_the_lifeline_hands_on_each_whole_line_it_carries() -> None:
     read_end, write_end = os.pipe()
     program = (
         "import sys, time\n"
-        "from kbench_ci.measure.lifeline import watch_lifeline\n"
+        "from kbench_ci.wire.lifeline import watch_lifeline\n"
         f"watch_lifeline({read_end}, lambda line: print(line.decode(), flush=True))\n"
         "time.sleep(60)\n"
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench_ci.measure.child import run_case
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.report.markdown import tolerance_text
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "tolerance"
 HONEST = Path(__file__).parents[2] / "fixtures" / "cheats_py" / "honest.py"

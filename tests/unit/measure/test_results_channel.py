@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.measure.parent import WorkerOutcome, _Cursor, _drain
-from kbench_ci.measure.protocol import (
+from kbench_ci.results.model import VariantResult
+from kbench_ci.wire.protocol import (
     CaseFinished,
     CaseStarted,
     EventSigner,
@@ -22,7 +23,6 @@ from kbench_ci.measure.protocol import (
     VariantDone,
     encode_event,
 )
-from kbench_ci.results.model import VariantResult
 
 FORGED = VariantDone(VariantResult("head", "pytorch", "solution", "ok", rounds_ms=((0.001,) * 9,) * 4))
 

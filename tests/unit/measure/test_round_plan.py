@@ -8,8 +8,8 @@ import math
 import pytest
 
 from kbench_ci.measure import schedule
-from kbench_ci.measure.protocol import StoppingRule
 from kbench_ci.measure.schedule import RoundPlan
+from kbench_ci.wire.protocol import StoppingRule
 
 
 def _rule(*, budget_s: float = 1e9, max_rounds: int = 400, growth: float = 0.25) -> StoppingRule:
@@ -108,9 +108,9 @@ def test_the_worker_keeps_the_device_busy_during_every_check(monkeypatch: pytest
     from pathlib import Path
 
     from kbench_ci.measure.child import run_case
-    from kbench_ci.measure.protocol import CaseJob, SideSpec
     from kbench_ci.measure.timing import HostTimer
     from kbench_ci.results.model import MeasureSettings
+    from kbench_ci.wire.protocol import CaseJob, SideSpec
 
     busy: list[float] = []
     checks: list[int] = []
@@ -147,9 +147,9 @@ def test_every_variant_is_fully_warmed_before_round_0_in_the_reverse_of_its_orde
     from pathlib import Path
 
     from kbench_ci.measure.child import run_case
-    from kbench_ci.measure.protocol import Begin, CaseJob, Progress, SideSpec, WorkerEvent
     from kbench_ci.measure.timing import HostTimer
     from kbench_ci.results.model import MeasureSettings
+    from kbench_ci.wire.protocol import Begin, CaseJob, Progress, SideSpec, WorkerEvent
 
     log: list[tuple[str, ...]] = []
     original = HostTimer.warm_up

@@ -13,8 +13,8 @@ import torch
 
 from kbench_ci.measure.child import run_case
 from kbench_ci.measure.inputs import InputSet, same_inputs
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "cheats_py"
 

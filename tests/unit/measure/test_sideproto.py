@@ -1,4 +1,4 @@
-"""The judge reads a side's replies as untrusted data (kbench_ci/measure/sideproto.py)."""
+"""The judge reads a side's replies as untrusted data (kbench_ci/wire/sideproto.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kbench_ci.measure.protocol import SideSpec
-from kbench_ci.measure.sideproto import (
+from kbench_ci.wire.protocol import SideSpec
+from kbench_ci.wire.sideproto import (
     MAX_REPLY_BYTES,
     BadReply,
     Called,

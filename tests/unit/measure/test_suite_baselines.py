@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from kbench_ci.measure.child import run_case
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.results.model import CaseResult, MeasureSettings, VariantResult, baseline_speedups
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 HONEST = Path(__file__).parents[2] / "fixtures" / "cheats_py" / "honest.py"
 

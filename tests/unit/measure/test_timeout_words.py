@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kbench_ci.measure.parent import timeout_words
-from kbench_ci.measure.protocol import CaseJob, SideSpec, StoppingRule
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob, SideSpec, StoppingRule
 
 
 def _job(budget_s: float | None) -> CaseJob:

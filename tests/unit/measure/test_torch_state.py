@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 from kbench_ci.measure.child import run_case
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.measure.torch_state import TorchGlobals
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "global_state"
 

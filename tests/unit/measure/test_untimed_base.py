@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kbench_ci.measure.child import run_case
-from kbench_ci.measure.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 from kbench_ci.results.model import MeasureSettings, VariantResult
+from kbench_ci.wire.protocol import CaseJob, SideSpec, VariantDone, WorkerEvent
 
 CHEATS = Path(__file__).parents[2] / "fixtures" / "cheats_py"
 REF = CHEATS / "ref.py"

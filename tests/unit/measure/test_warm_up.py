@@ -16,8 +16,8 @@ from kbench_ci.errors import ExitCode
 from kbench_ci.gate.lanes import preload_modules
 from kbench_ci.measure import child
 from kbench_ci.measure.parent import WorkerPool
-from kbench_ci.measure.protocol import CaseJob, LoadError, SideSpec, VariantDone
 from kbench_ci.results.model import MeasureSettings
+from kbench_ci.wire.protocol import CaseJob, LoadError, SideSpec, VariantDone
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""What the worker process and its parent agree on beyond :mod:`~kbench_ci.measure.protocol`: the
+"""What the worker process and its parent agree on beyond :mod:`~kbench_ci.wire.protocol`: the
 lifeline that ends a worker whose parent died, and how a worker reports user code that ended it.
 
 **The lifeline.** The worker runs in its own session, so that a timeout can kill the kernel's
@@ -11,7 +11,7 @@ used rather than ``PR_SET_PDEATHSIG``, which fires when the *thread* that spawne
 ends, not the process, and is Linux-only.
 
 **Jobs come down the same pipe.** A warm worker serves case after case: the parent writes one
-line per job (a :class:`~kbench_ci.measure.protocol.JobTicket`) and the thread that watches for
+line per job (a :class:`~kbench_ci.wire.protocol.JobTicket`) and the thread that watches for
 end-of-file hands each whole line on. One pipe, so there is no state in which the worker waits
 for a job from a parent that is gone: closing the pipe (the parent's exit, or the parent
 retiring the worker) always ends it.

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbench_ci.measure.protocol import SideSpec
+from kbench_ci.wire.protocol import SideSpec
 
 #: environment: the device a side's worker creates its context on as soon as it starts
 SIDE_DEVICE_ENV = "KBENCH_CI_SIDE_DEVICE"

@@ -7,7 +7,7 @@ import mmap
 
 import torch
 
-from kbench_ci.measure.sideproto import LentTensor
+from kbench_ci.wire.sideproto import LentTensor
 
 #: every view starts on this byte boundary (vector loads, and TMA wants 16 bytes)
 ALIGN = 256
