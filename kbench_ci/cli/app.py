@@ -14,7 +14,7 @@ import typer
 from kbench_ci import __version__
 from kbench_ci.cli import bench, build, comment, compare, history, merge, run
 from kbench_ci.cli.console import configure_logging
-from kbench_ci.cli.help_format import Command, Group
+from kbench_ci.cli.help_format import Command, Group, focused
 from kbench_ci.procgroup import become_subreaper, end_strays
 
 __all__ = ["app", "main"]
@@ -48,8 +48,8 @@ def _root(
 app.command("bench", help=bench.HELP, context_settings=bench.CONTEXT_SETTINGS, cls=Command)(bench.bench)
 app.command("build", help=build.HELP, cls=Command)(build.build)
 app.command("comment", help=comment.HELP, cls=Command)(comment.comment)
-app.command("run", help=run.HELP, cls=Command)(run.run)
-app.command("compare", help=compare.HELP, cls=Command)(compare.compare)
+app.command("run", help=run.HELP, cls=focused(*run.ADVANCED))(run.run)
+app.command("compare", help=compare.HELP, cls=focused(*compare.ADVANCED))(compare.compare)
 app.command("merge", help=merge.HELP, cls=Command)(merge.merge)
 app.add_typer(history.app, name="history", help=history.HELP)
 

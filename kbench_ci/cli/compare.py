@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kbench_ci.cli.help_format import HelpAllOption
 from kbench_ci.cli.options import (
     DEFAULT_OUTPUT_DIR,
     GpuOption,
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HELP", "compare", "parse_fraction"]
 
+#: options ``-h`` leaves out (``--help-all`` shows them): what a first compare does not need
+ADVANCED = ("base_mode", "config", "json_summary", "max_geomean_slowdown", "rounds", "time_budget", "case_timeout",
+            "profile", "gpu", "gpus", "shard", "shard_timings", "fresh_worker", "cache_dir", "no_cache")
 HELP = (
     "Compare this tree (or --head REV) with --base REV: correctness first, then timing "
     "verdicts per case, and a gate."
@@ -136,9 +140,8 @@ def compare(
         list[str] | None,
         typer.Option(
             "--accept", rich_help_panel="The gate", metavar="KERNEL|CASE",
-            help="accept a known regression: a kernel name or an exact case id ('softmax[N=2048]'), repeatable; "
-            "'*' accepts every case. 'slower' becomes 'slower (accepted)' and does not fail the gate; "
-            "'incorrect' never can be accepted",
+            help="accept a known regression of a kernel or a case id ('softmax[N=2048]'; '*': every case), "
+            "repeatable: 'slower (accepted)' passes the gate, 'incorrect' never does",
         ),
     ] = None,
     accept_reason: Annotated[
@@ -152,9 +155,8 @@ def compare(
         bool,
         typer.Option(
             "--changed-only", metavar="", rich_help_panel="What to compare",
-            help="measure only the kernels whose files (solution, ref.py, included headers, imported modules) or "
-            "kbench.toml entry differ between base and head; the others are listed as not affected. A change to the "
-            "suite's settings or the repository's toolchain files measures everything",
+            help="measure only the kernels whose files (imports and headers included) or kbench.toml entry "
+            "differ between base and head (docs/compare.md)",
         ),
     ] = False,
     profile: Annotated[
@@ -176,6 +178,7 @@ def compare(
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
     isolation: IsolationOption = None,
+    help_all: HelpAllOption = False,  # noqa: ARG001  (read by its callback, which exits)
 ) -> None:
     # torch-free start-up: gate.compare pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.compare import run_compare  # noqa: PLC0415

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kbench_ci.cli.help_format import HelpAllOption
 from kbench_ci.cli.options import (
     DEFAULT_OUTPUT_DIR,
     GpuOption,
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HELP", "run"]
 
+#: options ``-h`` leaves out (``--help-all`` shows them): what a first run does not need
+ADVANCED = ("config", "json_summary", "rounds", "case_timeout", "gpu", "gpus", "shard", "shard_timings", "fresh_worker",
+            "cache_dir", "no_cache")
 HELP = "Check and time every kernel × shape of kbench.toml on this tree."
 
 
@@ -82,6 +86,7 @@ def run(
     cache_dir: CacheDirOption = None,
     no_cache: NoCacheOption = False,
     isolation: IsolationOption = None,
+    help_all: HelpAllOption = False,  # noqa: ARG001  (read by its callback, which exits)
 ) -> None:
     # torch-free start-up: gate.run pulls in torch, so it is imported only when the command runs.
     from kbench_ci.gate.run import run_suite  # noqa: PLC0415

@@ -80,10 +80,9 @@ NoCacheOption = Annotated[
 IsolationOption = Annotated[
     str | None,
     typer.Option(
-        "--isolation", rich_help_panel="Workers and caches", metavar="process|judge",
-        help="judge: each side in a process of its own, inputs made, outputs checked and the verdict decided by a "
-        "process that runs no pull-request code (docs/isolation.md); process (default): every side in one worker "
-        f"(also {ISOLATION_ENV} or isolation in kbench.toml)",
+        "--isolation", rich_help_panel="How to measure", metavar="process|judge",
+        help="judge: each side in a process of its own, judged by one that runs no pull-request code "
+        f"(docs/isolation.md); process (default): one worker for both (also {ISOLATION_ENV}, or kbench.toml)",
     ),
 ]
 

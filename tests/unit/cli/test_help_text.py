@@ -29,7 +29,9 @@ def test_help_at_80_columns_keeps_names_whole_and_flags_bare(path: tuple[str, ..
     text = done.output
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "<bool>" not in text and "<list[str]>" not in text and "…" not in text
-    for param in (p for p in _command(path).params if not getattr(p, "hidden", False)):
+    command = _command(path)
+    left_out = getattr(command, "advanced", frozenset())  # shown by --help-all instead
+    for param in (p for p in command.params if not getattr(p, "hidden", False) and p.name not in left_out):
         for name in (*param.opts, *param.secondary_opts):
             if name.startswith("--"):
                 assert name in text, f"{name} is cut or missing in `{' '.join(path)} -h`"
@@ -40,3 +42,20 @@ def test_long_option_lists_are_grouped_into_panels() -> None:
         text = CliRunner().invoke(app, [*path, "-h"], env={"COLUMNS": "80"}).output
         panels = [line for line in text.splitlines() if line.startswith("╭─")]
         assert len(panels) >= 4, f"{path}: {panels}"
+
+
+@pytest.mark.parametrize(("path", "most"), [(("compare",), 55), (("run",), 40)])
+def test_help_shows_the_common_options_and_help_all_every_one(path: tuple[str, ...], most: int) -> None:
+    """Issue 54: `compare --help` was 122 lines at 80 columns (21 options in 7 panels); -h now
+    fits a screen with what a first compare uses, and --help-all shows every option."""
+    short = CliRunner().invoke(app, [*path, "-h"], env={"COLUMNS": "80", "TERM": "dumb"})
+    every = CliRunner().invoke(app, [*path, "--help-all"], env={"COLUMNS": "80", "TERM": "dumb"})
+    assert short.exit_code == 0 and every.exit_code == 0, short.output + every.output
+    assert len(short.output.splitlines()) <= most, short.output
+    assert "--help-all" in short.output and "--isolation" in short.output and "--rounds" not in short.output
+    assert len(every.output.splitlines()) > len(short.output.splitlines())
+    internal = {"--accept-reason", "--job-note"}  # the action's own
+    for param in _command(path).params:
+        for name in param.opts:
+            if name.startswith("--") and name not in internal:
+                assert name in every.output, f"{name} missing from `{' '.join(path)} --help-all`"
