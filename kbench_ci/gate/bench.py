@@ -181,6 +181,7 @@ def run_bench(
             discard_first=request.settings.discard_first,
             cache_mode=cache_mode_text(request.settings.flush_l2, request.settings.device),
             notes=notes,
+            isolation=request.isolation,
         ),
     )
     return BenchOutcome(case=case, report_path=report_path, results_path=results_path, environment=outcome.environment)

@@ -16,6 +16,7 @@ from kbench_ci.report.markdown import (
     environment_line,
     fmt,
     fmt_error,
+    isolation_line,
     speed_of_light_text,
     speedup_text,
     table,
@@ -55,6 +56,7 @@ def render_bench(
     discard_first: int,
     cache_mode: str,
     notes: Sequence[str] = (),
+    isolation: str = "process",
 ) -> str:
     solution = case.variants[0]
     summaries = variant_summaries(case)
@@ -71,7 +73,7 @@ def render_bench(
         ("cache mode", cache_mode),
         ("trials", f"{num_warmup} warm-up, {num_trials} timed, first {discard_first} discarded (kept in results.json)"),
     ]
-    parts = [f"# kbench-ci bench — `{solution_name}`", "", table(["", ""], header_rows), ""]
+    parts = [f"# kbench-ci bench — `{solution_name}`", "", isolation_line(isolation), "", table(["", ""], header_rows), ""]
 
     if notes:
         parts += ["Notes: " + cell("; ".join(notes), 4000), ""]

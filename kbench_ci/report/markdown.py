@@ -531,10 +531,10 @@ AUDIT_EXPLAINED = (
 
 def isolation_line(isolation: str) -> str:
     """How the cases were judged, under the verdict (so in the PR comment and in the lines the
-    command prints): a reviewer must know whether a pull request's code could reach its checks."""
+    command prints): a reviewer must know whether the kernels' code could reach their checks."""
     if isolation == "judge":
-        return ("_Judged apart (`--isolation judge`): each side ran in a process of its own; a judge that runs no "
-                "pull-request code made the inputs, checked every output and held each side's times to its own clock._")
+        return ("_Judged apart (`--isolation judge`): each kernel ran in a process of its own; a judge that runs none "
+                "of their code made the inputs, checked every output and held each one's times to its own clock._")
     return ("_Measured in one process (`--isolation process`): the kernels ran in the process that checks and times "
-            "them, so a kernel that rebinds the checks or the clock can pass; `--isolation judge` runs each side "
-            "apart (docs/isolation.md)._")
+            "them, so a kernel that rebinds the checks or the clock can pass; `--isolation judge` runs them apart "
+            "(docs/isolation.md)._")

@@ -60,3 +60,12 @@ def test_the_audit_survives_results_json() -> None:
     for audit in (PASSED, ESCAPED, UNAVAILABLE):
         original = variant("solution", audit)
         assert variant_from_json(json.loads(json.dumps(to_jsonable(original)))) == original
+
+
+def test_bench_report_says_under_its_title_how_the_solution_ran() -> None:
+    """Issue 54: bench printed nothing about whether its solution ran apart from the checks."""
+    case = CaseResult(case_id="c", dims={"N": 1}, seed=42, variants=(variant("solution", PASSED),), timing_method="cuda_event")
+    common = {"solution_name": "k.py", "ref_name": "ref.py", "implementation": "pytorch", "environment": None,
+              "num_warmup": 1, "num_trials": 3, "discard_first": 0, "cache_mode": "cold"}
+    assert render_bench(case, **common).splitlines()[2].startswith("_Measured in one process (`--isolation process`)")
+    assert render_bench(case, **common, isolation="judge").splitlines()[2].startswith("_Judged apart (`--isolation judge`)")

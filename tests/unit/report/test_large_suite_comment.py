@@ -148,4 +148,4 @@ def test_the_line_under_the_verdict_says_how_the_cases_were_judged(tmp_path: Pat
     in_process = headline(render_compare(outcome(cases, tmp_path))).splitlines()
     judged = headline(render_compare(replace(outcome(cases, tmp_path), isolation="judge"))).splitlines()
     assert in_process[4].startswith("_Measured in one process (`--isolation process`)") and "can pass" in in_process[4]
-    assert judged[4].startswith("_Judged apart (`--isolation judge`)") and "runs no pull-request code" in judged[4]
+    assert judged[4].startswith("_Judged apart (`--isolation judge`)") and "runs none of their code" in judged[4]
