@@ -371,10 +371,7 @@ def time_in_rounds(
         assert watch is not None  # may_continue is False without a rule
         checked = time.perf_counter()
         solutions = [side for side in live if side.role == "solution"]
-        if len(solutions) != 2:  # one side failed while timing: nothing left to compare
-            said = True
-            break
-        look = watch.look(solutions[0].rounds, solutions[1].rounds, round_index, checked - started)
+        look = watch.look([side.rounds for side in solutions], round_index, checked - started)
         if look.stop:
             if look.note is not None:
                 _note(solutions[1], look.note)
@@ -382,10 +379,9 @@ def time_in_rounds(
             break
         plan.checked(round_index, time.perf_counter() - checked)
     solutions = [side for side in live if side.role == "solution"]
-    if job.stopping is not None and not said and len(solutions) == 2:
-        note = undecided_note(solutions[0].rounds, solutions[1].rounds, job.stopping, round_index)
-        if note is not None:
-            _note(solutions[1], note)
+    note = undecided_note([side.rounds for side in solutions], job.stopping, round_index) if job.stopping and not said else None
+    if note is not None:
+        _note(solutions[1], note)
 
 
 def _warm_up(side: Side, arena: Any, version: Version, count: int, handoff: Handoff, device: torch.device) -> None:

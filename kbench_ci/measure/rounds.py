@@ -208,10 +208,7 @@ def _run_rounds(timed: list[_Timed], timer: Timer, job: CaseJob, device: torch.d
         timer.keep_busy(plan.expected_check_s(round_index))
         check_started = time.perf_counter()
         solutions = [entry for entry in live if entry.variant.role == "solution"]
-        if len(solutions) != 2:  # one side failed while timing: nothing left to compare
-            said = True
-            break
-        look = watch.look(solutions[0].rounds, solutions[1].rounds, round_index, check_started - timing_started)
+        look = watch.look([entry.rounds for entry in solutions], round_index, check_started - timing_started)
         if look.stop:
             if look.note is not None:
                 _note(solutions[1], look.note)
@@ -261,9 +258,7 @@ def _note_if_undecided(live: list[_Timed], rule: StoppingRule, done: int) -> Non
     """The time budget or the round cap ended the rounds: when the verdict is still undecided,
     say on the head what this case resolves at its noise, as an early stop does."""
     sides = [entry for entry in live if entry.variant.role == "solution"]
-    if len(sides) != 2:
-        return
-    note = undecided_note(sides[0].rounds, sides[1].rounds, rule, done)
+    note = undecided_note([entry.rounds for entry in sides], rule, done)
     if note is not None:
         _note(sides[1], note)
 

@@ -48,8 +48,13 @@ class VerdictWatch:
         self.rule = rule
         self._strikes = 0
 
-    def look(self, base: Rounds, head: Rounds, done: int, elapsed_s: float) -> Look:
-        """After ``done`` rounds of each side, ``elapsed_s`` seconds of timing (checks included)."""
+    def look(self, rounds: Sequence[Rounds], done: int, elapsed_s: float) -> Look:
+        """After ``done`` rounds of each side, ``elapsed_s`` seconds of timing (checks included).
+        ``rounds``: each solution's rounds still timed, base first; fewer than two (one failed
+        while timing) leave nothing to compare, and the rounds stop."""
+        if len(rounds) != 2:
+            return Look(stop=True)
+        base, head = rounds
         rule = self.rule
         quick = compare_rounds(base, head, confidence=rule.confidence, n_bootstrap=rule.check_bootstrap)
         if classify(quick, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE:
@@ -92,11 +97,13 @@ def early_stop_note(base: Rounds, head: Rounds, rule: StoppingRule, done: int, p
             f"±{projected.resolvable:.1%}, not the {rule.threshold:.1%} threshold (raise the threshold or time_budget for it)")
 
 
-def undecided_note(base: Rounds, head: Rounds, rule: StoppingRule, done: int) -> str | None:
+def undecided_note(rounds: Sequence[Rounds], rule: StoppingRule, done: int) -> str | None:
     """The time budget or the round cap ended the rounds: where the verdict is still undecided,
-    what this case resolves at its noise, as an early stop says (None: decided, or no rounds)."""
-    if not base or not head:
+    what this case resolves at its noise, as an early stop says. ``rounds`` as :meth:`VerdictWatch.look`
+    takes them (None: decided, fewer than two solutions, or no rounds)."""
+    if len(rounds) != 2 or not all(rounds):
         return None
+    base, head = rounds
     estimate = compare_rounds(base, head, confidence=rule.confidence)
     if classify(estimate, rule.threshold, alpha=rule.alpha) is not Verdict.INCONCLUSIVE:
         return None

@@ -77,8 +77,8 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     reach = stopping.reach(rule, quick, done=8, elapsed_s=1.0)
     assert reach is not None and reach.out_of_reach
     watch = stopping.VerdictWatch(rule)
-    assert watch.look(base, head, 8, 1.0) == stopping.Look(stop=False)  # one look alone stops nothing
-    look = watch.look(base, head, 8, 1.0)
+    assert watch.look([base, head], 8, 1.0) == stopping.Look(stop=False)  # one look alone stops nothing
+    look = watch.look([base, head], 8, 1.0)
     assert look.stop and look.note is not None
     note = look.note
     assert note.startswith("stopped after 8 rounds, undecided: the time budget allows about 16 rounds")
@@ -94,7 +94,10 @@ def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve()
     assert "can resolve ±50.0%," in stopping.early_stop_note(base, head, wide, 8, far_off)
     going = stopping.reach(_rule(threshold=0.01, budget_s=50.0), quick, done=8, elapsed_s=1.0)
     assert going is not None and not going.out_of_reach
-    assert not stopping.VerdictWatch(_rule(threshold=0.01, budget_s=50.0)).look(base, head, 8, 1.0).stop
+    assert not stopping.VerdictWatch(_rule(threshold=0.01, budget_s=50.0)).look([base, head], 8, 1.0).stop
+    # one side failed while timing: nothing left to compare, the rounds stop without a note
+    assert stopping.VerdictWatch(rule).look([base], 8, 1.0) == stopping.Look(stop=True)
+    assert stopping.undecided_note([base], rule, 8) is None
 
 
 def test_an_undecidable_verdict_stops_when_the_budget_is_spent() -> None:

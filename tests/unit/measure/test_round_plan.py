@@ -198,4 +198,4 @@ def test_rounds_stop_only_on_a_verdict_the_report_will_also_reach() -> None:
     assert classify(compare_rounds(base, head, n_bootstrap=rule.check_bootstrap), rule.threshold) is Verdict.UNCHANGED
     assert classify(compare_rounds(base, head), rule.threshold) is Verdict.INCONCLUSIVE
     # (elapsed 0: no projection, so nothing but the verdict can stop the rounds)
-    assert VerdictWatch(rule).look(base, head, len(base), 0.0).stop is False
+    assert VerdictWatch(rule).look([base, head], len(base), 0.0).stop is False
