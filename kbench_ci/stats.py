@@ -485,7 +485,7 @@ def classify(estimate: RatioEstimate, threshold: float, *, alpha: float = 0.05) 
 #: how far apart two processes of their own time one kernel, once a call (us, a standard
 #: deviation of head less base over compares): under the judge each side's CUDA context is its
 #: own, and its effect holds for the whole case. On an H100, A/A and the 2% change of
-#: ``scripts/aa_and_regression.py`` read 66 and 86 ns at a 6.7 us add, 70 and 91 ns
+#: ``scripts/acceptance/aa_and_regression.py`` read 66 and 86 ns at a 6.7 us add, 70 and 91 ns
 #: at 23 us, 51-117 ns from 46 to 180 us (docs/statistics.md, "The processes' own spread")
 PROCESS_SPREAD_US = 0.09
 

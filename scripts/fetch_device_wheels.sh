@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download the wheels the lent H200 lacks (it reaches no registry) into git-ignored folders,
-# for `device` runs of scripts/gpu_acceptance.sh and scripts/aa_and_regression.py:
+# for `device` runs of scripts/acceptance/gpu_acceptance.sh and scripts/acceptance/aa_and_regression.py:
 #   .whl/   flashinfer-python 0.5.3 + apache-tvm-ffi + nvidia-cutlass (headers)  ~17 MB
 #   .whl2/  nvidia-cutlass-dsl 4.3.5 (one 58 MB wheel: carry it in a call of its own)
 #   .carry/compare-aa/  GitPython and its deps and nvidia-ml-py (core dependencies the H200 lacks)

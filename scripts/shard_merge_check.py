@@ -4,7 +4,7 @@
     python scripts/shard_merge_check.py                  # on a GPU machine: 2 shards, ~1.5 min on an H200
     python scripts/shard_merge_check.py --shards 3 --smoke   # on a CPU: the Triton kernels at tiny sizes
 
-It builds the throw-away repository of scripts/aa_and_regression.py (main, and `slower`: the
+It builds the throw-away repository of scripts/acceptance/aa_and_regression.py (main, and `slower`: the
 vector adds doing 2% more work), runs ``compare --base main --head slower --shard K/N`` once per
 shard, each into its own folder as the jobs of a runner matrix would, and ``kbench-ci merge`` of
 those folders. It prints each shard's cases and wall time and the merged gate, and checks that
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "acceptance"))
 from aa_and_regression import CLI_SHIM, REPO, make_repo  # noqa: E402
 
 

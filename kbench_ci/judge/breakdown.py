@@ -5,7 +5,7 @@ A step is timed by the judge, on its own clock, whoever does the work: a side's 
 judge's wait for that side's reply (imports, compiles, a first call in the side's worker), a
 side's timed calls are the judge's handoffs to it. Steps nest (a turn's quiet-GPU wait inside
 a round): each keeps only its own time, the time of the steps inside it taken out, so a case's
-lines add up to the judge's time on the case. ``scripts/judge_breakdown.py`` reads the file.
+lines add up to the judge's time on the case. ``scripts/acceptance/judge_breakdown.py`` reads the file.
 """
 
 from __future__ import annotations

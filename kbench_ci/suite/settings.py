@@ -88,7 +88,7 @@ DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
 JUDGE_SETTLE_US_ENV = "KBENCH_CI_JUDGE_SETTLE_US"
 DEFAULT_JUDGE_SETTLE_US = 0.0
 #: environment of a judge: a file to which it appends where each case's time went, by process
-#: and step (kbench_ci.judge.breakdown; scripts/judge_breakdown.py reads it). Unset: nothing
+#: and step (kbench_ci.judge.breakdown; scripts/acceptance/judge_breakdown.py reads it). Unset: nothing
 JUDGE_BREAKDOWN_ENV = "KBENCH_CI_JUDGE_BREAKDOWN"
 #: environment: the cache folder (built libraries, Triton's and TorchInductor's caches)
 CACHE_DIR_ENV = "KBENCH_CI_CACHE_DIR"

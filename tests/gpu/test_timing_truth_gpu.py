@@ -2,7 +2,7 @@
 the same conditions (the same staging, flush, hold and events), cold and warm L2, within
 max(1%, 0.5 us) once CUPTI's own slowdown of the kernel is taken out.
 
-Each case runs ``scripts/cupti_truth.py --only NAME`` (kbench-ci end to end in its own worker,
+Each case runs ``scripts/acceptance/cupti_truth.py --only NAME`` (kbench-ci end to end in its own worker,
 then the independent CUPTI loop in the script's process) and fails when the script's bound
 fails; the rows are printed for the closing notes. About 15-30 s per kernel on an H200."""
 
@@ -33,7 +33,7 @@ REPEATS = {"vadd.cu 2^24": 3, "vadd.cu 2^26": 3, "triton matmul": 3}
 def test_the_timed_median_reads_what_cupti_reads(name: str, tmp_path: Path) -> None:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "cupti_truth.py"), "--only", name, "--out", str(tmp_path),
+        [sys.executable, str(ROOT / "scripts" / "acceptance" / "cupti_truth.py"), "--only", name, "--out", str(tmp_path),
          "--repeats", str(REPEATS.get(name, 1))],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env=environment,
     )

@@ -249,7 +249,7 @@ def test_acceptance_script_smoke(tmp_path: Path) -> None:
     environment = dict(os.environ)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "aa_and_regression.py"), "--smoke", "--workdir", str(tmp_path)],
+        [sys.executable, str(ROOT / "scripts" / "acceptance" / "aa_and_regression.py"), "--smoke", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=300, env=environment, cwd=ROOT,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
@@ -258,13 +258,13 @@ def test_acceptance_script_smoke(tmp_path: Path) -> None:
 
 
 def test_wall_time_script_smoke(tmp_path: Path) -> None:
-    # scripts/gate_wall_time.py (issue 11's figures) on the CPU: it runs, splits the wall time
+    # scripts/acceptance/gate_wall_time.py (issue 11's figures) on the CPU: it runs, splits the wall time
     # and prints the bare worker start it is bounded by
     environment = dict(os.environ)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
     environment["TMPDIR"] = str(tmp_path)
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gate_wall_time.py"), "--smoke", "--modes", "warm",
+        [sys.executable, str(ROOT / "scripts" / "acceptance" / "gate_wall_time.py"), "--smoke", "--modes", "warm",
          "--time-budget", "0.2", "--log-dir", str(tmp_path / "logs")],
         capture_output=True, text=True, timeout=300, env=environment, cwd=ROOT,
     )

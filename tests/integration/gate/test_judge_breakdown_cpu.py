@@ -1,6 +1,6 @@
 """Where a judged compare's time goes (``KBENCH_CI_JUDGE_BREAKDOWN``, kbench_ci/judge/breakdown.py):
 one ``compare --isolation judge --device cpu`` of two cases writes, for each case, the judge's
-steps by process, and ``scripts/judge_breakdown.py`` prints them. The steps are the judge's own
+steps by process, and ``scripts/acceptance/judge_breakdown.py`` prints them. The steps are the judge's own
 clock, each without the steps inside it, so a case's steps add up to no more than the case's
 wall time in results.json, and hold most of it.
 
@@ -19,7 +19,7 @@ from kbench_ci.judge.breakdown import Line
 from tests.support.judge_clock import CONTROL, Judged, judge
 
 SHAPES = ({"N": 1 << 12}, {"N": 1 << 14})
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "judge_breakdown.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "acceptance" / "judge_breakdown.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """CudaEventTimer's bookkeeping on a simulated GPU clock (no CUDA needed).
 
-The real timing is checked on the H200 by scripts/timing_truth.py; these tests pin the control
+The real timing is checked on the H200 by scripts/acceptance/timing_truth.py; these tests pin the control
 flow that CPU CI can reach: the spin calibration, the hold sized from the enqueue time, the
 overhead subtraction, and the fallbacks when CUPTI cannot run.
 """

@@ -8,7 +8,7 @@ timer (no held stream) would have reported.
 
 Pass: |kbench - profiler| <= 3% of the profiler time, or <= 0.5 us when the kernel is under 10 us.
 
-Usage (GPU machine, repo root):  python scripts/timing_truth.py [--out DIR]
+Usage (GPU machine, repo root):  python scripts/acceptance/timing_truth.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbench_ci.measure.impls.cuda_solution import load_cuda_solution

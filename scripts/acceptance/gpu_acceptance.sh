@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU acceptance run behind the figures in the issue notes. On a GPU machine, repo root:
-#   bash scripts/gpu_acceptance.sh engine|kinds|cutlass|rmsnorm|cute [OUTDIR]
+# The figures of docs/bench.md (bench on each implementation kind, cross-checked against CUPTI
+# by timing_truth.py) and the engine's GPU tests. On a GPU machine, repo root:
+#   bash scripts/acceptance/gpu_acceptance.sh engine|kinds|cutlass|rmsnorm|cute [OUTDIR]
 # Wheels for packages the machine lacks may sit in .whl/ (flashinfer-python 0.5.3,
 # apache-tvm-ffi, nvidia-cutlass) or .whl2/ (nvidia-cutlass-dsl 4.3.5); they are installed
 # into /tmp/site first.
@@ -25,7 +26,7 @@ bench_example() {
   shift 2
   kb bench "$@" --output-dir="/tmp/$name" >/dev/null
   cp "/tmp/$name/benchmark.md" "$out/$name.md"
-  python3 scripts/timing_truth.py --suite kinds --only "$only" --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_$name.log"
+  python3 scripts/acceptance/timing_truth.py --suite kinds --only "$only" --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_$name.log"
 }
 cutlass() {
   kb build --cutlass examples/gemm_cutlass/gemm.cu 2>&1 | tee "$out/build.log"
@@ -43,12 +44,12 @@ cute() {
 case "$part" in
   engine)
     kb build examples/softmax_cuda/softmax.cu 2>&1 | tail -1
-    python3 scripts/timing_truth.py --suite engine --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_engine.log"
+    python3 scripts/acceptance/timing_truth.py --suite engine --out /tmp/tt 2>&1 | grep -v Warning | tee "$out/timing_engine.log"
     python3 -m pytest tests/gpu -q -rA -p no:cacheprovider -k "stale or softmax" 2>&1 | tail -8 | tee "$out/gpu_tests.log"
     ;;
   kinds) cutlass; rmsnorm ;;
   cutlass) cutlass ;;
   rmsnorm) rmsnorm ;;
   cute) cute ;;
-  *) echo "usage: bash scripts/gpu_acceptance.sh engine|kinds|cutlass|rmsnorm|cute [OUTDIR]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/acceptance/gpu_acceptance.sh engine|kinds|cutlass|rmsnorm|cute [OUTDIR]" >&2; exit 2 ;;
 esac

@@ -20,7 +20,7 @@ CacheFlush: 2x the L2, 120 MiB on an H200) and a hold, in this script's own proc
 (``--probe``); the median over the profiled launches, next to the judge's. The issue's bound:
 within 1.5%.
 
-    python3 scripts/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu [--only vadd]
+    python3 scripts/acceptance/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu [--only vadd]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 T = ROOT / "tests" / "fixtures" / "truth"
 
 
@@ -102,7 +102,7 @@ def run_probe(name: str) -> int:
 
     from kbench_ci.measure.timing import CacheFlush
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "acceptance"))
     from speed_of_light_truth import _load  # the same loading and staging as issue 23's probe
 
     kernel = next(k for k in KERNELS if k.name == name)
@@ -125,7 +125,7 @@ def ncu_median_us(kernel: Kernel, ncu: str) -> float:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "acceptance"))
     from speed_of_light_truth import parse_ncu_csv  # the same CSV reader as issue 23's script
 
     launches = parse_ncu_csv(completed.stdout, kernel.regex)
@@ -152,7 +152,7 @@ def main() -> int:
     if args.old_code is not None:
         args.old_code = args.old_code.resolve()  # each bench runs in a folder under --out
     if args.ncu == "auto":
-        sys.path.insert(0, str(ROOT / "scripts"))
+        sys.path.insert(0, str(ROOT / "scripts" / "acceptance"))
         from speed_of_light_truth import find_ncu
 
         args.ncu = find_ncu(None)

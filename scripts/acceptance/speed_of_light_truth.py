@@ -27,8 +27,8 @@ counted by ncu for that kernel, so a kernel whose output is a sizeable part of L
 H200) reads low on writes; reads and writes are printed apart for that reason.
 
 Usage (GPU machine, repository root; about 2 minutes on an H200, the CUTLASS build included):
-    python3 scripts/speed_of_light_truth.py [--out DIR] [--only NAME] [--ncu PATH]
-    python3 scripts/speed_of_light_truth.py --selftest        # no GPU: the ncu CSV parser and the arithmetic
+    python3 scripts/acceptance/speed_of_light_truth.py [--out DIR] [--only NAME] [--ncu PATH]
+    python3 scripts/acceptance/speed_of_light_truth.py --selftest        # no GPU: the ncu CSV parser and the arithmetic
 Needs: a CUDA torch, triton, nvcc, ncu (Nsight Compute; counters readable: root, or
 NVreg_RestrictProfilingToAdminUsers=0), and for the CUTLASS kernel the nvidia-cutlass headers
 (the wheel on PYTHONPATH or in --site, or CUTLASS_PATH); without them that row reads "skipped".
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbench_ci.results.schema import speed_of_light_from_json  # noqa: E402 - torch-free

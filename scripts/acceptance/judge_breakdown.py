@@ -3,7 +3,7 @@
 (``KBENCH_CI_JUDGE_BREAKDOWN``, kbench_ci/judge/breakdown.py):
 
     KBENCH_CI_ISOLATION=judge KBENCH_CI_JUDGE_BREAKDOWN=/tmp/steps.jsonl kbench-ci compare --base main --output-dir out
-    python3 scripts/judge_breakdown.py /tmp/steps.jsonl [--results out/results.json] [--command K]
+    python3 scripts/acceptance/judge_breakdown.py /tmp/steps.jsonl [--results out/results.json] [--command K]
 
 One table a command (a judge process: the file may hold several, each appended in turn; with
 ``--command K`` only the K-th, from 1): a row a step, a column a process (``judge``; ``workers``
@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tabulate import tabulate
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Where the wall time of `kbench-ci compare` goes (issue 11): warm worker vs a worker per case.
 
-    python scripts/gate_wall_time.py                         # on a GPU machine (~3-5 min on an H200)
-    python scripts/gate_wall_time.py --old-code 0c53e47      # also the code at that commit, same suite
-    python scripts/gate_wall_time.py --with-failures         # add a crashing and a hanging kernel
-    python scripts/gate_wall_time.py --smoke                 # on a CPU: Triton kernels only, tiny sizes
-    python scripts/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0
+    python scripts/acceptance/gate_wall_time.py                         # on a GPU machine (~3-5 min on an H200)
+    python scripts/acceptance/gate_wall_time.py --old-code 0c53e47      # also the code at that commit, same suite
+    python scripts/acceptance/gate_wall_time.py --with-failures         # add a crashing and a hanging kernel
+    python scripts/acceptance/gate_wall_time.py --smoke                 # on a CPU: Triton kernels only, tiny sizes
+    python scripts/acceptance/gate_wall_time.py --modes warm,cached,nostaging --time-budget 0
         # the cost of staging and checks: fixed rounds, so both runs time the same number of calls
 
 It writes a suite into a throw-away git repository (default: 3 CUDA C++ kernels and 3 Triton
@@ -47,9 +47,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: sitecustomize that switches staging and output checks off (the ``nostaging`` mode only)
-NO_STAGING = Path(__file__).resolve().parent / "probes" / "no_staging"
+NO_STAGING = Path(__file__).resolve().parent / "no_staging"
 CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"
 
 CUDA_KERNEL = '''\

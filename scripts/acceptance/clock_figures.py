@@ -2,7 +2,7 @@
 and side, the median gap (span less the side's own time), the trusted sides' gap, the excess,
 the resolution, the judge's pre and post segments, and the case's verdict.
 
-    python3 scripts/probes/clock_figures.py /tmp/kb_out/judge_aa
+    python3 scripts/acceptance/clock_figures.py /tmp/kb_out/judge_aa
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ For each kernel and each L2 mode (cold: flushed before every call; warm: --no-fl
            loop traced less untraced (events only, no CUPTI figure in it)
 and the differences kbench - cupti and kbench - (cupti - slowdown). Bound: max(1%, 0.5 us).
 
-Usage (GPU machine, repo root):  python scripts/cupti_truth.py [--out DIR] [--only NAME] [--repeats R]
+Usage (GPU machine, repo root):  python scripts/acceptance/cupti_truth.py [--out DIR] [--only NAME] [--repeats R]
 
 With --repeats R, both sides are the median over R buffer layouts (kbench-ci: R processes; CUPTI:
 R paddings before the script's buffers): a kernel whose time depends on where its buffers lie
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbench_ci.measure.cupti import ActivityTrace  # noqa: E402

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """GPU acceptance test of `kbench-ci compare`: no false alarms, and a 2% regression caught.
 
-    python scripts/aa_and_regression.py --runs 10          # on a GPU machine (~12-13 min on an H200)
-    python scripts/aa_and_regression.py --runs 10 --parts aa           # ~7.5 min: one part per
-    python scripts/aa_and_regression.py --runs 10 --parts regression   # ~5.5 min  10-minute slot
-    python scripts/aa_and_regression.py --smoke            # on a CPU: 1 run, tiny sizes, not judged
+    python scripts/acceptance/aa_and_regression.py --runs 10          # on a GPU machine (~12-13 min on an H200)
+    python scripts/acceptance/aa_and_regression.py --runs 10 --parts aa           # ~7.5 min: one part per
+    python scripts/acceptance/aa_and_regression.py --runs 10 --parts regression   # ~5.5 min  10-minute slot
+    python scripts/acceptance/aa_and_regression.py --smoke            # on a CPU: 1 run, tiny sizes, not judged
 
 It builds a throw-away git repository with a suite of Triton kernels (vector add, softmax,
 layernorm; 2 shapes each = 6 cases, each 20-200 us on an H200), then:
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The console script's entry point, without needing kbench-ci installed (REPO is on PYTHONPATH).
 CLI_SHIM = "import sys; sys.argv[0] = 'kbench-ci'; from kbench_ci.cli.app import main; main()"

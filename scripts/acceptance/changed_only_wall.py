@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Issue 24's acceptance figures: `compare --changed-only`, a warm cache, A/A verdicts, early stop.
 
-    python3 scripts/changed_only_wall.py                  # on a GPU machine (sized for <= 6 min on an H200; not yet run there)
-    python3 scripts/changed_only_wall.py --smoke          # on a CPU: Triton kernels only, tiny sizes, not judged
-    python3 scripts/changed_only_wall.py --out DIR        # keep the repository, cache and results under DIR
+    python3 scripts/acceptance/changed_only_wall.py                  # on a GPU machine (sized for <= 6 min on an H200; not yet run there)
+    python3 scripts/acceptance/changed_only_wall.py --smoke          # on a CPU: Triton kernels only, tiny sizes, not judged
+    python3 scripts/acceptance/changed_only_wall.py --out DIR        # keep the repository, cache and results under DIR
 
 It writes a 20-case suite into a throw-away git repository (DIR/repo): a CUDA C++ vector add at
 6 sizes (N = 2^20, about 6 us on an H200, up to 2^26), a Triton row sum at 5 shapes, the Triton
@@ -53,7 +53,7 @@ from typing import Any
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
-sys.path.insert(0, str(SCRIPTS.parent))
+sys.path.insert(0, str(SCRIPTS.parents[1]))
 
 # The wall-time split is gate_wall_time's, so the two scripts' tables read alike.
 from aa_and_regression import table
