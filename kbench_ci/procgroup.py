@@ -57,7 +57,7 @@ _PR_SET_DUMPABLE = 4
 #: but with the working folder taken off ``sys.path`` before anything is imported. ``-m`` puts
 #: the working folder first, and ours is the pull request's (its checkout, a side's folder): a
 #: ``kbench_ci/`` it committed there would have run as the judge, or as a side before its
-#: sandbox (red team, 2026-12-05). ``-P`` does this from Python 3.11; this works from 3.10.
+#: sandbox. ``-P`` does this from Python 3.11; this works from 3.10.
 _RUN_MODULE = (
     "import sys, runpy; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
     "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
@@ -104,7 +104,7 @@ def kill_process_group(process: subprocess.Popen[bytes]) -> None:
     exit path of the parent must call this. What left the group (a ``setsid`` daemon) is ended
     too, looked up before the group goes: it would otherwise be re-parented to this process and
     live until the command ends (a side's daemon beside the next judge, a head build's beside
-    the base's turns; red team, 2026-12-05).
+    the base's turns).
     """
     under = descendants(process.pid) if process.poll() is None else []
     try:
@@ -297,7 +297,7 @@ def _reap(pid: int) -> bool:
     """Wait for a child that was sent SIGKILL, never for ever. A child that another process
     ptraces stays a zombie only its tracer can release: a head's worker that traced its own
     double-forked daemon, stopped by the judge, hung the judge's blocking wait here for the
-    whole case (red team, 2026-12-05). So: wait a while, then kill the tracer where it is a
+    whole case. So: wait a while, then kill the tracer where it is a
     process under this one (a side's: that side fails) and wait a while more; a child still
     there is left (a zombie costs nothing; the next look skips what it cannot reap)."""
     for attempt in range(2):

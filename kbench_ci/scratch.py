@@ -58,7 +58,7 @@ def create_new(folder: Path, name: str, *, flags: int = os.O_WRONLY) -> int:
     and never through a link, the folder itself opened without following one. For files kbench-ci
     makes where a side's code could have planted a link first (its output, a CPU arena): a
     worker's output linked to the parent's next events file let a head write whole cases into
-    the results (red team, 2026-12-05)."""
+    the results."""
     where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         return os.open(name, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)

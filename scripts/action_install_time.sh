@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: how long the action's install step takes on a GPU runner that has a CUDA torch.
+# How long the action's install step takes on a GPU runner that has a CUDA torch.
 #   bash scripts/action_install_time.sh            # repository root, on the GPU machine
 # It runs the `run:` block of action.yml's "Install kbench-ci into a virtual environment" step,
 # exactly as written there, with the action's default inputs (python3, use-system-torch: auto),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real suite compared in N shards, one after another, then merged (issue 14's GPU check).
+"""A real suite compared in N shards, one after another, then merged.
 
     python scripts/shard_merge_check.py                  # on a GPU machine: 2 shards, ~1.5 min on an H200
     python scripts/shard_merge_check.py --shards 3 --smoke   # on a CPU: the Triton kernels at tiny sizes

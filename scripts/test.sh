@@ -16,7 +16,7 @@ if [[ $status -eq 5 ]]; then
   exit 1
 fi
 [[ $status -eq 0 ]] || exit $status
-# The existing CLI tests again, unmodified, with run and compare under the judge (issue 37: the
+# The existing CLI tests again, unmodified, with run and compare under the judge (the
 # judge runs the same architecture on the CPU, and its commands behave as the in-process ones;
 # bench reads no KBENCH_CI_ISOLATION, so its tests run here as in the first pass); the whole run
 # only, not where pytest arguments pick tests

@@ -201,8 +201,8 @@ class MeasureComparison:
         """The case's comparison, and a problem of the machine to stop the run with."""
         case = plan.case
         # The base's threshold where the base has the kernel (the command line's still wins): a
-        # pull request that loosened its own (0.99 let a 1.9x slowdown read `unchanged`, red
-        # team 2026-12-05) is named among its moved goalposts and applies once merged.
+        # pull request that loosened its own (0.99 would let a 1.9x slowdown read
+        # `unchanged`) is named among its moved goalposts and applies once merged.
         own = plan.base.kernel.threshold if plan.base is not None else case.kernel.threshold
         threshold = self.request.threshold if self.request.threshold is not None else own
         if plan.head is None:

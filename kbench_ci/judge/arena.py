@@ -3,7 +3,7 @@
 An arena is memory of its own, shared with exactly one side's worker and holding nothing else
 of the judge's: on the CPU a memfd that both map, which has no name in any folder and whose
 descriptor the judge hands to that side alone, over its socket (as a file in the side's folder,
-the other side, the same user, opened it and copied the base's answers: issue 50); on a GPU an allocation from a
+the other side, the same user, could open it and copy the base's answers); on a GPU an allocation from a
 memory pool of its own, lent through CUDA IPC. torch's IPC maps the whole allocator segment a
 tensor lies in, so an arena from the judge's ordinary allocator could let a side read the
 expected outputs beside it; a private pool per arena gives each a segment of its own. No arena
@@ -106,7 +106,7 @@ def make_arena(template: Mapping[str, Any], output_names: tuple[str, ...], devic
         # Close-on-exec: no worker the judge starts inherits it; each side gets its own over its
         # socket (sides.SideWorker.send). Its pages taken now, not at the first write: a sparse
         # arena raised SIGBUS in the judge's first staging into the base's once a side had
-        # filled the memory behind it, in the base's turn (red team, 2026-12-05). Short of
+        # filled the memory behind it, in the base's turn. Short of
         # memory, it fails here, where no side is blamed for it.
         fd = os.memfd_create(f"kbench-arena-{slot}", os.MFD_CLOEXEC)
         try:

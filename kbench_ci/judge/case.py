@@ -269,9 +269,9 @@ class Judge:
         processes. A re-measurement (the parent asks one of a suspected change, and says so by
         laying its buffers out anew) must not meet the same processes: a kernel of ~5 us runs a
         few percent slower in one process than in another for that process's whole life, the
-        same sign on every buffer and every stream (docs/statistics.md, "The bias follows the
-        process"). Kept warm, a side's process carried that into the re-measurement, and an A/A
-        case read `slower` twice (H100, 2026-12-05: cvadd 2^20 +8.68%, then +7.53%)."""
+        same sign on every buffer and every stream (docs/statistics.md, "Each process has its own
+        bias"). Kept warm, a side's process would carry that into the re-measurement, and an A/A
+        case could read `slower` twice (on an H100: cvadd 2^20 +8.68%, then +7.53%)."""
         for label in job.variant_labels():
             worker = self.workers.pop(label, None)
             if worker is not None:
@@ -439,7 +439,7 @@ class Judge:
                 # Every other worker paused, and every process a side left outside its worker
                 # ended: a daemon the last load double-forked (re-parented to the judge, so not
                 # under the worker a pause stops) ran through the next side's load when the
-                # others were only paused (CI, 2026-12-06: daemon_burn's orphan, running).
+                # others were only paused (daemon_burn's orphan, running).
                 hold_all_but(worker)
                 # Every other worker stopped, every stray ended: nothing of the pull request's
                 # runs between these and the load

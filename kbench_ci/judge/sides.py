@@ -277,7 +277,7 @@ class SideWorker:
     def remove_files(self) -> None:
         """What this (stopped) worker wrote: its folder and its caches. A head that filled the
         disk there would otherwise make the base fail again when measured without it, and read
-        `fixed` (red team, 2026-12-05). Removed whatever a side did to keep them (a root side's
+        `fixed`. Removed whatever a side did to keep them (a root side's
         ``chattr +i``: :func:`kbench_ci.basefiles.remove`)."""
         for folder in self.writable:
             remove(folder)
@@ -297,7 +297,7 @@ class SideWorker:
         """Continue what :meth:`pause` stopped, each thread of it with the judge's scheduling
         attributes first: a head reniced or pinned the base's worker (found through /proc, a
         sibling of its own worker) while the base was stopped, and a real +35% regression read
-        +14.7% with another job on the runner (issue 50). The side's own seccomp filter
+        +14.7% with another job on the runner. The side's own seccomp filter
         refuses such calls where libseccomp is present; this holds where it is not."""
         self.scheduling_refused = tuple(restore_scheduling(self._paused, self._scheduling))
         # Only those it stopped: a stopped process forks nothing, so nothing new is stopped.
@@ -405,7 +405,7 @@ class SideWorker:
         its files removed at once, in its own turn, and every later request fails with why. The
         judge's next write of its own (its events file, on the same disk) otherwise failed in
         the next side's turn: a head that filled the disk at its first call had the judge fail
-        in the base's reference check, which blamed the base's ref.py (issue 50)."""
+        in the base's reference check, which blamed the base's ref.py."""
         if self._filled is not None:
             return True
         if self._free_before is None:
@@ -494,7 +494,7 @@ def _new_log(scratch: Path, label: str) -> Path:
     in a folder of the judge's that no side can write to (Landlock lets a side write only its own folder). In the side's own folder,
     a head replaced it with a link to the parent's next events file, which the judge then
     opened for the next head worker it started: that worker wrote whole cases into the
-    results (red team, 2026-12-05)."""
+    results."""
     logs = scratch / "worker-logs"
     logs.mkdir(mode=0o700, exist_ok=True)
     return logs / f"{side_folder_name(label)}-{next(_LOG_SERIAL)}.log"

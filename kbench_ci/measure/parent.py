@@ -261,7 +261,7 @@ class WorkerPool:
         if self.module == JUDGE_MODULE:
             # This process holds the lifeline's write end, and on it each case's key to the
             # judge's events: a side of the same user without Landlock could read the pipe
-            # through /proc/PID/fd of a dumpable process (red team, 2026-12-05).
+            # through /proc/PID/fd of a dumpable process.
             make_non_dumpable()
         # The kernel is code from the repository under test: none of the runner's step files or
         # tokens (see procgroup.RUNNER_SECRETS).

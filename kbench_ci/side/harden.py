@@ -68,15 +68,15 @@ _SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 #: folders where every side may write files that exist, and make none: shared memory (torch's
 #: IPC reference counts, made by the judge) and its own threads' entries (the CUDA driver names
-#: its threads there: without it cudaGetDeviceCount fails with error 304, seen on the H200;
-#: scripts/probes/harden_probe.py). A file a side made in /dev/shm stayed after the run (256 MiB,
-#: issue 50): a side makes its files in a /dev/shm folder of its own (kbench_ci.judge.sides),
+#: its threads there: without it cudaGetDeviceCount fails with error 304, seen on the H200).
+#: A file a side made in /dev/shm would stay after the run (256 MiB of it), so a side makes its
+#: files in a /dev/shm folder of its own (kbench_ci.judge.sides),
 #: among its writable folders, which the judge removes with its worker.
 SHARED_WRITABLE = ("/dev/shm", "/proc/self/task")
 
 #: device files a side may open for writing: the GPU's (opened read-write by the driver) and
 #: the harmless ones. Not the whole of /dev: a worker run as root could write a loop device,
-#: /dev/kmsg or, where the kernel lets it, a raw disk (red team, 2026-12-05)
+#: /dev/kmsg or, where the kernel lets it, a raw disk
 DEVICE_PATTERNS = ("nvidia*", "nvidia-caps", "dri", "kfd", "null", "zero", "full", "random", "urandom", "tty", "ptmx",
                    "pts")
 

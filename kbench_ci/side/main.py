@@ -37,7 +37,7 @@ def main(argv: Sequence[str]) -> int:
     # in-process worker (measure/child.serve). torch's and the preloaded modules' bytecode goes
     # to the side's cache folder (PYTHONPYCACHEPREFIX, where the environment sets it): set
     # before the imports, it left every side on the H200 compiling torch's ~1,000 modules from
-    # source at each start (3.5 s of cProfile's compile() a side, 2026-12-05). The folder is the
+    # source at each start (3.5 s of cProfile's compile() a side). The folder is the
     # side's own and writable to its code anyway (docs/isolation.md).
     sys.dont_write_bytecode = True
     channel.sendall(encode_reply(Ready()))

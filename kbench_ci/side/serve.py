@@ -315,7 +315,7 @@ def _touch_pages(case: _Case, slot: int) -> None:
     skips or stretches this only moves its own time: the judge's clock sees all of it.
 
     A copy, not a sum: a reduction reads them with few threads, page after page (8.7 to 11.7 us
-    a call on an H100, 2026-12-05, for arenas of 12 to 540 MB), an elementwise copy with a
+    a call on an H100 for arenas of 12 to 540 MB), an elementwise copy with a
     thread a byte, all at once. The lead-in is time a head could fill with work the judge's
     clock cannot tell from it, so a gain must pass it (gate.verdicts): it must be short."""
     pages, into = case.pages.get(slot), case.page_copies.get(slot)

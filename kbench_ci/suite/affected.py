@@ -1,4 +1,4 @@
-"""Which kernels a change can affect, for ``compare --changed-only`` (issue 24).
+"""Which kernels a change can affect, for ``compare --changed-only``.
 
 A kernel depends on:
 

@@ -75,15 +75,16 @@ DEFAULT_JUDGE_PLACEMENTS = 4
 #: buffers' address translations in after the judge's go and before its start event (0: none).
 #: Two processes take turns on the GPU, so each handed-over call begins just after a switch of
 #: context, its translations cold (0.45 us of a 2^20-float add on an H100); in one process (and
-#: under ncu) they are warm. A suspect for why two processes time one kernel apart
-#: (docs/statistics.md, "The bias follows the process"). 64 KiB: the GPU's smaller page; one
+#: under ncu) they are warm. The reads take that cold start out of the timed call; they do not
+#: take out the bias between two processes (docs/statistics.md, "Each process has its own
+#: bias"). 64 KiB: the GPU's smaller page; one
 #: byte per page, 0.0015% of the bytes.
 JUDGE_TOUCH_STRIDE_ENV = "KBENCH_CI_JUDGE_TOUCH_STRIDE"
 DEFAULT_JUDGE_TOUCH_STRIDE = 1 << 16
 #: environment of a judge: us a side's worker spins after the judge's go (and its page reads),
 #: before its start event, so that the GPU has fetched the call's launch by then, as it has
 #: behind a held stream in one process (measure.timing.CudaEventTimer.measure_gated; 0: none).
-#: Off until a GPU shows it takes a bias out: every us of the lead-in is a us a judged head's
+#: Off: it takes no bias out on a GPU, and every us of the lead-in is a us a judged head's
 #: gain must pass on top of the clock's resolution (gate.verdicts).
 JUDGE_SETTLE_US_ENV = "KBENCH_CI_JUDGE_SETTLE_US"
 DEFAULT_JUDGE_SETTLE_US = 0.0

@@ -92,7 +92,7 @@ class LendRequest:
 
 
 #: the kind of a CPU arena: a memfd handed to its side alone, with the request's line (no path:
-#: a file in a side's folder was open to the other side, the same user: issue 50)
+#: a file in a side's folder was open to the other side, the same user)
 ARENA_FD = "fd"
 #: bytes from the judge's "go" word to the side's "done" word in a mailbox
 DONE_OFFSET = 64

@@ -235,7 +235,7 @@ SMOKE_DEFAULTS = {"num_warmup": 1, "num_trials": 10, "discard_first": 1, "correc
 #: --time-budget for every compare (None: the suite's default); set from the command line
 TIME_BUDGET: list[str | None] = [None]
 
-#: the regression part judges detection at these sizes and above (issue 10: N >= 2^22)
+#: the regression part judges detection at these sizes and above (N >= 2^22)
 MIN_JUDGED_N = 1 << 22
 SLOWED = "cvadd"  # the regression part's kernel (the Triton vadd on the CPU smoke run)
 
@@ -358,7 +358,7 @@ def write_dump(path: Path | None, dumped: list[dict[str, Any]]) -> None:
 
 
 def audit_share(case: dict[str, Any]) -> list[float]:
-    """The CUPTI audit's share of one case's wall time (issue 10: at most 10%); none when untimed."""
+    """The CUPTI audit's share of one case's wall time (at most 10%); none when untimed."""
     seconds = case["seconds"]
     return [seconds.get("audit", 0.0) / seconds["total"]] if seconds.get("total") else []
 
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     aa_rounds: list[int] = []
     aa_remeasured = 0
     aa_errors: list[str] = []
-    # The CUPTI audit's share of each case's wall time (issue 10: at most 10%).
+    # The CUPTI audit's share of each case's wall time (at most 10%).
     audit_shares: list[float] = []
     aa_started = time.perf_counter()
     dumped: list[dict[str, Any]] = []
@@ -542,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     reg_ok = True
     for case_id, verdicts in reg_verdicts.items():
         detected = verdicts.count("slower")
-        # Issue 10's bar is N >= 2^22: below it the vector add is launch-bound (~6 us), and 2%
+        # The bar is N >= 2^22: below it the vector add is launch-bound (~6 us), and 2%
         # more programs do not make it 2% slower (CUPTI, interleaved: 1.0000x at N = 2^20).
         judged_case = args.smoke or reg_sizes.get(case_id, 0) >= MIN_JUDGED_N
         ok = detected >= min_detections or not judged_case

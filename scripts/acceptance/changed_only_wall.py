@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Issue 24's acceptance figures: `compare --changed-only`, a warm cache, A/A verdicts, early stop.
+"""The cost of `compare --changed-only`, a warm cache, A/A verdicts, early stop.
 
-    python3 scripts/acceptance/changed_only_wall.py                  # on a GPU machine (sized for <= 6 min on an H200; not yet run there)
+    python3 scripts/acceptance/changed_only_wall.py                  # on a GPU machine (sized for <= 6 min on an H200)
     python3 scripts/acceptance/changed_only_wall.py --smoke          # on a CPU: Triton kernels only, tiny sizes, not judged
     python3 scripts/acceptance/changed_only_wall.py --out DIR        # keep the repository, cache and results under DIR
 
@@ -19,7 +19,7 @@ c. changed only: ``pr`` checked out, ``compare --changed-only --base <main>``.
 
 It prints one table (wall time measured around each compare, its split from results.json,
 cases measured, verdicts; each compare's stderr is kept as DIR/<run>.stderr) and checks the
-issue's claims:
+claims:
 
 1. c measures only the vector add's cases, in <= 25% of b's wall time;
 2. b spends <= 10% of its wall time autotuning (the autotuned matmul's first calls, where
@@ -627,7 +627,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default=None, help="every compare's --device (default cuda; smoke cpu)")
     parser.add_argument("--code", type=Path, default=None,
                         help="a folder holding kbench_ci/ as it was at another revision (git archive REV kbench_ci), "
-                             "run instead of this checkout's: the cost of the code at an issue's start, same lease")
+                             "run instead of this checkout's: an older revision's cost, on the same machine")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per compare before it is killed (default 900)")
     args = parser.parse_args(argv)
     args.device = args.device or ("cpu" if args.smoke else "cuda")
@@ -679,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         return 0  # every compare ran (run_compare stops the script otherwise): all a CPU can show
     passed = all(passed for _, _, passed in checks)
-    print(f"\nissue 24 acceptance: {'PASSED' if passed else 'FAILED'}")
+    print(f"\nacceptance: {'PASSED' if passed else 'FAILED'}")
     return 0 if passed else 1
 
 

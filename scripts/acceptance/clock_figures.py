@@ -1,4 +1,4 @@
-"""The judge's outside-clock figures in every results.json under a folder (issue 38): per case
+"""The judge's outside-clock figures in every results.json under a folder: per case
 and side, the median gap (span less the side's own time), the trusted sides' gap, the excess,
 the resolution, the judge's pre and post segments, and the case's verdict.
 

@@ -1,4 +1,4 @@
-"""Issue 28: does kbench-ci's timed median read what CUPTI reads under the same conditions?
+"""Timing truth: does kbench-ci's timed median read what CUPTI reads under the same conditions?
 
 For each kernel and each L2 mode (cold: flushed before every call; warm: --no-flush-l2):
   kbench   the median of `kbench-ci bench` (the product, end to end, its own worker), from results.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the wall time of `kbench-ci compare` goes (issue 11): warm worker vs a worker per case.
+"""Where the wall time of `kbench-ci compare` goes: warm worker vs a worker per case.
 
     python scripts/acceptance/gate_wall_time.py                         # on a GPU machine (~3-5 min on an H200)
     python scripts/acceptance/gate_wall_time.py --old-code 0c53e47      # also the code at that commit, same suite
@@ -26,7 +26,7 @@ Each row splits the wall time as results.json records it: setup (git, worktrees,
 (waiting for builds), start-up (worker start, CUDA context, loading files: ``load`` less the
 first calls), first-call JIT (first calls and compile steps of every variant), correctness,
 timing, audit (CUPTI), and the rest (reports, polling, clean-up; from the process's own wall
-time). The issue's target is checked per row: wall <= 1.5 x (correctness + timing + audit +
+time). The target is checked per row: wall <= 1.5 x (correctness + timing + audit +
 JIT) + build.
 
 ``--gpus SPEC`` is passed on to compare (e.g. ``--gpus 0,0``: two warm workers on one GPU, to see the
@@ -297,7 +297,7 @@ def main() -> int:
         reached = (work / "nostaging.log").read_text().splitlines() if (work / "nostaging.log").exists() else []
         workers = sum("measure/worker" in line or "measure.worker" in line for line in reached)
         print(f"the no-staging run switched staging and checks off in {len(reached)} process(es), {workers} of them workers")
-        print(f"staging and output checks (issue 22): timing phase {with_staging:.2f} s with, {without:.2f} s without: "
+        print(f"staging and output checks: timing phase {with_staging:.2f} s with, {without:.2f} s without: "
               f"{with_staging / max(without, 1e-9):.2f}x (asked: <= 1.5x)")
     floor = bare_worker_start(args.device, triton=True)
     print(f"a bare process that does what a worker must before its first case (python, import torch and "

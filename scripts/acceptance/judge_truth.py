@@ -1,26 +1,26 @@
 #!/usr/bin/env python3
-"""Issue 37's "honest figures unchanged": does the judge time a kernel as the code at the issue's
-start did, and as ncu does?
+"""Honest figures under the judge: does the judge time a kernel as an older revision's in-process
+worker does, and as ncu does?
 
 For each kernel (tests/fixtures/truth: the Triton tutorial matmul at 4096^3, the Triton softmax at
 4096x4096, the CUDA vector add at 2^24), in one call, interleaved (old, process, judge, old, ...):
 
-  old       `kbench-ci bench` as the code was at the issue's start (``--old-code DIR``: a folder
-            holding that revision's kbench_ci/, from ``git archive 2cab793 kbench_ci``), put first
+  old       `kbench-ci bench` of an older revision (``--old-code DIR``: a folder holding that
+            revision's kbench_ci/, from ``git archive REV kbench_ci``), put first
             on PYTHONPATH; its own worker, in process
   process   `kbench-ci bench` of this checkout, ``--isolation process``
   judge     `kbench-ci bench` of this checkout, ``--isolation judge``
 
 each run's timed median read from its results.json; printed per kernel: the median over the
-repeats of each, and judge - old in us and %. The issue's bound: within 1%.
+repeats of each, and judge - old in us and %. Pass: within 1%.
 
 ``--ncu``: the vector add at 2^24 under ``ncu --clock-control none --cache-control none
 --metrics gpu__time_duration.sum``, each call after the same staging, the same L2 fill (kbench-ci's
 CacheFlush: 2x the L2, 120 MiB on an H200) and a hold, in this script's own process
-(``--probe``); the median over the profiled launches, next to the judge's. The issue's bound:
+(``--probe``); the median over the profiled launches, next to the judge's. Pass:
 within 1.5%.
 
-    python3 scripts/acceptance/judge_truth.py --old-code .carry/old37 --repeats 2 --ncu [--only vadd]
+    python3 scripts/acceptance/judge_truth.py --old-code .carry/old --repeats 2 --ncu [--only vadd]
 """
 
 from __future__ import annotations
@@ -96,14 +96,14 @@ def build_libraries(kernels: list[Kernel], out: Path) -> None:
 
 
 def run_probe(name: str) -> int:
-    """The kernel's calls as ncu should see them: staged (issue 23's script's stager: another
+    """The kernel's calls as ncu should see them: staged (speed_of_light_truth.py's stager: another
     content copied in, outputs poisoned), L2 filled, held, called (one stream)."""
     import torch
 
     from kbench_ci.measure.timing import CacheFlush
 
     sys.path.insert(0, str(ROOT / "scripts" / "acceptance"))
-    from speed_of_light_truth import _load  # the same loading and staging as issue 23's probe
+    from speed_of_light_truth import _load  # the same loading and staging as speed_of_light_truth.py
 
     kernel = next(k for k in KERNELS if k.name == name)
     device, call, stage = _load(kernel)  # type: ignore[arg-type]  (a Kernel of the same fields)
@@ -126,7 +126,7 @@ def ncu_median_us(kernel: Kernel, ncu: str) -> float:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     sys.path.insert(0, str(ROOT / "scripts" / "acceptance"))
-    from speed_of_light_truth import parse_ncu_csv  # the same CSV reader as issue 23's script
+    from speed_of_light_truth import parse_ncu_csv  # the same CSV reader as speed_of_light_truth.py
 
     launches = parse_ncu_csv(completed.stdout, kernel.regex)
     times = [launch.time_ns / 1e3 for launch in launches if launch.time_ns is not None]
@@ -138,7 +138,7 @@ def ncu_median_us(kernel: Kernel, ncu: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--old-code", type=Path, help="a folder holding kbench_ci/ as it was at the issue's start")
+    parser.add_argument("--old-code", type=Path, help="a folder holding an older revision's kbench_ci/")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--trials", type=int, default=100, help="--num-trials of each bench")
     parser.add_argument("--only", help="a substring of the kernels' names")

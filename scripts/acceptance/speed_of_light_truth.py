@@ -1,4 +1,4 @@
-"""Issue 23 acceptance: does kbench-ci's "% of peak" (speed of light) read what an independent
+"""Speed of light: does kbench-ci's "% of peak" (speed of light) read what an independent
 measurement reads?
 
 For each kernel (a CUDA C++ vector add at N=2^24 fp32, the CUTLASS GEMM example at 4096^3, a

@@ -137,7 +137,7 @@ def test_missing_shared_library_says_how_to_build(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cheat", ["replays_by_identity", "replays_by_pointer"])
 def test_results_replayed_on_the_gpu_are_incorrect(cheat: str, tmp_path: Path) -> None:
-    """The issue's cheat on a GPU: outputs computed once per input tensor (or buffer), then copied."""
+    """The memoising cheat on a GPU: outputs computed once per input tensor (or buffer), then copied."""
     completed = kbench(
         "bench", str(CHEATS_PY / f"{cheat}.py"), "--implementation=pytorch", f"--ref={CHEATS_PY / 'ref.py'}",
         f"--output-dir={tmp_path}", "--N=16777216", "--baselines=pytorch-eager",

@@ -1,4 +1,4 @@
-"""Issue 38's red team on the GPU: the heads of tests/fixtures/judge_clock (the same files as on
+"""The outside clock's red team on the GPU: the heads of tests/fixtures/judge_clock (the same files as on
 the CPU) against an honest base, on cuda, at two sizes: an fp16 matmul at 4096^3 (~180 us on an
 H200, ``torch.matmul(a, b, out=c)``) and a float32 vector add of 2^20 elements (a few us), in one
 ``compare --isolation judge --threshold 0.01``. Each cheat must be ``incorrect`` or neither

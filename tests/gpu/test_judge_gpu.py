@@ -1,4 +1,4 @@
-"""Issue 37's red team on the GPU: the heads of tests/fixtures/judge against an honest fp16
+"""The judge's red team on the GPU: the heads of tests/fixtures/judge against an honest fp16
 matmul at 4096^3 (~180 us on an H200), in one ``compare --isolation judge --threshold 0.01``.
 Each must be ``incorrect`` or neither ``faster`` nor ``fixed``; the sabotaging heads must leave
 the base's median within 1% of the honest case's base (CPU: tests/integration/gate/test_judge_cpu.py).

@@ -1,4 +1,4 @@
-"""Issue 28 on a GPU: for each kernel, kbench-ci's timed median next to CUPTI's kernel time under
+"""Timing truth on a GPU: for each kernel, kbench-ci's timed median next to CUPTI's kernel time under
 the same conditions (the same staging, flush, hold and events), cold and warm L2, within
 max(1%, 0.5 us) once CUPTI's own slowdown of the kernel is taken out.
 
@@ -24,7 +24,7 @@ KERNELS = ["vadd.cu 2^20", "vadd.cu 2^24", "vadd.cu 2^26", "triton softmax", "tr
 #: processes (buffer layouts) per side where one process's own time can move by more than the
 #: bound: two kbench-ci processes on the 768 MB vector add read 239.2 and 242.0 us of raw events
 #: (1.1%), and one of six on the Triton matmul read 193.5 us where the others read 189.9-191.6
-#: (2026-12-04, H200). One process against one CUPTI loop then compares processes, not timers;
+#: (H200). One process against one CUPTI loop then compares processes, not timers;
 #: over three each side is its median
 REPEATS = {"vadd.cu 2^24": 3, "vadd.cu 2^26": 3, "triton matmul": 3}
 

@@ -1,4 +1,4 @@
-"""Issue 23 on a GPU: the launch anatomy and ptxas's figures of a head that raises register
+"""What changed, on a GPU: the launch anatomy and ptxas's figures of a head that raises register
 pressure, the speed of light of a CUDA vector add against this GPU's measured copy bandwidth, a
 declared floor that makes a too-fast time incorrect, and the Triton autotuner's pick.
 Skipped without CUDA; the figures are printed for the closing notes."""
@@ -146,7 +146,7 @@ def test_a_head_with_more_registers_says_so_in_the_compare(tmp_path: Path) -> No
 
 def test_a_head_whose_autotuner_picks_another_config_shows_both_picks(tmp_path: Path) -> None:
     """The head offers its autotuner one config that the base's list does not hold, so the two
-    picks must differ; the report names both (issue 23, done means)."""
+    picks must differ; the report names both."""
     repo = tmp_path / "repo"
     (repo / "kernels").mkdir(parents=True)
     source = (HONEST / "triton_autotuned.py").read_text()
@@ -178,7 +178,7 @@ def test_a_head_whose_autotuner_picks_another_config_shows_both_picks(tmp_path: 
     assert f"`{base_pick}` on base" in report and f"`{head_pick}` on head" in report
 
 
-#: issue 39, item 5: the same kernel reshaped to load 16 floats a thread (four float4s); C++ linkage
+#: the same kernel reshaped to load 16 floats a thread (four float4s); C++ linkage
 #: gives it a new mangled name, so its launches and ptxas entry read as another kernel's by name
 RESHAPED = """\
 __global__ void vadd_kernel(const float4* a, const float4* b, float4* c, long n4) {

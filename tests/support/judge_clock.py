@@ -1,4 +1,4 @@
-"""Issue 38's red team, shared by the CPU and GPU tests: a suite whose every case has the honest
+"""The outside clock's red team, shared by the CPU and GPU tests: a suite whose every case has the honest
 kernel of tests/fixtures/judge_clock as its base and one of that folder's heads as its head, one
 ``compare --isolation judge`` over all of it, and a table of what came out.
 """
@@ -33,7 +33,7 @@ SLOWER_LIARS = ("slow_shave",)
 CPU_CHEATS = ("daemon_stage",)
 #: modules the heads import (committed beside them in both trees)
 HELPERS = ("honest", "memo", "shave_clock")
-#: what the judge's defence says of each cheat it names (issue 38 items 1 and 3)
+#: what the judge's defence says of each cheat it names
 OUTSIDE_CLOCK = "its process reported less time than"
 SEEN_CONTENTS = "faster on contents it had seen"
 BACKGROUND_WORK = "GPU work of its own ran while the judge"

@@ -4,7 +4,7 @@ kbench-ci keeps a signal that it inherits as ignored ignored (`nohup kbench-ci .
 the terminal closing), and a test run started with `nohup`, or as a background job of a
 non-interactive shell (which ignores SIGINT for it), hands those dispositions down to every
 child: a test that signals its child would then time out, though nothing is wrong with the
-code. The clean-clone CI run of 2026-12-05, started as `nohup bash .ci/run &`, failed so.
+code. A clean-clone CI run started as `nohup bash .ci/run &` fails so.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_measure_never_imports_gate_and_report_never_imports_measure(graph: grim
 
 #: the longest a function of gate/ may be (lines from ``def`` to its last line, docstring and
 #: nested functions included): the commands there once grew one 168-line function each
-#: (issue 24, "One suite driver")
+#:
 GATE_FUNCTION_MAX_LINES = 80
 GATE = ROOT / "kbench_ci" / "gate"
 

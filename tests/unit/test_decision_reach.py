@@ -1,4 +1,4 @@
-"""Issue 24, item 3: an undecided comparison stops when its interval cannot shrink enough in
+"""An undecided comparison stops when its interval cannot shrink enough in
 the rounds left, and says what change it can resolve (stats.decision_reach)."""
 
 from __future__ import annotations

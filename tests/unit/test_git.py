@@ -126,18 +126,18 @@ def test_resolve_unknown_ref(history: History, tmp_path: Path) -> None:
         GitRepo(clone).resolve("origin/mian")
     message = info.value.one_line()
     assert 'cannot resolve "origin/mian"' in message
-    # Issue 36, item 10: the remote is asked; a fetch of a branch it lacks would only fail.
+    # The remote is asked; a fetch of a branch it lacks would only fail.
     assert "check the spelling: the remote 'origin' has no branch named mian" in message
     assert "git ls-remote --heads --tags origin" in message
     assert "\n" not in message
 
 
 def test_hints_never_name_a_remote_or_a_fetch_that_cannot_help(history: History, tmp_path: Path) -> None:
-    """Issue 25, item 8: every miss suggested `git fetch origin +refs/heads/HEAD~10...`."""
+    """Every miss suggested `git fetch origin +refs/heads/HEAD~10...`."""
     repo = GitRepo(history.root)
     with pytest.raises(GitError) as info:
         repo.resolve("mian")
-    # Issue 39, item 6: the closest branch name first
+    # The closest branch name first
     assert info.value.hint == (
         'did you mean "main"? Otherwise: this repository has no remote to fetch it from, and git branch -a lists what is here'
     )
@@ -358,7 +358,7 @@ def test_head_description_without_commits(tmp_path: Path) -> None:
 
 
 def test_kbench_outputs_never_make_the_tree_dirty(history: History) -> None:
-    """Issue 13, item 8: a first compare's report folder, without a .gitignore entry, does not
+    """A first compare's report folder, without a .gitignore entry, does not
     make the next compare's head "working tree (dirty)"."""
     repo = GitRepo(history.root)
     out = history.root / "bench_out"
@@ -384,7 +384,7 @@ def test_kbench_outputs_never_make_the_tree_dirty(history: History) -> None:
     assert repo.is_dirty() is True
     (other / "results.json").unlink()
     other.rmdir()
-    # A --json-summary file written into the repository (issue 13's known gap), but not a file
+    # A --json-summary file written into the repository , but not a file
     # that only mentions the schema, has it as another key than the first, or links to one.
     (history.root / "summary.json").write_text('{\n "schema": "kbench-ci/summary",\n "command": "compare"\n}\n')
     assert repo.is_dirty() is False

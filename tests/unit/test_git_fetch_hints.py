@@ -1,4 +1,4 @@
-"""Issue 36, item 10: every fetch hint works when run as written in a depth-1 clone.
+"""Every fetch hint works when run as written in a depth-1 clone.
 
 Each test makes a real depth-1 clone (``git clone --depth=1 file://...``) of a local origin,
 asks kbench-ci to resolve a ref the clone lacks, runs the ``git fetch`` the hint names, and

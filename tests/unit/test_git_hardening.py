@@ -1,4 +1,4 @@
-"""kbench_ci.git under faults (issue 12): a compare killed by SIGKILL leaves a worktree that the
+"""kbench_ci.git under faults: a compare killed by SIGKILL leaves a worktree that the
 next one removes; shallow clones are deepened to the merge base, or the hint says how."""
 
 from __future__ import annotations

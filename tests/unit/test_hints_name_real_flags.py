@@ -1,4 +1,4 @@
-"""Every hint names flags that exist (issue 12, item 10): a hint that says "pass --token" or
+"""Every hint names flags that exist: a hint that says "pass --token" or
 "pass --repository" sends the person to a flag kbench-ci does not have."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26, item 13: hints read as one sentence. "set GITHUB_TOKEN (in a workflow: ${{
+"""Hints read as one sentence. "set GITHUB_TOKEN (in a workflow: ${{
 github.token }}))" nested one parenthesis in another; every hint's literal text is scanned for
 that (a call's empty "()" is not a parenthesis of the sentence)."""
 

@@ -1,4 +1,4 @@
-"""What pyproject.toml promises (issue 13, item 10)."""
+"""What pyproject.toml promises."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_gpu_state_library_is_a_dependency() -> None:
 
 
 def test_what_kbench_ci_imports_at_its_core_is_declared() -> None:
-    """Issue 26, item 15: rich drives the progress bar (cli/console.py); it came only through typer."""
+    """Rich drives the progress bar (cli/console.py); it came only through typer."""
     names = {Requirement(text).name for text in PYPROJECT["project"]["dependencies"]}
     source = (Path(__file__).parents[2] / "kbench_ci" / "cli" / "console.py").read_text()
     assert "from rich" in source and "rich" in names
@@ -36,7 +36,7 @@ def test_what_kbench_ci_imports_at_its_core_is_declared() -> None:
 
 
 def test_the_license_is_an_spdx_string_not_a_table() -> None:
-    """A `project.license` table made setuptools warn twice on every install (issue 26, item 15)."""
+    """A `project.license` table made setuptools warn twice on every install."""
     license_field = PYPROJECT["project"]["license"]
     assert isinstance(license_field, str) and license_field == "Apache-2.0"
     assert any(Requirement(r).name == "setuptools" and Requirement(r).specifier.contains("77")
@@ -44,7 +44,7 @@ def test_the_license_is_an_spdx_string_not_a_table() -> None:
 
 
 def test_one_name_for_the_action_everywhere_a_user_copies_it() -> None:
-    """Issue 26, item 10: the README and docs/action.md said `org/kbench-action@v1` and
+    """The README and docs/action.md said `org/kbench-action@v1` and
     `<owner>/kbench-ci@<tag or sha>`; what a user copies must name one action."""
     root = Path(__file__).parents[2]
     files = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "examples" / "workflows").glob("*.yml"))]

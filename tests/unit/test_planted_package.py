@@ -1,5 +1,5 @@
 """A pull request that commits a ``kbench_ci/`` package where kbench-ci's own processes start (its
-checkout, a side's folder) must not get it imported (red team, 2026-12-05): ``python -m``
+checkout, a side's folder) must not get it imported: ``python -m``
 puts the working folder first on ``sys.path``, so the judge, a side before its sandbox, or the
 action's steps (with the comment step's token) would have run it."""
 

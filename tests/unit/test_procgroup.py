@@ -1,4 +1,4 @@
-"""The environment of processes that run code from the repository under test (issue 12, item 5)."""
+"""The environment of processes that run code from the repository under test."""
 
 from __future__ import annotations
 

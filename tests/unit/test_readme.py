@@ -1,4 +1,4 @@
-"""Issue 39, item 8: the README leads with the product (the action and a first suite within its
+"""The README leads with the product (the action and a first suite within its
 first 60 lines), its layout table is the tree's (generated, not kept by hand), and its links and
 the bench reference it moved to docs/bench.md resolve."""
 

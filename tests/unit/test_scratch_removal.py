@@ -1,6 +1,6 @@
 """Removing a folder a side could have written: a tree deeper than Python's recursion limit (and
-longer than PATH_MAX as a path) broke ``shutil.rmtree`` even with ``ignore_errors`` (issue 50,
-item 6): the judge crashed as it retired a worker, and a stale folder in the temp folder crashed
+longer than PATH_MAX as a path) broke ``shutil.rmtree`` even with ``ignore_errors``:
+the judge crashed as it retired a worker, and a stale folder in the temp folder crashed
 every later run's ``remove_stale``."""
 
 from __future__ import annotations

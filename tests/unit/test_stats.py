@@ -701,7 +701,7 @@ def test_single_round_bootstraps_samples():
     assert classify(compare_rounds(base, head), THRESHOLD) is Verdict.UNCHANGED
 
 
-# --- the memoisation probe's statistics (issue 22) ------------------------------------------
+# --- the memoisation probe's statistics ------------------------------------------
 
 
 def test_the_sign_test_is_exact_and_one_sided() -> None:

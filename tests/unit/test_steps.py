@@ -1,5 +1,5 @@
-"""Step detection over a per-commit history (issue 14): a planted step is found at its commit,
-noise is not a step. The bar is the issue's: noise sigma = threshold / 2, 50 commits, 100 seeds,
+"""Step detection over a per-commit history: a planted step is found at its commit,
+noise is not a step. The bar: noise sigma = threshold / 2, 50 commits, 100 seeds,
 the planted 10% step found at the right commit in >= 95% of seeds, false steps in <= 5%."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""For `scripts/acceptance/gate_wall_time.py --modes ...,nostaging` only (issue 22's cost of staging and
+"""For `scripts/acceptance/gate_wall_time.py --modes ...,nostaging` only (the cost of staging and
 checks): on PYTHONPATH with KBENCH_CI_PROBE_NO_STAGING=1, every process that imports
 kbench_ci.measure.staging gets StagedCalls whose hooks do nothing, so the timed calls run
 without new input content and without output checks. Never part of the product: the worker

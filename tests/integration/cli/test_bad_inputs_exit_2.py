@@ -1,4 +1,4 @@
-"""Issue 50, item 13: values that were accepted, each now one line naming the option and the
+"""Values that were accepted, each now one line naming the option and the
 fix, exit 2, no traceback: a --rounds past the bound, a --cache-dir that is a file, --no-cache
 with --cache-dir, a cache_dir that is a system folder, `history show` with no history branch,
 `comment --pr` of 0 or less."""

@@ -1,4 +1,4 @@
-"""kbench-ci --version, -h on every command, shell completion (issue 13, item 15)."""
+"""kbench-ci --version, -h on every command, shell completion."""
 
 from __future__ import annotations
 

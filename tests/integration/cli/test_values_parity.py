@@ -1,4 +1,4 @@
-"""Issue 25, items 5 and 7: the command line checks a value by kbench.toml's rules, with the
+"""The command line checks a value by kbench.toml's rules, with the
 same words, every problem at once; integers past 64 bits are usage errors, not kernel crashes."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_compare_and_run_check_gpu_and_output_dir_alike(tmp_path: Path) -> None:
 
 
 def test_a_config_size_expression_is_checked_as_the_command_line_checks_it(tmp_path: Path) -> None:
-    """Issue 25, item 7: --ptr-size refused what kbench.toml took ("N *")."""
+    """--ptr-size refused what kbench.toml took ("N *")."""
     softmax = ROOT / "examples" / "softmax_cuda"
     repo = TempRepo(tmp_path / "repo")
     repo.commit({
@@ -102,7 +102,7 @@ def test_a_config_size_expression_is_checked_as_the_command_line_checks_it(tmp_p
 
 
 def test_infinite_seconds_are_refused_on_the_command_line_as_in_the_config(tmp_path: Path) -> None:
-    """Issue 36, item 5: --time-budget inf and --case-timeout inf were taken by the command line
+    """--time-budget inf and --case-timeout inf were taken by the command line
     (kbench.toml refused them, and inf crashed the rounds)."""
     repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}]}])
     done = kbench("compare", "--base", "main", "--device", "cpu", "--time-budget", "inf", "--case-timeout", "inf",
@@ -124,7 +124,7 @@ def test_infinite_seconds_are_refused_on_the_command_line_as_in_the_config(tmp_p
 
 
 def test_a_sub_millisecond_timeout_is_refused_alike_on_the_command_line_and_in_the_config(tmp_path: Path) -> None:
-    """Issue 36, item 5: --case-timeout 0.0005 was refused (typer's own words), timeout = 0.0005 taken."""
+    """--case-timeout 0.0005 was refused (typer's own words), timeout = 0.0005 taken."""
     repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}],
                                                 "timeout": 0.0005}])
     done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)
@@ -141,7 +141,7 @@ def test_a_sub_millisecond_timeout_is_refused_alike_on_the_command_line_and_in_t
 
 
 def test_a_size_expression_that_is_python_fails_the_load_not_a_note_at_run_time(tmp_path: Path) -> None:
-    """Issue 36, item 5: bytes = "__import__('os')" passed the loader and showed only as a run-time note."""
+    """bytes = "__import__('os')" passed the loader and showed only as a run-time note."""
     repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 64}],
                                                 "bytes": "__import__('os')"}])
     done = kbench("run", "--device", "cpu", "--output-dir", str(tmp_path / "run"), cwd=repo.root)

@@ -1,4 +1,4 @@
-"""The build cache across runs with the real nvcc (issue 11): a second run of unchanged sources
+"""The build cache across runs with the real nvcc: a second run of unchanged sources
 compiles nothing and says "cached" (from another folder, as a fresh worktree is); a changed
 include rebuilds; and each case's private copy of a library has statics of its own.
 nvcc compiles here without a GPU (KBENCH_CUDA_ARCH picks the target)."""

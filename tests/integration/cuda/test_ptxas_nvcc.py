@@ -1,4 +1,4 @@
-"""Issue 23, item 2, with the real nvcc: a build writes ptxas's figures beside the library, and
+"""With the real nvcc: a build writes ptxas's figures beside the library, and
 a library taken from the build cache brings them along (no GPU needed to compile)."""
 
 from __future__ import annotations

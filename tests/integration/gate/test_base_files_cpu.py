@@ -1,4 +1,4 @@
-"""Issue 50, item 1: a head that makes the base's own files fail it must never read ``fixed``.
+"""A head that makes the base's own files fail it must never read ``fixed``.
 
 tests/fixtures/base_files/chmod_base.py (30x the base's work) finds the base's temporary
 worktree through its own repository's git folder and, at import, sets the base's helper module

@@ -86,7 +86,7 @@ def test_honest_pytorch_kernel_passes_with_all_cpu_baselines(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("cheat", "expected_message"),
     [
-        # issue 39, item 6: said as what it is, not "4096 of 4096 elements outside ..., max abs error inf"
+        # said as what it is, not "4096 of 4096 elements outside ..., max abs error inf"
         ("writes_nothing", "never written (still all NaN, as filled before the call)"),
         ("writes_half", "2048 of 4096 elements outside"),
         ("overwrites_input", "modified its input(s) x"),
@@ -211,7 +211,7 @@ BAD_INPUTS = [
     ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_without_reference.py'}", "--N=8", "--implementation=pytorch"], 2, "does not define reference()"),
     ([str(CHEATS / "honest.py"), f"--ref={USERFILES / 'ref_wrong_arity.py'}", "--N=8", "--implementation=pytorch"], 2, "returned 2 values but there are 1 outputs"),
     ([str(ROOT / "examples" / "softmax_cuda" / "softmax.cu"), f"--ref={ROOT / 'examples' / 'softmax_cuda' / 'ref.py'}", "--M=8", "--N=8"], 3, "needs a CUDA GPU"),
-    # issue 12, item 9: bad values are usage errors, never a kernel error
+    # bad values are usage errors, never a kernel error
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=1024.5"], 2, "dimension --N must be a positive integer, got '1024.5'"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=1e3"], 2, "got '1e3' (write --N=1000)"),
     ([str(CHEATS / "honest.py"), f"--ref={CHEATS / 'ref.py'}", "--N=-5"], 2, "dimension --N must be a positive integer, got '-5'"),
@@ -296,7 +296,7 @@ def test_an_honest_kernel_passes_every_timed_check_and_the_report_says_how(tmp_p
 
 
 def test_backend_and_implementation_with_different_values_is_an_error(tmp_path: Path) -> None:
-    """Issue 13, item 6: Click would keep the last one silently."""
+    """Click would keep the last one silently."""
     completed = kbench("bench", str(CHEATS / "honest.py"), "--ref", str(CHEATS / "ref.py"), "--backend", "triton",
                        "--implementation", "pytorch", "--device", "cpu", "--output-dir", str(tmp_path / "out"), "--N=64")
     assert completed.returncode == 2, completed.stderr
@@ -320,7 +320,7 @@ def test_backend_and_implementation_with_different_values_is_an_error(tmp_path: 
      "reference() returned 'y' of shape (2048, 2), but the output buffer 'y' has shape (4096,)"),
 ])
 def test_a_broken_reference_is_blamed_on_the_reference_with_exit_2(body: str, message: str, tmp_path: Path) -> None:
-    """Issue 25, item 6: a reference that raises, or returns another shape, was the solution's
+    """A reference that raises, or returns another shape, was the solution's
     error (exit 1) or its shape mismatch."""
     ref = tmp_path / "broken_ref.py"
     ref.write_text("def reference(x, y, **_):\n" + body)

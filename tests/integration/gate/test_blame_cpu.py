@@ -1,5 +1,5 @@
-"""Who is blamed, with which exit code, on CPU: a reference that produces no output (issue 13,
-item 5: exit 2) and a CuTe DSL solution on a machine without a GPU (item 4: exit 3)."""
+"""Who is blamed, with which exit code, on CPU: a reference that produces no output (exit 2)
+and a CuTe DSL solution on a machine without a GPU (exit 3)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_a_reference_without_output_is_bad_usage_not_an_incorrect_solution(tmp_p
 
 
 def test_a_cute_dsl_solution_without_a_gpu_is_an_environment_problem(tmp_path: Path) -> None:
-    """Issue 13, item 4: exit 3 and a message about the machine, not a failed kernel."""
+    """Exit 3 and a message about the machine, not a failed kernel."""
     environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     completed = subprocess.run(
         [sys.executable, "-m", "kbench_ci", "bench", str(ROOT / "examples/cute_dsl/add.py"),
@@ -39,7 +39,7 @@ def test_a_cute_dsl_solution_without_a_gpu_is_an_environment_problem(tmp_path: P
 
 
 def test_a_dimension_whose_sizes_overflow_64_bits_is_a_usage_error_naming_it(tmp_path: Path) -> None:
-    """Issue 36, item 4: --N=2**63-1 read "solution ERROR: first call failed: Storage size calculation
+    """--N=2**63-1 read "solution ERROR: first call failed: Storage size calculation
     overflowed" (exit 1); it is the setting's fault: exit 2, one line naming N and the fix."""
     environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     completed = subprocess.run(
@@ -58,7 +58,7 @@ def test_a_dimension_whose_sizes_overflow_64_bits_is_a_usage_error_naming_it(tmp
 
 
 def test_a_reference_that_hangs_is_blamed_on_the_reference_not_the_solution(tmp_path: Path) -> None:
-    """Issue 36, item 4: the case timeout named the solution while its reference() hung."""
+    """The case timeout named the solution while its reference() hung."""
     ref = tmp_path / "ref_hangs.py"
     ref.write_text("import time\n\n\ndef reference(x, y, **_):\n    time.sleep(3600)\n")
     environment = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}

@@ -1,4 +1,4 @@
-"""Issue 24, item 1, end to end on the CPU: `compare --changed-only` measures the kernels a
+"""End to end on the CPU: `compare --changed-only` measures the kernels a
 change reaches (a kernel's file, a helper module it imports) and lists the rest as not affected;
 a change to the suite's settings measures everything; the action turns it on for pull requests."""
 
@@ -145,7 +145,7 @@ def test_a_helper_loaded_by_a_name_in_data_still_reaches_its_kernel(tmp_path: Pa
 
 
 def test_a_helper_unpickled_by_its_kernel_and_made_slower_fails_the_gate_as_slower(tmp_path: Path) -> None:
-    # The issue's case: the helper a kernel unpickles gains 3 ms a call. Six rounds are the fewest
+    # The case: the helper a kernel unpickles gains 3 ms a call. Six rounds are the fewest
     # that can give `slower` (Wilcoxon's p floor is 2/2**6); 2 ms -> 5 ms a call is far beyond
     # any threshold and any noise of a CPU run.
     repo = make_suite_repo(tmp_path / "repo", KERNELS, defaults={"rounds": 6, "timeout": 120})

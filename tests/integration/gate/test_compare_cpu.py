@@ -137,7 +137,7 @@ def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path
     assert data["head"]["ref"] == "docs" and data["head"]["tree"] == "worktree"
     assert all(case["threshold"] == 0.02 for case in data["cases"])
     assert history.worktrees() == [str(history.root)]
-    # Issue 26, item 3: a CPU run's report says nothing of GPUs or CUPTI.
+    # A CPU run's report says nothing of GPUs or CUPTI.
     report = (out / "benchmark.md").read_text()
     for gpu_only in ("CUPTI", "GPU before", "GPU after", "not read (no nvidia-smi"):
         assert gpu_only not in report, gpu_only
@@ -145,7 +145,7 @@ def test_no_change_exits_0_and_is_never_slower(history: TempRepo, tmp_path: Path
 
 def test_the_parent_process_never_imports_torch(history: TempRepo, tmp_path: Path) -> None:
     # The warm worker imports torch; the parent (git, builds, the report) must not, or the
-    # worker starts seconds later (issue 11). -X importtime lists the parent's imports only.
+    # worker starts seconds later. -X importtime lists the parent's imports only.
     out = tmp_path / "out"
     completed = kbench(history.root, "compare", "--base", "main", "--device", "auto", "--output-dir", str(out),
                        "--kernel", "scale", "--kernel", "vadd", "--rounds", "3", python_options=("-X", "importtime"),
@@ -203,7 +203,7 @@ def test_a_hanging_head_is_failed_after_the_case_timeout(tmp_path: Path) -> None
     (case,) = results(out)["cases"]
     assert case["verdict"] == "failed" and "timed out" in case["message"]
     assert case["base"]["status"] == "ok"  # the base was still checked in a fresh worker
-    # ... but not timed: the head failed, so its time would be compared with nothing (issue 39.7)
+    # ... but not timed: the head failed, so its time would be compared with nothing
     assert case["base"]["rounds_ms"] == [] and case["base"]["not_timed"] == "the head failed"
     assert repo.worktrees() == [str(repo.root)]
 
@@ -258,7 +258,7 @@ def test_acceptance_script_smoke(tmp_path: Path) -> None:
 
 
 def test_wall_time_script_smoke(tmp_path: Path) -> None:
-    # scripts/acceptance/gate_wall_time.py (issue 11's figures) on the CPU: it runs, splits the wall time
+    # scripts/acceptance/gate_wall_time.py on the CPU: it runs, splits the wall time
     # and prints the bare worker start it is bounded by
     environment = dict(os.environ)
     environment.pop("CUDA_VISIBLE_DEVICES", None)
@@ -303,8 +303,8 @@ def test_accept_that_names_nothing_exits_2(history: TempRepo, tmp_path: Path) ->
 
 
 def test_suite_baselines_are_timed_with_the_base(tmp_path: Path) -> None:
-    """Issue 13, item 2 (timed in the same rounds), and issue 22, item 5 (with the base's
-    reference), through the command line and real workers."""
+    """A suite's baselines are timed in the same rounds as the base, with the base's
+    reference, through the command line and real workers."""
     repo = make_suite_repo(tmp_path / "repo", [
         {"name": "scale", "kind": "pytorch", "shapes": [{"N": 4096}], "baselines": ["pytorch-eager"]},
     ])
@@ -344,7 +344,7 @@ def moved_goalposts(tmp_path: Path) -> TempRepo:
 
 
 def test_a_head_that_passes_only_its_own_changed_reference_is_incorrect(moved_goalposts: TempRepo, tmp_path: Path) -> None:
-    """Issue 22, item 5: the pull request cannot move the goalposts."""
+    """The pull request cannot move the goalposts."""
     out = tmp_path / "out"
     completed = kbench(moved_goalposts.root, "compare", "--base", "main", "--device", "cpu", "--output-dir", str(out))
     assert completed.returncode == 1, completed.stdout + completed.stderr

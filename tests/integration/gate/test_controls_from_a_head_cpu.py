@@ -1,4 +1,4 @@
-"""Issue 50, item 9: a head whose exception carries a bidi override (U+202E) and an ESC sequence
+"""A head whose exception carries a bidi override (U+202E) and an ESC sequence
 (``ESC[2J`` clears a terminal). Neither may reach benchmark.md, the PR comment or the job log as
 itself (the override would turn a reviewer's line around, ESC would play in the log's viewer):
 each is shown as its escape, so the reviewer sees that the head tried."""

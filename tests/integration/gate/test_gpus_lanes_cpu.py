@@ -1,4 +1,4 @@
-"""``--gpus`` with real workers, on the CPU (issue 11, "Every GPU of the runner").
+"""``--gpus`` with real workers, on the CPU.
 
 The command line refuses ``--gpus`` on ``--device cpu`` (tests/unit/cli/test_gpus_option.py);
 the gate itself takes lanes on any device, so two real warm workers run here side by side:

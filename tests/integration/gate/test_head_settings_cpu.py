@@ -1,4 +1,4 @@
-"""A compare runs with the base's [defaults], never the pull request's (red team, 2026-12-05).
+"""A compare runs with the base's [defaults], never the pull request's.
 
 The attack, as its author would write it: the base's kbench.toml says ``isolation = "judge"``;
 the pull request changes it to ``"process"`` (and cuts the rounds) and brings a head that

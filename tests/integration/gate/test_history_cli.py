@@ -1,4 +1,4 @@
-"""`kbench-ci history record` / `history show` end to end in a real repository (issue 14)."""
+"""`kbench-ci history record` / `history show` end to end in a real repository."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def kbench(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _main_commits(root: Path, count: int) -> list[str]:
     """A repository on main with ``count`` commits; their shas, oldest first (`history record`
-    records only commits on the main branch: issue 39.7)."""
+    records only commits on the main branch)."""
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
     shas = []
     for n in range(count):
@@ -61,7 +61,7 @@ def test_record_without_results_is_bad_usage(tmp_path: Path) -> None:
 
 
 def test_a_plain_run_records_its_commit_and_a_dirty_one_says_so(tmp_path: Path) -> None:
-    """Issue 25, item 10: `history record --report` of a `run` needed --commit."""
+    """`history record --report` of a `run` needed --commit."""
     from tests.support.suite_repo import make_suite_repo
 
     repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
@@ -87,7 +87,7 @@ def test_a_plain_run_records_its_commit_and_a_dirty_one_says_so(tmp_path: Path) 
 
 
 def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_path: Path) -> None:
-    """Issue 26, item 16: results measured on a branch were recorded under main's sha."""
+    """Results measured on a branch were recorded under main's sha."""
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
     report = tmp_path / "report"
     report.mkdir()
@@ -108,7 +108,7 @@ def test_results_of_another_commit_than_commit_are_refused_unless_forced(tmp_pat
 
 
 def test_show_states_the_threshold_of_a_five_percent_suite(tmp_path: Path) -> None:
-    """Issue 39.1: a 5% suite's history said "a step is a lasting change larger than 2%"."""
+    """A 5% suite's history said "a step is a lasting change larger than 2%"."""
     report = tmp_path / "report"
     report.mkdir()
     for n, sha in enumerate(_main_commits(tmp_path, 8)):
@@ -140,7 +140,7 @@ def _compare_results(report: Path, sha: str, *, passed: bool) -> None:
 
 
 def test_a_feature_branchs_results_are_refused_in_one_line(tmp_path: Path) -> None:
-    """Issue 39.7: `history record` took a failing feature branch's results without a word."""
+    """`history record` took a failing feature branch's results without a word."""
     (main,) = _main_commits(tmp_path, 1)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "checkout", "-q", "-b", "feature"], cwd=tmp_path, check=True)

@@ -1,4 +1,4 @@
-"""A head must not reach the base's lent buffers (issue 50, item 7): on a CPU they were files in
+"""A head must not reach the base's lent buffers: on a CPU they were files in
 ``side-base/arenas`` that the head, the same user, could open and copy the base's answers from
 (``peek_base_arena``). Asserted: the head opened no arena of another side's, copied no answer,
 and is ``incorrect`` (it does no work of its own). Architecture only, no timing bound."""

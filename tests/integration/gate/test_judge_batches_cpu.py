@@ -1,4 +1,4 @@
-"""Batches of calls under one span of the judge's clock (issue 51), on the CPU: a vector add of
+"""Batches of calls under one span of the judge's clock, on the CPU: a vector add of
 2^16 floats (tens of us a call, under the socket round trip every span holds), whose contents
 are cheap enough for every timed call to have its own (``KBENCH_CI_JUDGE_FRESH_MS``), so the
 judge hands its calls over in batches, and the heads that meet a batch as its authors would:

@@ -1,4 +1,4 @@
-"""Issue 38's red team on the CPU: heads that lie about their time or tell a probe from a timed
+"""The outside clock's red team on the CPU: heads that lie about their time or tell a probe from a timed
 call (tests/fixtures/judge_clock/README.md says what each does), each against an honest base, in
 one ``compare --isolation judge --device cpu``.
 

@@ -1,4 +1,4 @@
-"""Issue 37's red team on the CPU: heads that reach for the verdict, against an honest base, in
+"""The judge's red team on the CPU: heads that reach for the verdict, against an honest base, in
 one ``compare --isolation judge`` (tests/fixtures/judge says what each head does).
 
 What is asserted is the architecture, not a timing bound (CI has 2 cores): a head that does
@@ -110,7 +110,7 @@ def test_a_head_that_reads_its_whole_process_memory_finds_no_answer(judged: dict
 
     Its worker's first call is its load's, on its own setup()'s contents at a fixed seed,
     which the judge neither stages nor checks. There it may find an answer: the same contents'
-    output left in the memory of a worker kept warm, by the last case's head (CPU, 2026-12-06:
+    output left in the memory of a worker kept warm, by the last case's head (on a CPU it is
     found, and worth nothing: the judge's own calls draw their contents from the OS)."""
     marks = judged["marks"]
     assert isinstance(marks, Path)
@@ -221,7 +221,7 @@ def test_while_a_side_has_the_turn_every_other_side_is_stopped(judged: dict[str,
     of them, but one: a daemon the recording worker itself double-forked, which runs beside its
     own side's call until the next change of turn ends it (each daemon_burn daemon's owner is
     written down by the process that forked it). Seen running by another side's call, it
-    would fail here (CI, 2026-12-06: the head's own orphan was seen by the head's own load)."""
+    would fail here (the head's own orphan was seen by the head's own load)."""
     marks = judged["marks"]
     assert isinstance(marks, Path)
     owners = {int(path.name.rsplit(".", 1)[1]): int(path.read_text()) for path in marks.glob("turns-owner.*")}

@@ -1,4 +1,4 @@
-"""Contents of its own for every timed call (issue 38 item 3, where the reference is cheap): the
+"""Contents of its own for every timed call (where the reference is cheap): the
 heads that replay what they have seen, against an honest base, in one ``compare --isolation
 judge --device cpu`` whose judge may spend up to 10 s making a version (so the CPU's 512^3
 matmul qualifies; the default bound is 5 ms).

@@ -1,4 +1,4 @@
-"""A head that fills the disk in its own turn fails there (issue 50, item 11; docs/isolation.md):
+"""A head that fills the disk in its own turn fails there (docs/isolation.md):
 the judge's next write of its own (its events file, on the same disk) came in the base's turn,
 and the judge failed there with no side blamed. Needs a small file system of its own for the
 run's temporary folder: a tmpfs it mounts (root); elsewhere it is skipped, saying so."""

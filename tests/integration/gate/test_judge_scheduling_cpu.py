@@ -1,4 +1,4 @@
-"""Issue 50, item 4: a head reniced and pinned the base's worker (a sibling of its own worker,
+"""A head reniced and pinned the base's worker (a sibling of its own worker,
 found through /proc) while the base was stopped; with another job on the runner a real +35%
 regression read +14.7%. Under the judge the base runs every call with the judge's own nice
 and CPUs: the head's calls are refused by the side's seccomp filter, and whatever went

@@ -1,4 +1,4 @@
-"""Issue 37's red team, second pass (2026-12-05): heads that reach the results through the
+"""The judge's red team: heads that reach the results through the
 judge's own handling of its workers, on the CPU, each in a compare of its own.
 
 * ``stderr_link``: links the file the judge opened as its worker's output to the parent's next

@@ -1,4 +1,4 @@
-"""Mistakes named once, with their exit code (issue 39, item 6).
+"""Mistakes named once, with their exit code.
 
 A malformed user file (a ref.py without ``reference()``, a solution without ``run_kernel()``, a
 shape lacking a dimension ``setup()`` needs) is exit 2, found before any case is measured and

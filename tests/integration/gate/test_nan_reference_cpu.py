@@ -1,4 +1,4 @@
-"""A reference that is NaN where its inputs make it NaN (issue 50, item 14): a solution that is
+"""A reference that is NaN where its inputs make it NaN: a solution that is
 NaN at exactly those elements passes, in both isolations; one that is NaN where the reference is
 finite stays incorrect. `torch.log` of `torch.randn` inputs: about half the elements are NaN."""
 

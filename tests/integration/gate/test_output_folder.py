@@ -1,4 +1,4 @@
-"""Output folders end to end (issue 12, item 7): a bad folder fails before any work with one line
+"""Output folders end to end: a bad folder fails before any work with one line
 and exit 2, a failed run leaves no stale report beside its results, and a second run into a
 folder in use is refused."""
 

@@ -1,4 +1,4 @@
-"""`--shard K/N` and `kbench-ci merge` end to end on the CPU (issue 14): a suite split into three
+"""`--shard K/N` and `kbench-ci merge` end to end on the CPU: a suite split into three
 shards, each a real `compare` (or `run`) with worker subprocesses, merged into one report that
 must hold the same cases and the same gate as one unsharded run of the same suite.
 

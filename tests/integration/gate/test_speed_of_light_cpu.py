@@ -1,4 +1,4 @@
-"""Issue 23, item 3, end to end on the CPU with a fake device ceiling: a solution timed faster
+"""End to end on the CPU with a fake device ceiling: a solution timed faster
 than its declared work allows is `incorrect` (exit 1); the same solution with its true work
 declared passes and its report shows the share of the ceiling; a bad expression is usage (exit 2).
 
@@ -84,7 +84,7 @@ def test_with_a_warm_cache_the_floor_is_not_applied(tmp_path: Path) -> None:
 
 
 def test_a_time_below_an_inferred_floor_is_a_loud_warning_not_a_verdict(tmp_path: Path) -> None:
-    """Issue 23.3: with no work declared, the floor is inferred (every input read once, every
+    """With no work declared, the floor is inferred (every input read once, every
     output written once) and only warns. A fake copy bandwidth of 1 MB/s puts the floor of the
     768^2 matmul's few MB at seconds, far above its real time of milliseconds."""
     ceilings = tmp_path / "ceilings"

@@ -1,4 +1,4 @@
-"""Stopping a run from outside (issue 12, item 1): SIGTERM and SIGHUP clean up like Ctrl-C, a
+"""Stopping a run from outside: SIGTERM and SIGHUP clean up like Ctrl-C, a
 second signal does not cut the clean-up short, and a worker never outlives its parent, even one
 killed with SIGKILL (the worker watches a pipe whose other end dies with the parent)."""
 
@@ -123,7 +123,7 @@ def test_sigterm_then_sigint_on_compare_removes_its_worktrees(tmp_path: Path) ->
     try:
         workers = _wait_for_worker(process)
         # The base's worktree exists while the case runs. The worker is started early, while the
-        # parent still prepares the base (CI, 2026-12-06, a busy machine: no worktree yet 3 s
+        # parent still prepares the base (a busy machine: no worktree yet 3 s
         # after the worker): wait for the case, not for a guess of how long that takes.
         deadline = time.monotonic() + 60
         while len(repo.worktrees()) < 2 and time.monotonic() < deadline and process.poll() is None:
@@ -166,7 +166,7 @@ def test_a_signal_ignored_on_purpose_stays_ignored(tmp_path: Path) -> None:
 
 
 def test_compare_dies_with_its_step_shell_killed_by_sigkill(tmp_path: Path) -> None:
-    """Issue 25, item 2: the runner SIGKILLs a cancelled step's shell; compare (re-parented)
+    """The runner SIGKILLs a cancelled step's shell; compare (re-parented)
     must stop as on SIGTERM: its worker killed, its worktrees and temporary folders removed."""
     repo = make_suite_repo(tmp_path / "repo", [{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}]}])
     repo.write({"kernels/scale.py": suite_files([{"name": "scale", "kind": "pytorch", "shapes": [{"N": 256}],
@@ -202,7 +202,7 @@ def test_compare_dies_with_its_step_shell_killed_by_sigkill(tmp_path: Path) -> N
 
 
 def test_folders_left_by_a_killed_run_are_removed_by_the_next(tmp_path: Path) -> None:
-    """Issue 25, item 2: a run killed with SIGKILL leaves its folders; the next run removes
+    """A run killed with SIGKILL leaves its folders; the next run removes
     those whose owner is gone and leaves a running one's alone."""
     from kbench_ci.scratch import OWNER_FILE, remove_stale
 
@@ -252,7 +252,7 @@ def test_a_stopped_process_s_own_folders_are_removed_by_the_one_that_stopped_it(
 
 
 def test_the_action_step_compare_and_its_worker_end_when_the_runner_is_killed(tmp_path: Path) -> None:
-    """Issue 36, item 9: the runner's worker (a .NET process) starts the compare step, which
+    """The runner's worker (a .NET process) starts the compare step, which
     `exec`s ``python -m kbench_ci.github.action compare``, which runs ``kbench-ci compare``.
     SIGKILL of the runner re-parents only the step: compare's parent (the step) lives on, so
     the step itself must notice and stop compare as on SIGTERM. Within a few seconds the step,

@@ -1,4 +1,4 @@
-"""Issue 50, item 13: `bench --isolation judge` stops on SIGHUP as on SIGTERM (129 / 143, one
+"""`bench --isolation judge` stops on SIGHUP as on SIGTERM (129 / 143, one
 line, no traceback), and the judge and its side workers go with it. `bench` in process
 isolation: tests/integration/gate/test_stop_signals.py."""
 

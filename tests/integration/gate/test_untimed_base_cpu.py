@@ -1,4 +1,4 @@
-"""Issue 39.7: when the head fails its checks, the base (and the baselines) are not timed.
+"""When the head fails its checks, the base (and the baselines) are not timed.
 
 Their times would be compared with nothing: the verdict is the head's failure whatever they are
 (a trial spent 37 of 235 s timing such bases). The base's correctness is still checked and

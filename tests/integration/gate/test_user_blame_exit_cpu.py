@@ -1,4 +1,4 @@
-"""`run` and `compare` exit 2 when a case failed because of the user's ref.py (issue 36, item 4):
+"""`run` and `compare` exit 2 when a case failed because of the user's ref.py:
 `bench` did, `run` and `compare` reported the right message as a case error but exited 1, the
 kernel's code. A kernel that is wrong still exits 1, and 1 wins when both kinds of failure occur
 (1: your kernel is wrong; 2: fix your files); --no-fail waives only the 1.
@@ -24,7 +24,7 @@ KERNELS = [
 ]
 
 #: a reference that raises on its second call (the second correctness trial): a later call, as
-#: the issue names it, not the first
+#: a user's reference fails, not the first
 REF_RAISES_LATER = '''\
 calls = 0
 
@@ -135,7 +135,7 @@ def test_compare_with_both_exits_1_and_names_the_reference_too(repo: TempRepo, t
     assert verdicts == {"scale": "failed", "twice": "incorrect"}
 
 
-#: each fault of the user's files or settings the issue lists, and the start of its one line
+#: each fault of the user's files or settings, and the start of its one line
 FAULTS = {
     "returns-a-list": (
         {"kernels/scale_ref.py": "def reference(x, **_):\n    return ['y']\n"},
@@ -167,7 +167,7 @@ def test_run_exits_2_for_each_fault_of_the_users_files(fault: str, tmp_path: Pat
 
 def test_compare_exits_2_when_the_heads_reference_does_not_load(tmp_path: Path) -> None:
     """The head's ref.py is the second side a compare loads: it reported no error of its own.
-    Since issue 39 (item 6) a ref.py without reference() is named from its syntax before any case
+    A ref.py without reference() is named from its syntax before any case
     is measured (tests/integration/gate/test_mistakes_early_cpu.py); one that fails to load
     only when imported still reaches the exit code from the worker."""
     repo = make_suite_repo(tmp_path / "repo", KERNELS[:1])

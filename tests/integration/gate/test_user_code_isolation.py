@@ -1,5 +1,5 @@
-"""Code from the repository under test gets none of the runner's step files or tokens (issue 12,
-item 5): a kernel that appends to $GITHUB_ENV would otherwise reach the later steps of the job,
+"""Code from the repository under test gets none of the runner's step files or tokens: a
+kernel that appends to $GITHUB_ENV would otherwise reach the later steps of the job,
 the comment step and its write token among them."""
 
 from __future__ import annotations

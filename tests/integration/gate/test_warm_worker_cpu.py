@@ -1,4 +1,4 @@
-"""The warm worker on the CPU (issue 11): one process serves every case of a suite; a case that
+"""The warm worker on the CPU: one process serves every case of a suite; a case that
 crashes or hangs it is blamed alone and the next case goes on in a fresh one; nothing a case
 leaves behind reaches the next. Real worker subprocesses, ``compare`` and ``run`` in-process."""
 

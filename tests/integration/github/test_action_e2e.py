@@ -833,7 +833,7 @@ def test_pull_request_target_is_refused_unless_allowed(action: dict, origin: Ori
     assert allowed.outputs["head-sha"] == origin.slow
 
 
-# -- 6. what a failed gate's comment says (issue 13, items 3 and 14) --------------------------------
+# -- 6. what a failed gate's comment says --------------------------------
 
 
 def test_a_failed_comment_says_the_job_fails_links_the_run_and_reproduces(slower: Failing, origin: Origin,
@@ -862,7 +862,7 @@ def test_every_output_a_step_writes_is_declared(action: dict, slower: Failing, s
                 assert f"${{{{ steps.{step.id}.outputs.{name} }}}}" in declared, f"{step.id}.{name} is not declared"
 
 
-# -- 7. an accepted regression (issue 13, item 13) ----------------------------------------------------
+# -- 7. an accepted regression ----------------------------------------------------
 
 
 @pytest.fixture(scope="module")

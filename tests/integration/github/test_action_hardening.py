@@ -1,4 +1,4 @@
-"""The action's steps under faults and hostile input (issue 12): cancellation, shallow
+"""The action's steps under faults and hostile input: cancellation, shallow
 checkouts, pull_request_target, rate limits."""
 
 from __future__ import annotations

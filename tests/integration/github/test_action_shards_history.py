@@ -1,4 +1,4 @@
-"""The action's inputs for shards, merge and history (issue 14), and the comment's trend links:
+"""The action's inputs for shards, merge and history, and the comment's trend links:
 each input reaches the command it is meant for, and the history step records and publishes on a
 push to the default branch only."""
 
@@ -124,7 +124,7 @@ def test_history_inputs_map_to_record_and_show(runner: dict) -> None:
 
 
 def test_history_record_is_told_the_default_branch_of_the_push(tmp_path: Path, runner: dict) -> None:
-    """Issue 39.7: `history record` refuses a commit not on the main branch; actions/checkout sets
+    """`history record` refuses a commit not on the main branch; actions/checkout sets
     no origin/HEAD, so the action names the branch from the push's payload."""
     env = {**runner, **_push(tmp_path), "KBENCH_REPORT_DIR": "/t/report", "KBENCH_HEAD": "a" * 40,
            "KBENCH_RECORD_HISTORY": "true"}
@@ -133,7 +133,7 @@ def test_history_record_is_told_the_default_branch_of_the_push(tmp_path: Path, r
 
 
 def test_history_show_gets_a_threshold_only_from_a_set_input(runner: dict) -> None:
-    """Issue 39.1: without the input, `history show` reads each case at the threshold it was judged by."""
+    """Without the input, `history show` reads each case at the threshold it was judged by."""
     env = {**runner, "KBENCH_REPORT_DIR": "/t/report", "KBENCH_HEAD": "a" * 40, "KBENCH_PUBLISH_HISTORY": "true"}
     for unset in ({}, {"KBENCH_THRESHOLD": ""}):
         show = history_argvs({**env, **unset}, "kbench-ci")[1]

@@ -291,7 +291,7 @@ def test_compare_records_exit_code_and_never_fails(tmp_path: Path, runner: dict,
     assert result.exit_code == 0
     assert outputs(env)["exit-code"] == str(code)
     assert report.is_dir()
-    # No threshold input: no --threshold (issue 39.1), each kernel is judged by its own.
+    # No threshold input: no --threshold, each kernel is judged by its own.
     assert (tmp_path / "argv").read_text().split()[:9] == [
         "compare", "--base", "abc", "--output-dir", str(report),
         "--cache-dir", str(Path(runner["RUNNER_TEMP"]) / "kbench-ci-cache"), "--no-fail", "--job-note"]
@@ -299,7 +299,7 @@ def test_compare_records_exit_code_and_never_fails(tmp_path: Path, runner: dict,
 
 @pytest.mark.parametrize(("value", "passed"), [("", None), ("  ", None), ("5%", "5%"), ("0.03", "0.03")])
 def test_compare_argv_passes_threshold_only_when_the_input_is_set(runner: dict, value: str, passed: str | None) -> None:
-    """Issue 39.1: a "2%" default overrode every kernel's own threshold in kbench.toml."""
+    """A "2%" default overrode every kernel's own threshold in kbench.toml."""
     argv = compare_argv({**runner, "KBENCH_BASE": "abc", "KBENCH_REPORT_DIR": "/r", "KBENCH_THRESHOLD": value}, "kbench-ci")
     if passed is None:
         assert "--threshold" not in argv
@@ -403,7 +403,7 @@ def test_summary_of_a_passed_gate(tmp_path: Path, runner: dict) -> None:
 def test_the_job_summary_and_the_steps_lines_show_a_heads_controls_as_escapes(
     tmp_path: Path, runner: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 50, item 9: a benchmark.md with a bidi override and an ESC sequence in it (one a
+    """A benchmark.md with a bidi override and an ESC sequence in it (one a
     process of the head's rewrote after compare, or a fork's artifact) reaches the job summary
     with both shown as escapes; so does a line the step writes to the log."""
     report = fake_report(tmp_path / "report", slower=1)
@@ -502,7 +502,7 @@ def test_gate_and_summary_when_compare_exited_2_on_a_users_reference(
     tmp_path: Path, runner: dict, fail_on_regression: str
 ) -> None:
     """compare exits 2 (after writing every case) when its failing cases failed because of their
-    ref.py, setup() or settings (issue 36, item 4): an error whatever fail-on-regression says, as
+    ref.py, setup() or settings: an error whatever fail-on-regression says, as
     any usage problem, and the step says what the report says (it said only "bad usage")."""
     report = fake_report(tmp_path / "report", failed=1)
     env = {**runner, "KBENCH_REPORT_DIR": str(report), "KBENCH_COMPARE_EXIT_CODE": "2",
@@ -524,7 +524,7 @@ def test_gate_and_summary_when_compare_exited_2_on_a_users_reference(
 def test_a_gate_object_flipped_after_compare_wrote_it_fails_the_job(
     tmp_path: Path, runner: dict, flip: str, fail_on_regression: str
 ) -> None:
-    """Issue 50, item 2: under the default isolation a head's daemon rewrites results.json after
+    """Under the default isolation a head's daemon rewrites results.json after
     compare wrote it: ``gate.passed`` alone, or the whole gate object (counts, summary) of a
     passing run. The gate step, the summary and the outputs judge the cases, as merge does; a
     recorded gate that disagrees with them is tampering and fails the job whatever

@@ -1,4 +1,4 @@
-"""Issue 39.1: under the action, each kernel is judged by its own threshold in kbench.toml.
+"""Under the action, each kernel is judged by its own threshold in kbench.toml.
 
 The action's own command line (``compare_argv`` with the inputs' defaults) is run through the
 real ``kbench-ci compare`` command (option parsing, the request, the verdicts, results.json);

@@ -1,4 +1,4 @@
-"""The fork recipe fails closed (issue 12, items 5 and 6): the artifact is untrusted data, its
+"""The fork recipe fails closed: the artifact is untrusted data, its
 pr-number.txt is believed only against workflow_run.head_sha, no link in it is followed, and the
 comment workflow, which holds a write token, installs nothing and pins what it runs."""
 
@@ -79,7 +79,7 @@ def with_pr(directory: Path, github: FakeGitHub, number: int, *, skip: bool = Fa
 
 
 def test_an_explicit_pr_with_an_artifact_is_checked_against_the_head_too(tmp_path: Path, github: FakeGitHub) -> None:
-    """Issue 25, item 3: --pr N did skip the head-commit check."""
+    """--pr N did skip the head-commit check."""
     with pytest.raises(UsageError) as info:
         with_pr(artifact(tmp_path), github, 42)
     assert info.value.message.startswith("--pr 42 with --from-artifact cannot be checked: the event has no workflow_run.head_sha")
@@ -100,7 +100,7 @@ def test_the_head_check_is_skipped_only_when_asked(tmp_path: Path, github: FakeG
 
 
 def test_a_report_that_is_a_directory_is_one_line_and_exit_2(tmp_path: Path, github: FakeGitHub) -> None:
-    """Issue 25, item 4: a traceback before."""
+    """A traceback before."""
     directory = artifact(tmp_path)
     (directory / "benchmark.md").unlink()
     (directory / "benchmark.md").mkdir()

@@ -347,7 +347,7 @@ def test_usage_errors(tmp_path: Path, github: FakeGitHub) -> None:
 
 
 def test_dry_run_prints_the_exact_body_without_a_token_or_network(tmp_path: Path) -> None:
-    """Issue 26, item 8: a preview of the comment, offline."""
+    """A preview of the comment, offline."""
     import os
     import subprocess
     import sys

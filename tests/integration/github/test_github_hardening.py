@@ -1,5 +1,5 @@
-"""The comment path under GitHub's rate limits, transient errors and hostile input (issue 12,
-items 3, 6 and 10), against the loopback fake of GitHub's API."""
+"""The comment path under GitHub's rate limits, transient errors and hostile input,
+against the loopback fake of GitHub's API."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_rate_limits_are_waited_for_at_most_15_minutes_in_all(tmp_path: Path, gi
 def test_a_429_that_names_no_time_is_waited_a_minute_and_the_log_says_so(
     tmp_path: Path, github: FakeGitHub, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 25, item 9: such a 429 was never retried, though the docs say a minute; and the
+    """Such a 429 was never retried, though the docs say a minute; and the
     log said "the comment is skipped" before a wait after which it was posted."""
     github.rate_limited_times, github.rate_limit_status, github.rate_limit_headers = 1, 429, {}
     github.rate_limit_message = "Too Many Requests"

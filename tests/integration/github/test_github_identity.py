@@ -1,4 +1,4 @@
-"""Issue 36, items 7 and 8, against the loopback fake of GitHub's API: whose comment is
+"""Against the loopback fake of GitHub's API: whose comment is
 kbench-ci's, and the head check of ``--report DIR --pr N`` in a workflow_run event."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 36, item 11, against the loopback fake of GitHub's API: the bounds on waiting out rate
+"""Against the loopback fake of GitHub's API: the bounds on waiting out rate
 limits (a fake clock: nothing really sleeps)."""
 
 from __future__ import annotations

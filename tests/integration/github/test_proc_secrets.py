@@ -1,4 +1,4 @@
-"""Issue 25, item 1: a pull request's kernel that walks /proc/PID/environ up its parent
+"""A pull request's kernel that walks /proc/PID/environ up its parent
 processes during the action's compare step must find none of the step's files or tokens.
 
 The step runs here as root without the capabilities that let a process read the /proc entries

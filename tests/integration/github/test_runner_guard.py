@@ -1,4 +1,4 @@
-"""The compare step's guard around pull-request code (issue 37, item 5): a kernel that appends
+"""The compare step's guard around pull-request code: a kernel that appends
 ``BASH_ENV=...`` to the runner's file-command files, or plants code in the action's venv, must
 not run code of its own in the job's later steps. The step puts the file commands back and
 fails on a changed venv, with ``tampered=true`` for action.yml's later steps.

@@ -1,4 +1,4 @@
-"""Issue 26, item 9: the action's setup step reuses the runner's torch when it is a CUDA build
+"""The action's setup step reuses the runner's torch when it is a CUDA build
 (use-system-torch: auto, the default) and installs torch otherwise; the step's own bash from
 action.yml, run with a stand-in python that records what it is asked."""
 

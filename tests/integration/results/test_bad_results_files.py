@@ -1,4 +1,4 @@
-"""Issue 36, item 6: results files that cannot hang or lie. Each bad results.json of the issue,
+"""Results files that cannot hang or lie. Each bad results.json,
 given to each of the five readers (merge, history record, comment, the action's summary and gate
 steps): none hangs, crashes or believes it; each says in one line which file and what is wrong,
 with exit 2 (the summary step, which never fails a job, reports the error and sets verdict=error;

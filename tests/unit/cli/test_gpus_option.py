@@ -1,5 +1,5 @@
 """``--gpus all | I,J,...`` for ``run`` and ``compare``: parsing, and what is refused before
-anything runs (issue 11, "Every GPU of the runner"). The GPU models are mocked."""
+anything runs. The GPU models are mocked."""
 
 from __future__ import annotations
 

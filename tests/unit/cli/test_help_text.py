@@ -1,4 +1,4 @@
-"""Issue 26, item 12: help at 80 columns keeps every option's name whole, shows no value
+"""Help at 80 columns keeps every option's name whole, shows no value
 placeholder after a flag (no `<bool>` after -h/--help), and no `<list[str]>` after an option."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_long_option_lists_are_grouped_into_panels() -> None:
 
 @pytest.mark.parametrize(("path", "most"), [(("compare",), 55), (("run",), 40)])
 def test_help_shows_the_common_options_and_help_all_every_one(path: tuple[str, ...], most: int) -> None:
-    """Issue 54: `compare --help` was 122 lines at 80 columns (21 options in 7 panels); -h now
+    """`compare --help` was 122 lines at 80 columns (21 options in 7 panels); -h now
     fits a screen with what a first compare uses, and --help-all shows every option."""
     short = CliRunner().invoke(app, [*path, "-h"], env={"COLUMNS": "80", "TERM": "dumb"})
     every = CliRunner().invoke(app, [*path, "--help-all"], env={"COLUMNS": "80", "TERM": "dumb"})

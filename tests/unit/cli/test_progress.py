@@ -1,4 +1,4 @@
-"""Progress a CI log can use (issue 11): a line per finished case with its verdict, change and
+"""Progress a CI log can use: a line per finished case with its verdict, change and
 seconds; a heartbeat with the elapsed time and an estimate of the time left; a bar on a terminal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 26, item 14: the heartbeat's time left comes from the typical finished case, so the
+"""The heartbeat's time left comes from the typical finished case, so the
 first cases measured again do not double it, and it counts cases measured at once (--gpus)."""
 
 from __future__ import annotations

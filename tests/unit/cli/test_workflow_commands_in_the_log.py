@@ -56,7 +56,7 @@ def test_an_errors_description_is_one_line_whatever_its_class_and_file_are_named
 
 
 def test_a_bidi_override_and_an_escape_sequence_are_shown_as_escapes(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 50, item 9: the log's viewer plays ESC sequences (``ESC[2J`` clears it) and a bidi
+    """The log's viewer plays ESC sequences (``ESC[2J`` clears it) and a bidi
     override turns the rest of a line around; every C0/C1 and bidi control but the line feed and
     the tab is written as its escape, so the reviewer sees that the head tried."""
     from kbench_ci.github.workflow_commands import workflow_command

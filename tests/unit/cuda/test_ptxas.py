@@ -1,4 +1,4 @@
-"""Issue 23, item 2: ptxas's resource usage per kernel, parsed from what nvcc 13.0 printed with
+"""Ptxas's resource usage per kernel, parsed from what nvcc 13.0 printed with
 --resource-usage for a vector add and a templated kernel with a local array (recorded on this
 machine: `nvcc -shared -std=c++17 -arch=sm_90 -O3 -Xcompiler -fPIC --resource-usage`)."""
 

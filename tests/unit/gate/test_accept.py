@@ -1,4 +1,4 @@
-"""Accepting a known regression with ``compare --accept`` (issue 13, item 13), what the report
+"""Accepting a known regression with ``compare --accept``, what the report
 says about the job (item 3) and the local command per failing case (item 14)."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_failed_report_says_what_happens_to_the_job_and_how_to_reproduce(repo:
     report = (tmp_path / "out" / "benchmark.md").read_text()
     assert "_kbench-ci compare exits 1: the job running it fails_" in report
     base = outcome.base.sha
-    # each command once, with what failed (issue 39, item 2)
+    # each command once, with what failed
     assert f"\nkbench-ci compare --base {base} --kernel wrong  # 1 incorrect\n" in report
     assert f"\nkbench-ci compare --base {base} --kernel slow  # 1 slower\n" in report
     assert "--kernel same" not in report

@@ -1,5 +1,5 @@
 """A compare's head under ``--isolation judge`` may bring its own ``build`` command: pull-request
-code, run in the side's sandbox (red team, 2026-12-05: it ran as the runner's user, able to
+code, run in the side's sandbox (it ran as the runner's user, able to
 rewrite the base's ref.py, which the judge loads). It writes its library and its own tree, and
 nothing else; the base's build command (trusted) runs as before."""
 
@@ -47,7 +47,7 @@ def test_a_heads_build_command_writes_only_its_tree_and_its_library(tmp_path: Pa
 
 @pytest.mark.skipif(not seccomp_available(), reason="libseccomp (libseccomp.so.2) is not installed")
 def test_a_heads_build_chmods_and_touches_nothing_and_still_builds(tmp_path: Path) -> None:
-    """Issue 50: Landlock governs writes, not a file's mode or times: a head's build could make
+    """Landlock governs writes, not a file's mode or times: a head's build could make
     the base's ref.py writable to all, or date it. Under the side's seccomp filter those calls
     succeed doing nothing, so an honest build that chmods or touches what it makes goes on."""
     victim = tmp_path / "base-tree" / "ref.py"
@@ -84,7 +84,7 @@ def test_without_a_sandbox_the_same_command_runs_as_before(tmp_path: Path) -> No
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="this kernel offers no Landlock")
 def test_nothing_the_head_commits_runs_before_the_sandbox_and_nothing_outlives_its_build(tmp_path: Path) -> None:
-    """Red team (2026-12-05): a ``kbench_ci/`` package committed beside kbench.toml ran before the
+    """Red team: a ``kbench_ci/`` package committed beside kbench.toml ran before the
     sandbox (``python -m`` puts the working folder first), and a daemon the build command
     double-forked lived on beside the judge for the rest of the command."""
     import time

@@ -1,4 +1,4 @@
-"""A compare's cache folder, from the base's kbench.toml (red team, 2026-12-05): a relative one
+"""A compare's cache folder, from the base's kbench.toml: a relative one
 follows the head's tree, not the base's temporary worktree (or a local compare loses its cache
 every run); under the judge none lies in the head's tree, whose files are the pull request's (a
 compiled kernel it committed under the base's cache folder would be the base's to load)."""

@@ -625,7 +625,7 @@ def test_the_lead_in_before_the_start_event_does_not_buy_a_judged_head_a_gain() 
 
 
 def test_a_gain_the_clock_cannot_vouch_for_stays_out_of_the_geometric_mean() -> None:
-    """Red team (2026-12-05): a head that reports next to nothing for a kernel under the clock's
+    """Red team: a head that reports next to nothing for a kernel under the clock's
     resolution read `unchanged` but kept its -100% in the geometric mean, which then hid a +30%
     case elsewhere from a 10% limit."""
     liar = case_result(variant("base", median=0.0025), _held_to_the_clock(variant("head", median=0.00001, seed=2), 3.0))

@@ -1,4 +1,4 @@
-"""bench's --NAME=VALUE dimensions (issue 12, item 9): positive integers only, and a mistyped
+"""bench's --NAME=VALUE dimensions: positive integers only, and a mistyped
 flag is not silently taken for a dimension."""
 
 from __future__ import annotations

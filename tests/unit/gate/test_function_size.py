@@ -1,4 +1,4 @@
-"""Issue 24's shape of gate/: one suite driver that run_compare and run_suite both use, each a
+"""The shape of gate/: one suite driver that run_compare and run_suite both use, each a
 short composition (<= 60 lines), and no function in gate/ over 80 lines."""
 
 from __future__ import annotations

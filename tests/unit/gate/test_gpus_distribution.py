@@ -1,4 +1,4 @@
-"""``--gpus``: cases spread over one warm worker per GPU (issue 11, "Every GPU of the runner").
+"""``--gpus``: cases spread over one warm worker per GPU.
 
 The scheduler (:func:`kbench_ci.gate.distribute.distribute`) is tested as a pure function with fake
 work; ``run_compare`` and ``run_suite`` with a fake worker that records the thread (the GPU's

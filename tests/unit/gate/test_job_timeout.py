@@ -1,4 +1,4 @@
-"""The case timeout grows with the variants a worker job times (issue 13): a case with suite
+"""The case timeout grows with the variants a worker job times: a case with suite
 baselines (torch.compile's first call alone can take a minute) must not be killed as hung at the
 timeout meant for its base and head."""
 

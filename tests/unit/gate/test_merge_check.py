@@ -1,4 +1,4 @@
-"""`merge`'s check that shards add up to one run (issue 14), on synthetic shard records: every
+"""`merge`'s check that shards add up to one run, on synthetic shard records: every
 problem names the shard at fault, and a missing shard of a count-balanced split names exactly the
 cases it would have measured."""
 

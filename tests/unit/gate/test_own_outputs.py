@@ -1,4 +1,4 @@
-"""kbench-ci's own output folders never make the head "working tree (dirty)" (issue 13, item 8)."""
+"""kbench-ci's own output folders never make the head "working tree (dirty)"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every build of a suite starts at once, in a pool of threads (issue 11), and each kernel is
+"""Every build of a suite starts at once, in a pool of threads, and each kernel is
 built once per side however many cases ask for it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a case's time went, read from the worker's phase events: the CUPTI audit's share is its
-own phase (issue 10: at most 10% of a case), and what follows it is not counted as audit time."""
+own phase (at most 10% of a case), and what follows it is not counted as audit time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23, item 4: `compare --profile` runs each side once under ncu; its CSV (ncu 2025's
+"""`compare --profile` runs each side once under ncu; its CSV (ncu 2025's
 `--csv --print-units base` layout: one row per kernel and metric) read into figures; a missing
 ncu, counters the user may not read, or a side that fails are one line each, never a failure.
 ncu itself is stood in for by a script: this machine has none (nor a GPU)."""

@@ -1,5 +1,5 @@
 """compare and run pass the suite's baselines to the worker, keep their samples in results.json
-and show the head's speedup over each next to head/base (issue 13, item 2)."""
+and show the head's speedup over each next to head/base."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whose a failed case is, and the exit code of run and compare that follows (issue 36, item 4):
+"""Whose a failed case is, and the exit code of run and compare that follows:
 2 when every failing case failed on the user's ref.py, setup() or settings, 1 when a kernel is to
 blame (it wins over 2), --no-fail waiving only the 1."""
 

@@ -1,4 +1,4 @@
-"""Issue 26, item 11: every case that fails the gate is an ::error on its kernel's file (the PR's
+"""Every case that fails the gate is an ::error on its kernel's file (the PR's
 Files view shows it), a faster one a ::notice; an accepted slowdown is none; GitHub's 10 per
 kind are kept and the rest counted."""
 

@@ -136,7 +136,7 @@ def test_bad_marker_ids(bad: str) -> None:
 
 def test_gate_properties() -> None:
     assert not gate(unchanged=5).changed
-    # Issue 26, item 7: inconclusive is no change (a noisy runner would comment on every PR)
+    # Inconclusive is no change (a noisy runner would comment on every PR)
     assert not gate(unchanged=5, inconclusive=1).changed
     assert gate(unchanged=5, inconclusive=1, slower=1).changed
     assert gate(added=1).changed
@@ -217,7 +217,7 @@ def test_parse_mode() -> None:
         parse_mode("sometimes")
 
 
-# -- links (issue 13, item 14) ------------------------------------------------------------------
+# -- links ------------------------------------------------------------------
 
 
 def test_links_to_the_run_and_the_artifact(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The history chart (issue 26, item 16): change against the first commit, on an axis that does
+"""The history chart: change against the first commit, on an axis that does
 not turn -2% into a cliff."""
 
 from __future__ import annotations

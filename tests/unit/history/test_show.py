@@ -1,4 +1,4 @@
-"""history show (issue 14): per case a trend, its steps named by commit range, charts, a site."""
+"""history show: per case a trend, its steps named by commit range, charts, a site."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_registers_and_share_of_peak_are_charted_per_commit_below_the_time(tmp_path: Path) -> None:
-    """Issue 23.5: a step in time can be read against a step in registers or % of peak."""
+    """A step in time can be read against a step in registers or % of peak."""
     from kbench_ci.history.show import why_series
 
     history = _history()
@@ -90,7 +90,7 @@ def _wobble(threshold: float | None) -> list[HistoryEntry]:
 
 
 def test_history_show_states_and_uses_the_threshold_the_cases_were_judged_by() -> None:
-    """Issue 39.1: under a 5% suite it said "larger than 2%" and called a 3% wobble a step."""
+    """Under a 5% suite it said "larger than 2%" and called a 3% wobble a step."""
     (trend,) = trends(_wobble(0.05))
     assert trend.threshold == 0.05 and trend.steps == ()
     text = render_markdown([trend])

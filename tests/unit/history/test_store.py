@@ -1,4 +1,4 @@
-"""The history branch (issue 14): entries keyed by commit, never the work tree, no lost entry when
+"""The history branch: entries keyed by commit, never the work tree, no lost entry when
 two jobs record at once. Real git repositories in tmp_path."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_results_without_a_commit_or_of_another_kind_are_refused() -> None:
     with pytest.raises(UsageError, match="no full commit sha") as info:
         entry_from_results({**_compare_payload(SHAS[0]), "head": {"sha": None}})
     assert info.value.hint is not None and "--commit" in info.value.hint
-    # Issue 26, item 13: no Python None in a message
+    # No Python None in a message
     assert info.value.message.endswith("under: none was given or recorded") and "None" not in info.value.message
     with pytest.raises(UsageError, match="not a run's or a compare's"):
         entry_from_results({"schema": "kbench-ci/bench"})
@@ -149,7 +149,7 @@ def test_a_merge_of_shards_on_two_gpu_models_records_each_case_under_its_own_mod
 
 
 def test_a_compare_records_the_threshold_each_case_was_judged_by() -> None:
-    """Issue 39.1: `history show` reads steps at the threshold the suite judged by."""
+    """`history show` reads steps at the threshold the suite judged by."""
     payload = _compare_payload(SHAS[0])
     payload["cases"][0]["threshold"] = 0.05
     (entry,) = entries_from_results(payload)

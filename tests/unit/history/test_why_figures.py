@@ -1,4 +1,4 @@
-"""Issue 23, item 5: history keeps, per commit, the registers of a case's main kernel and its
+"""History keeps, per commit, the registers of a case's main kernel and its
 share of the GPU's ceiling, and `history show` lists them first → last; entries recorded before
 them still read."""
 

@@ -1,5 +1,5 @@
-"""A head that fills the disk must not make the base's failure its `fixed` (red team,
-2026-12-05): before the base is measured alone the head's files go, and a base that fails alone
+"""A head that fills the disk must not make the base's failure its `fixed`:
+before the base is measured alone the head's files go, and a base that fails alone
 while the disk is still short of space (a head's file the judge cannot name as the head's, in
 /dev/shm) is not a failure of the base's own."""
 
@@ -67,7 +67,7 @@ def _worker_on_a_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[
 
 
 def test_a_side_that_fills_the_disk_in_its_turn_fails_at_its_reply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 50, item 11: the judge's next write (its events file) came in the base's turn and
+    """The judge's next write (its events file) came in the base's turn and
     failed there, blaming the base; the filler is stopped at its own reply now, its files gone."""
     from kbench_ci.judge.sides import SideFailed
     from kbench_ci.wire.sideproto import Made, MakeRequest

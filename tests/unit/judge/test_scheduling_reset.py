@@ -1,5 +1,5 @@
 """A side's worker gets the judge's scheduling back before each of its turns
-(kbench_ci/judge/sides.py, SideWorker.resume): issue 50's head reniced and pinned the base's
+(kbench_ci/judge/sides.py, SideWorker.resume): a head that renices and pinned the base's
 worker, a sibling of its own found through /proc, while the base was stopped."""
 
 from __future__ import annotations

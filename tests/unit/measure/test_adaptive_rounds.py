@@ -1,4 +1,4 @@
-"""Adaptive rounds (issue 10, part 3): rounds past the minimum until the verdict is decided, the
+"""Adaptive rounds: rounds past the minimum until the verdict is decided, the
 timing budget is spent, or the round cap is reached; whole batches, so A B / B A stays balanced."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_an_undecidable_verdict_stops_at_the_round_cap_in_whole_batches() -> Non
 
 
 def test_a_verdict_out_of_reach_stops_early_and_says_what_the_case_can_resolve() -> None:
-    """Issue 24, item 3: 8 rounds of samples scattered by 5% cannot resolve 1% in
+    """8 rounds of samples scattered by 5% cannot resolve 1% in
     the 16 rounds the budget still buys; the rounds stop and the head says what it can resolve.
     With 400 rounds affordable they go on."""
     random = Random(3)
@@ -150,7 +150,7 @@ def test_the_rounds_stop_only_after_two_checks_in_a_row_find_no_verdict_in_reach
 
 
 def test_a_case_the_budget_ends_undecided_says_what_it_can_resolve() -> None:
-    """Issue 24, item 3: the 6 us vector add on the H200 ran out of time budget undecided (206 of
+    """The 6 us vector add on the H200 ran out of time budget undecided (206 of
     400 rounds) without a word on what it could resolve; now the limit that ended it says so."""
     job = _job(_undecidable(budget_s=0.5))
     events: list[WorkerEvent] = []

@@ -1,4 +1,4 @@
-"""Blame where it belongs (issue 36, item 4): a broken reference, a setup() that raises, or a shape
+"""Blame where it belongs: a broken reference, a setup() that raises, or a shape
 too large for 64-bit sizes is the user's (exit 2, or named), never the solution's."""
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def test_a_worker_that_hung_or_crashed_inside_the_reference_blames_the_reference
 def test_a_judge_that_hung_or_crashed_in_a_trusted_turn_blames_no_side(tmp_path: Path, timed_out: bool) -> None:
     """The judge runs no variant's code: its crash or hang in the base's turn (a head that left
     it a zombie to wait for, or filled its disk) is the base's no more than the head's. Blaming
-    the variant of the turn made such a head read `fixed` (red team, 2026-12-05)."""
+    the variant of the turn made such a head read `fixed`."""
     base = SideSpec(label="base", solution=str(HONEST), ref=str(HONEST), implementation="pytorch")
     head = SideSpec(label="head", solution=str(HONEST), ref=str(HONEST), implementation="pytorch")
     job = CaseJob(case_id="k", dims={"N": 64}, sides=(base, head), baselines=(), settings=_settings())

@@ -1,4 +1,4 @@
-"""Issue 23, item 2: the Triton kernels a solution's module holds, read by their attributes
+"""The Triton kernels a solution's module holds, read by their attributes
 (Triton 3's JITFunction.device_caches, Triton 2's cache, an Autotuner's best_config and fn, a
 Heuristics wrapper's fn) — fakes with those attributes, since a compiled kernel needs a GPU."""
 

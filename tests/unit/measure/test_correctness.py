@@ -45,7 +45,7 @@ def test_integers_compare_exactly() -> None:
 
 
 def test_nan_passes_only_against_nan_and_equal_infinities_do() -> None:
-    """Issue 50, item 14: NaN where the reference is NaN is equal (assert_close's equal_nan);
+    """NaN where the reference is NaN is equal (assert_close's equal_nan);
     NaN against a number fails, on either side."""
     nan, inf = float("nan"), float("inf")
     expected = torch.tensor([1.0, inf, nan, 2.0, nan])

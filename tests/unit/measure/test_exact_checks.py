@@ -1,4 +1,4 @@
-"""Checks that let a wrong kernel pass (issue 36, items 1-3): copies keep setup()'s layout,
+"""Checks that let a wrong kernel pass: copies keep setup()'s layout,
 integer outputs compare exactly in every check, and outputs updated in place are staged like
 inputs, not poisoned. Cases run in this process on the CPU, as a worker runs them."""
 

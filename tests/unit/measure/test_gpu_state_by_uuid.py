@@ -1,4 +1,4 @@
-"""GPU state is read from the GPU torch measures on, found by UUID (issue 13, item 11)."""
+"""GPU state is read from the GPU torch measures on, found by UUID."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a case leaves behind in a warm worker is taken away before the next (issue 11):
+"""What a case leaves behind in a warm worker is taken away before the next:
 measure/isolation.py in this process, and the job and event types that frame a case."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23, item 1: the launch anatomy read from the CUPTI audit's trace — kineto's kernel
+"""The launch anatomy read from the CUPTI audit's trace — kineto's kernel
 metadata (both the ``metadata_json()`` fragment and a saved chrome trace) and its grouping into
 kinds of launch with their share of the GPU time.
 

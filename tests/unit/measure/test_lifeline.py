@@ -1,4 +1,4 @@
-"""The worker's entry module and its lifeline (issue 12, items 1 and 9)."""
+"""The worker's entry module and its lifeline."""
 
 from __future__ import annotations
 

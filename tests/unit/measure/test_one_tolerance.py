@@ -1,4 +1,4 @@
-"""compare checks base and head at one tolerance, the base's (issue 13, item 1)."""
+"""compare checks base and head at one tolerance, the base's."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""What reaches the results from a judge, and nothing else (red team, 2026-12-05).
+"""What reaches the results from a judge, and nothing else.
 
 The judge's events file carries a mark on every line (an HMAC under a key made for the case
 and sent on the lifeline, which no side holds): where no sandbox keeps a side from writing the
 parent's events file (no Landlock), a line it adds, changes, moves or replays fails the case
-instead of entering the results (red team, 2026-12-05)."""
+instead of entering the results."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_the_judge_refuses_a_job_file_that_is_not_the_one_the_parent_wrote(tmp_p
 def test_a_stopped_worker_takes_what_left_its_process_group_with_it(tmp_path: Path) -> None:
     """A process a side started in a session of its own (setsid) is not in the worker's process
     group: when the worker was ended it went on, re-parented to kbench-ci, outside the next
-    judge's tree and its pauses (red team, 2026-12-05). It is looked up before and ended too."""
+    judge's tree and its pauses. It is looked up before and ended too."""
     import subprocess
     import sys
     import time

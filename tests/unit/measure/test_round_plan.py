@@ -1,4 +1,4 @@
-"""The round plan (issue 10, part 2): few interim checks, balanced order, and the side that goes
+"""The round plan: few interim checks, balanced order, and the side that goes
 first after a check alternates, so a penalty on "first after the GPU idled" is not a side bias."""
 
 from __future__ import annotations

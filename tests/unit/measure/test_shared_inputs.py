@@ -1,4 +1,4 @@
-"""Base and head are timed on the very same tensors when their setups agree (issue 10, side bias).
+"""Base and head are timed on the very same tensors when their setups agree (side bias).
 
 A buffer's placement can make a kernel a few percent faster or slower; with one allocation per
 side that difference reads as a fixed head/base bias that no statistic over rounds can see.

@@ -1,4 +1,4 @@
-"""Issue 23, item 3: the work a call must do (declared or inferred), the GPU's ceilings kept per
+"""The work a call must do (declared or inferred), the GPU's ceilings kept per
 device, the floor below which a time is impossible, and the report's figures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A suite's baselines are timed with the base of a compare (issue 22, item 5), on one side otherwise."""
+"""A suite's baselines are timed with the base of a compare, on one side otherwise."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_baselines_are_timed_with_the_base_of_a_compare(tmp_path: Path) -> None:
     assert baseline.role == "baseline" and baseline.status == "ok"
     assert len(baseline.rounds_ms) == 4 and len(baseline.samples_ms) == 20
     timed_calls = 4 * 5
-    # The base's reference was timed (issue 22: a pull request that changes ref.py cannot change
+    # The base's reference was timed (a pull request that changes ref.py cannot change
     # what its speed-ups are measured against); the head's is only called to check the head.
     assert _calls(base_ref) >= timed_calls
     assert _calls(head_ref) < timed_calls

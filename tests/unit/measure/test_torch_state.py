@@ -1,4 +1,4 @@
-"""torch's global settings changed by user code are put back and noted (issue 12, item 4)."""
+"""torch's global settings changed by user code are put back and noted."""
 
 from __future__ import annotations
 

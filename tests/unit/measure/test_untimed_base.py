@@ -1,4 +1,4 @@
-"""Issue 39.7: in a compare whose head failed its checks, the worker times nothing.
+"""In a compare whose head failed its checks, the worker times nothing.
 
 The verdict is the head's failure whatever the times; the base's and the baselines' would be
 compared with nothing. One real worker case on the CPU each (measure/child.py ``run_case``).

@@ -1,4 +1,4 @@
-"""Loading user files: a file that is not Python source says so (issue 25, item 8)."""
+"""Loading user files: a file that is not Python source says so."""
 
 from __future__ import annotations
 

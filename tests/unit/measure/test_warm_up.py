@@ -1,4 +1,4 @@
-"""A worker warms up before its first job (issue 11): the CUDA context, the environment report
+"""A worker warms up before its first job: the CUDA context, the environment report
 and the suite's heavy modules, while the parent still sets up. Nothing in it may fail the
 worker: the case that needs a broken device or package reports it."""
 

@@ -63,7 +63,7 @@ def test_the_audit_survives_results_json() -> None:
 
 
 def test_bench_report_says_under_its_title_how_the_solution_ran() -> None:
-    """Issue 54: bench printed nothing about whether its solution ran apart from the checks."""
+    """Bench printed nothing about whether its solution ran apart from the checks."""
     case = CaseResult(case_id="c", dims={"N": 1}, seed=42, variants=(variant("solution", PASSED),), timing_method="cuda_event")
     common = {"solution_name": "k.py", "ref_name": "ref.py", "implementation": "pytorch", "environment": None,
               "num_warmup": 1, "num_trials": 3, "discard_first": 0, "cache_mode": "cold"}

@@ -1,4 +1,4 @@
-"""Cases in the suite's order within each verdict group (issue 26, item 2): a suite written
+"""Cases in the suite's order within each verdict group: a suite written
 vadd, relu, scale read vadd, scale, relu, ordered by ratio."""
 
 from __future__ import annotations

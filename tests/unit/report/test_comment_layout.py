@@ -1,4 +1,4 @@
-"""Issue 39, items 2 and 4: the PR comment fits a pull request's page and speaks of the device it
+"""The PR comment fits a pull request's page and speaks of the device it
 measured on.
 
 GitHub shows a comment 900 px wide; a table wider than its narrowest layout (every cell wrapped

@@ -1,6 +1,6 @@
-"""The Mermaid charts of a compare (issue 26, item 6; issue 39, item 3): the slower and the
+"""The Mermaid charts of a compare: the slower and the
 faster cases, each bar in its verdict's colour, the threshold as a line, the case names as
-written (no brackets turned into a call). Issue 39 changed what issue 26 asked: no bar is
+written (no brackets turned into a call). No bar is
 clipped (+48% and +169% looked the same at ±8%), the axis starts at 0 and covers every bar (a
 bar is drawn from the axis' start), no series is zero anywhere (a zero series drew a grey bar per
 case), the title fits, the labels do not overlap (the bars lie along the chart) and an

@@ -1,4 +1,4 @@
-"""Issue 23, item 6 (and issue 26, item 1): the PR comment of a 200-case compare stays under
+"""The PR comment of a 200-case compare stays under
 GitHub's 65,536 characters and keeps, for every slower case, its table row and its one line of
 why; the unchanged cases leave the main table for a folded one."""
 
@@ -99,7 +99,7 @@ def test_folding_takes_unchanged_cases_details_before_any_slower_ones(tmp_path: 
 
 
 def test_a_small_suite_shows_the_cases_that_matter_and_folds_the_unchanged_ones(tmp_path: Path) -> None:
-    """Issue 26, item 1: the table is of the cases that matter; unchanged ones fold into one
+    """The table is of the cases that matter; unchanged ones fold into one
     table as soon as one case changed. A small suite where nothing changed keeps one table."""
     cases = [case(index, slower=index == 0) for index in range(6)]
     markdown = render_compare(outcome(cases, tmp_path))
@@ -129,7 +129,7 @@ def test_the_comment_is_a_summary_also_with_trend_links(tmp_path: Path) -> None:
 
 def test_how_it_was_measured_says_how_the_sides_ran(tmp_path: Path) -> None:
     """Under the judge the report said "Base and head of each case run in one worker process"
-    and named fixed seeds (red team's rendered comment, 2026-12-05)."""
+    and named fixed seeds."""
     cases = [case(0, slower=False)]
     in_process = render_compare(outcome(cases, tmp_path))
     judged = render_compare(replace(outcome(cases, tmp_path), isolation="judge"))
@@ -140,7 +140,7 @@ def test_how_it_was_measured_says_how_the_sides_ran(tmp_path: Path) -> None:
 
 
 def test_the_line_under_the_verdict_says_how_the_cases_were_judged(tmp_path: Path) -> None:
-    """Issue 54: with the judge, nothing the command printed nor the PR comment's top said the judge
+    """With the judge, nothing the command printed nor the PR comment's top said the judge
     ran (only a section far down benchmark.md did); in process, nothing said what that leaves open."""
     from kbench_ci.cli.suite_common import headline
 

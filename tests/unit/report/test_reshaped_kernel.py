@@ -1,4 +1,4 @@
-"""Issue 39, item 5: a kernel of the same name whose launch shape changed is the same kernel
+"""A kernel of the same name whose launch shape changed is the same kernel
 reshaped, not one gone and one new. On the H200 a vector add that loads 16 elements a thread
 (float4 pointers: a new mangled name, the same kernel) read "`vadd_kernel` no longer launched
 (was 100% of the time); a new kernel `vadd_kernel` (100% of the time)" while the tables held the

@@ -1,4 +1,4 @@
-"""Speedups read at any size (issue 26, item 4): interpreted Triton at 480 ms against a 0.17 ms
+"""Speedups read at any size: interpreted Triton at 480 ms against a 0.17 ms
 eager baseline printed `0.000×`."""
 
 from __future__ import annotations

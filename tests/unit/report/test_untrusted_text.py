@@ -164,7 +164,7 @@ def test_references_a_trailing_backslash_and_an_empty_name() -> None:
 
 
 def test_controls_of_a_heads_text_are_shown_as_escapes_in_cells_code_and_compiler_output() -> None:
-    """Issue 50, item 9: a bidi override turns the rest of a line of the comment around (inside a
+    """A bidi override turns the rest of a line of the comment around (inside a
     code span too: GitHub draws it as it is), ESC and the other controls reach the job summary."""
     hostile = "RuntimeError: \u202etxt.exe\u2067 \x1b[2J\x00"
     shown = "RuntimeError: \\u202etxt.exe\\u2067 \\x1b[2J\\x00"

@@ -1,4 +1,4 @@
-"""Issue 23, item 1: a changed case says what its launches did (report/why.py), one line under
+"""A changed case says what its launches did (report/why.py), one line under
 the table for every slower/faster case and the full table in its details; the launches survive
 results.json."""
 
@@ -118,7 +118,7 @@ def test_compiler_changes_lead_the_line_and_a_split_autotune_pick_is_flagged_on_
 
 
 def test_the_details_say_whether_base_and_head_share_one_autotune_pick_or_tuned_apart() -> None:
-    """Issue 24.2: one pick read from the autotune cache (one compiled version), two tunings
+    """One pick read from the autotune cache (one compiled version), two tunings
     that agree (a version per config on each side), or two picks."""
     from kbench_ci.report.why import autotune_sharing
 

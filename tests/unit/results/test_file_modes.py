@@ -1,4 +1,4 @@
-"""results.json and benchmark.md follow the umask like any other file (issue 13, item 12)."""
+"""results.json and benchmark.md follow the umask like any other file."""
 
 from __future__ import annotations
 

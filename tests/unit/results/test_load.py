@@ -1,4 +1,4 @@
-"""The one reader of results.json (kbench_ci/results/load.py, issue 36 item 6): every file the
+"""The one reader of results.json (kbench_ci/results/load.py): every file the
 writers write passes its strictest check, and each way a file can hang a reader, crash it or lie
 to it is one ResultsFileError naming the file and the problem."""
 

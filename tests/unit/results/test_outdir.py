@@ -1,4 +1,4 @@
-"""The output folder (issue 12, item 7): checked before any work, held against a second run, and
+"""The output folder: checked before any work, held against a second run, and
 never left with one run's results beside another run's report."""
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def test_a_bench_results_json_reads_back_as_the_case_it_was_written_from(tmp_pat
 
 
 def test_a_runs_isolation_is_recorded_and_said_under_its_verdict(tmp_path: Path) -> None:
-    """Issue 54: `run` said nowhere how its cases ran; results.json records it, benchmark.md says it
+    """`run` said nowhere how its cases ran; results.json records it, benchmark.md says it
     under the verdict (what the command prints)."""
     from dataclasses import replace
 

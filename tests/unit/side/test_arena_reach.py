@@ -1,4 +1,4 @@
-"""A CPU arena is a memfd that only the judge and one side's worker hold (issue 50, item 7): with
+"""A CPU arena is a memfd that only the judge and one side's worker hold: with
 no name in any folder, another side reaches it only through ``/proc/PID/fd`` or
 ``/proc/PID/map_files`` of a process that holds or maps it, which a side's worker closes to the
 same user by being not dumpable. Asserted here with two hardened processes as the side workers

@@ -37,7 +37,7 @@ try:
     result["signal"] = "sent"
 except OSError as exc:
     result["signal"] = exc.__class__.__name__
-# what a head does to another process or to the base's files (issue 50): a sibling's
+# what a head does to another process or to the base's files: a sibling's
 # scheduling, a file's mode and times, a user namespace of its own; and its own scheduling
 other = int(sys.argv[4])
 import ctypes, fcntl, struct
@@ -114,7 +114,7 @@ def test_a_side_cannot_signal_a_process_outside_its_sandbox(tmp_path: Path) -> N
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="this kernel offers no Landlock")
 def test_a_side_opens_the_harmless_devices_for_writing_and_no_others(tmp_path: Path) -> None:
-    """Red team (2026-12-05): with the whole of /dev writable, a worker run as root opened
+    """Red team: with the whole of /dev writable, a worker run as root opened
     /dev/loop0 and /dev/kmsg for writing. (As another user /dev/kmsg is closed by its mode
     too; the run as root is the one that tells.)"""
     result = _run(tmp_path)
@@ -140,7 +140,7 @@ def test_the_gpus_device_files_and_the_fallback_where_the_driver_makes_them_late
 
 @pytest.mark.skipif(not seccomp_available(), reason="libseccomp (libseccomp.so.2) is not installed")
 def test_a_side_cannot_reschedule_other_processes_nor_change_files_metadata(tmp_path: Path) -> None:
-    """Issue 50: a head reniced and pinned the base's worker (a +35% regression read +14.7%),
+    """A head reniced and pinned the base's worker (a +35% regression read +14.7%),
     and could chmod the base's files, which Landlock does not govern. Its own scheduling it
     may change (pid 0)."""
     before = os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0))

@@ -1,4 +1,4 @@
-"""What a hardened side reads of the judge's /proc entries (docs/isolation.md, issue 50 item 12):
+"""What a hardened side reads of the judge's /proc entries (docs/isolation.md):
 the judge is not dumpable, and the side dropped CAP_SYS_PTRACE. Its memory and what its
 descriptors lead to (the lifeline's key) stay closed to every side; its environment, memory map
 and the numbers of its descriptors are closed to a side of a user that is not root, and open

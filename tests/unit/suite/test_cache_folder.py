@@ -1,4 +1,4 @@
-"""The cache folder's rule (issue 50, item 13; docs/config.md): a folder of the user's own, or one
+"""The cache folder's rule (docs/config.md): a folder of the user's own, or one
 kbench-ci can make; never the root or a folder directly under it. Each refusal names where the
 folder came from."""
 

@@ -201,7 +201,7 @@ def test_shape_tables_of_one_kernel_may_name_different_dims(tmp_path: Path) -> N
 
 
 def test_build_command_quotes_paths_and_leaves_shell_braces(tmp_path: Path) -> None:
-    # (a CUDA C++ kernel: a Python one takes no build command, issue 36 item 5)
+    # (a CUDA C++ kernel: a Python one takes no build command)
     text = MINIMAL + 'implementation = "cuda-cpp"\nbuild = "${NVCC:-nvcc} -I{a,b} -o {out} {src}"\n'
     spec = load_suite(write_suite(tmp_path, text)).kernels[0]
     command = spec.build_command(Path("/src dir/k.cu"), Path("/out/k.so"))
@@ -456,14 +456,14 @@ BAD_INPUTS = [
     ("build-placeholder", MINIMAL + 'build = "nvcc -o {output} {src}"\n',
      K0 + '"build" has unknown placeholder "{output}"; only {src} and {out} exist'),
     ("build-type", MINIMAL + "build = true\n", K0 + '"build" must be a shell command string'),
-    # --- issue 36, item 5: a build on a Python kernel; a timeout the command line refuses too ---
+    # --- a build on a Python kernel; a timeout the command line refuses too ---
     ("build-on-python", MINIMAL + 'build = "nvcc -o {out} {src}"\n',
      K0 + '"build" compiles a CUDA C++ solution; this kernel is a Python solution, which is not built '
      '(remove "build" from this kernel)'),
     ("timeout-below-a-millisecond", MINIMAL + "timeout = 0.0005\n",
      K0 + '"timeout" must be at least 0.001 seconds, got 0.0005'),
     ("timeout-inf", MINIMAL + "timeout = inf\n", K0 + '"timeout" must be a positive number of seconds, got inf'),
-    # --- issue 36, item 5: size expressions are checked when the file loads, not noted at run time ---
+    # --- size expressions are checked when the file loads, not noted at run time ---
     ("bytes-python", MINIMAL + "bytes = \"__import__('os')\"\n",
      'kbench.toml: kernel "saxpy": bytes: size expression \'__import__(\'os\')\' uses a function call, which is not '
      "allowed (use only integers, dimension names, + - * / // % ** and parentheses)"),
@@ -566,7 +566,7 @@ def test_docs_complete_example_loads(tmp_path: Path) -> None:
 
 
 def test_every_problem_of_the_file_is_reported_at_once(tmp_path: Path) -> None:
-    """Issue 13, item 9: three mistakes in three places, one error listing all three."""
+    """Three mistakes in three places, one error listing all three."""
     text = (
         "[defaults]\nrounsd = 4\nthreshold = 2\n"
         + MINIMAL.replace('shapes = [{N = 2048}, {N = 4096}]', 'shapes = [{N = 0}]\nbaseline = ["pytorch-eager"]')
@@ -589,7 +589,7 @@ def test_every_problem_of_the_file_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_num_trials_has_one_meaning_in_code_and_docs() -> None:
-    """Issue 13, item 7: docs/config.md states what trials_per_round computes, and no doc calls
+    """Docs/config.md states what trials_per_round computes, and no doc calls
     num_trials "timed launches per round" any more."""
     from kbench_ci.suite.settings import job_settings, trials_per_round
 
@@ -605,7 +605,7 @@ def test_num_trials_has_one_meaning_in_code_and_docs() -> None:
 
 
 def test_a_build_command_in_defaults_is_for_the_cuda_kernels_and_a_python_kernel_may_inherit_it(tmp_path: Path) -> None:
-    """Issue 36, item 5: only a Python kernel's own "build" is refused; [defaults] serves a mixed suite."""
+    """Only a Python kernel's own "build" is refused; [defaults] serves a mixed suite."""
     suite = load_suite(write_suite(tmp_path, with_defaults('build = "nvcc -o {out} {src}"')))
     assert suite.kernels[0].build == "nvcc -o {out} {src}"
 
@@ -622,7 +622,7 @@ def test_every_size_expression_problem_of_a_file_is_reported_at_once(tmp_path: P
 
 @pytest.mark.parametrize("name", [".", ".."])
 def test_a_kernel_named_dot_or_dot_dot_is_refused(tmp_path: Path, name: str) -> None:
-    """Red team (2026-12-05): a head kernel named ".." had its build folder (staging/head/..) be the
+    """Red team: a head kernel named ".." had its build folder (staging/head/..) be the
     whole staging folder, the base's library in it."""
     message = load_error(tmp_path, MINIMAL.replace('name = "saxpy"', f'name = "{name}"'))
     assert f'"name" {name!r}' in message and 'is not "." or ".."' in message

@@ -1,4 +1,4 @@
-"""A kbench.toml nested deeper than any suite (issue 50, item 10): one line naming the file and
+"""A kbench.toml nested deeper than any suite: one line naming the file and
 the fix, exit 2, no RecursionError traceback, however deep."""
 
 from __future__ import annotations

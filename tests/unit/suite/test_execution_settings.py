@@ -1,4 +1,4 @@
-"""How a suite runs (issue 11): warm worker and cache folder from the command line, the
+"""How a suite runs: warm worker and cache folder from the command line, the
 environment, kbench.toml and the defaults, in that order."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mistakes named in one line with the fix in the command's own words (issue 39, item 6): a
+"""Mistakes named in one line with the fix in the command's own words: a
 TOML file that ends inside an array names the line; ``--base mian`` suggests ``main``; ``build``
 without a GPU names its ``--arch`` flag."""
 

@@ -1,4 +1,4 @@
-"""Shards of a runner matrix (issue 14): every case in exactly one shard, the same split in every
+"""Shards of a runner matrix: every case in exactly one shard, the same split in every
 job, balanced by time when timings are given."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kernel paths must stay inside the repository (issue 12, item 8): a file outside it, or a link
+"""Kernel paths must stay inside the repository: a file outside it, or a link
 to one, is the same file for base and head (or none in the base's worktree), so the kernel would
 always be "added" and could never fail the gate."""
 

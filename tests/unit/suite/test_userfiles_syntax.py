@@ -1,4 +1,4 @@
-"""The user's files read from their syntax (issue 39, item 6): the parent never imports pull-request
+"""The user's files read from their syntax: the parent never imports pull-request
 code, yet a missing ``reference()`` / ``setup()`` / ``run_kernel()`` or a dimension ``setup()`` needs
 is named before anything is measured; a name the syntax cannot see is left to the worker."""
 
