@@ -431,8 +431,8 @@ def _one_round(
             if failed:
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {call + 1}) was given new input contents by the "
-                    f"judge and its output '{failed[0].name}' does not match the reference for them "
-                    f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
+                    f"judge (seed {version.inputs.seed}) and its output '{failed[0].name}' does not match the reference "
+                    f"for them ({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
                 ))
                 return False
         new.append(version.number not in side.seen)
@@ -525,8 +525,8 @@ def _batched_round(
                           if not check.passed]
                 side.fail("incorrect", (
                     f"timed call {side.checked} (round {round_index + 1}, call {first + bad + 1}) was given new input contents "
-                    f"by the judge and its output '{failed[0].name}' does not match the reference for them "
-                    f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
+                    f"by the judge (seed {chosen[bad].inputs.seed}) and its output '{failed[0].name}' does not match the "
+                    f"reference for them ({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
                 ))
                 return False
         side.checked += len(chosen)
@@ -571,8 +571,8 @@ def _check_against_own(
             check for check in compare_outputs(outputs, own, tolerance_for) if not check.passed]
         if failed:
             side.fail("incorrect", (
-                f"timed call (round {round_index + 1}, call {call + 1}) was given new input contents by the judge and its "
-                f"output '{failed[0].name}' does not match its own accepted reference for them "
+                f"timed call (round {round_index + 1}, call {call + 1}) was given new input contents by the judge (seed "
+                f"{version.inputs.seed}) and its output '{failed[0].name}' does not match its own accepted reference for them "
                 f"({failed[0].problem or 'mismatch'}); compute from the inputs on every call"
             ))
             return
