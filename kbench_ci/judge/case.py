@@ -622,8 +622,17 @@ def _judge(
     return (
         f"judged apart: each side in a process of its own (paused while another has the turn), inputs staged, outputs "
         f"checked and {'the L2 flushed' if flush.enabled else 'nothing flushed'} by a judge process that runs no "
-        f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}"
+        f"pull-request code; {timer}; sandbox: {', '.join(layers) or 'none available'}{_given_seeds_note(job.settings.seeds)}"
     )
+
+
+def _given_seeds_note(seeds: tuple[int, ...]) -> str:
+    """What a case's description adds where ``--seeds`` chose its correctness trials' seeds:
+    the judge did not draw them, so a kernel could have known them in advance."""
+    if not seeds:
+        return ""
+    return (f"; correctness trials at the seeds given by --seeds ({', '.join(map(str, seeds))}), chosen, not drawn: a "
+            "kernel could have known them, so this checks those contents again and is no judged verdict")
 
 
 def _batch(

@@ -127,11 +127,15 @@ def settle_gpu(clock: GpuClock, sides: Sequence[Side]) -> None:
             ))
 
 
-def make_version(maker: Maker, problem: Problem, device: torch.device, *, label: str = "", emit: Emit | None = None) -> Version:
+def make_version(
+    maker: Maker, problem: Problem, device: torch.device, *, label: str = "", emit: Emit | None = None,
+    seed: int | None = None,
+) -> Version:
     """Contents from the OS's entropy and the trusted reference's outputs for them. With
     ``emit``, the reference's call is announced as checking ``label``: a reference that hangs is
-    then the user's ref.py's to blame (the parent reads it so), not that side's."""
-    seed = entropy_seed()
+    then the user's ref.py's to blame (the parent reads it so), not that side's. ``seed``: a
+    seed given on the command line (``--seeds``) in place of one drawn."""
+    seed = entropy_seed() if seed is None else seed
     # The trusted reference's outputs on a private copy: they never leave the judge.
     try:
         with RECORD.step(JUDGE, "versions (inputs, the reference's outputs)"):
@@ -224,9 +228,12 @@ def check_correctness(
     side: Side, job: CaseJob, problem: Problem, maker: Maker, tolerance_for: Callable[[torch.dtype], Tolerance],
     device: torch.device, handoff: Handoff, emit: Emit, *, own_reference: OwnReference | None = None,
 ) -> None:
-    """``side``'s correctness trials, each on a version made for it. ``own_reference`` (a
-    compare's head that changed ref.py): its trials are checked against its own reference, and
-    each also against the base's (:func:`_judge_changed_reference`)."""
+    """``side``'s correctness trials, each on a version made for it: at a seed drawn from the
+    OS's entropy, or at the trial's seed given by ``--seeds`` (a local run that checks again the
+    contents a report named; the same seeds for every side). ``own_reference`` (a compare's head
+    that changed ref.py): its trials are checked against its own reference, and each also
+    against the base's (:func:`_judge_changed_reference`)."""
+    given = job.settings.seeds
     trials: list[TrialCheck] = []
     against_base: list[TrialCheck] = []
     arena = side.arenas[0]
@@ -236,7 +243,7 @@ def check_correctness(
         # The trusted reference runs in the judge with the side's worker stopped too (a thread of
         # its own could take the memory the reference needs and have that blamed on ref.py)
         side.worker.pause()
-        version = make_version(maker, problem, device, label=side.label, emit=emit)
+        version = make_version(maker, problem, device, label=side.label, emit=emit, seed=given[trial] if given else None)
         side.worker.resume()
         try:
             judged = handoff.call(side, arena, version.inputs)

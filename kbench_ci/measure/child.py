@@ -332,7 +332,7 @@ def _check_correctness(variant: Variant, job: CaseJob, device: torch.device, emi
     for trial in range(job.settings.correctness_trials):
         emit(Progress(variant.label, "correctness", trial, job.settings.correctness_trials))
         emit(Begin(variant.label, "correctness"))
-        seed = job.settings.seed + trial
+        seed = job.settings.trial_seeds[trial]
         inputs = _make_inputs(variant, seed, job, device, emit)
         if inputs is None:
             return

@@ -446,6 +446,7 @@ SETTINGS = _object({
     "trials_per_round_rule": _optional(STR), "time_budget_s": FLOAT, "max_geomean_slowdown": _optional(NUMBER),
     "remeasure_rounds": _optional(COUNT), "base_mode": _optional(STR), "threshold_override": _optional(NUMBER),
     "case_timeout_s": _optional(NUMBER), "kernels": _list(STR), "accept": _list(STR), "accept_reason": _optional(STR),
+    "seeds": _list(INT),
 }, need=("device", "seed", "correctness_trials", "timing_method", "num_warmup", "trials_per_round", "discard_first", "rounds"))
 REVISION = _object({
     "ref": _optional(STR), "sha": _optional(STR), "description": STR, "tree": STR, "mode": _optional(STR),

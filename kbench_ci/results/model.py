@@ -401,6 +401,16 @@ class MeasureSettings:
     #: compare: seconds of timing a case may spend on rounds past ``rounds`` until its verdict
     #: is decided (see wire.protocol.StoppingRule); 0 = exactly ``rounds``
     time_budget_s: float = 0.0
+    #: ``--seeds``: the correctness trials' seeds, one trial each, chosen on the command line
+    #: (to check again the contents a report named); empty: trial k at ``seed + k`` in one
+    #: process, drawn from the OS's entropy by the judge
+    seeds: tuple[int, ...] = ()
+
+    @property
+    def trial_seeds(self) -> tuple[int, ...]:
+        """The seed of each correctness trial where they are fixed: the given ones, else
+        ``seed``, ``seed + 1``, ... (the in-process worker's; the judge draws its own unless given)."""
+        return self.seeds or tuple(self.seed + trial for trial in range(self.correctness_trials))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -415,6 +425,7 @@ class MeasureSettings:
             "rounds": self.rounds,
             "time_budget_s": self.time_budget_s,
             "cache_mode": "cold" if self.flush_l2 else "warm",
+            "seeds": list(self.seeds),
         }
 
 

@@ -50,6 +50,7 @@ def settings_from_json(data: Mapping[str, Any]) -> MeasureSettings:
         trials_per_round=int(data["trials_per_round"]), discard_first=int(data["discard_first"]),
         rounds=int(data["rounds"]), flush_l2=data.get("cache_mode") == "cold",
         trials_per_round_rule=data.get("trials_per_round_rule"), time_budget_s=float(data.get("time_budget_s") or 0.0),
+        seeds=tuple(int(seed) for seed in data.get("seeds") or ()),
     )
 
 

@@ -174,11 +174,13 @@ def trials_per_round(num_trials: int, rounds: int) -> int:
 
 
 def job_settings(
-    settings: SuiteSettings, *, device: str, rounds: int | None = None, time_budget_s: float | None = None
+    settings: SuiteSettings, *, device: str, rounds: int | None = None, time_budget_s: float | None = None,
+    seeds: tuple[int, ...] = (),
 ) -> MeasureSettings:
     """Map the suite settings (and a ``--rounds`` override) onto what every case's job uses.
 
-    On the CPU the timing method becomes ``host_time``: CUDA events need a GPU.
+    On the CPU the timing method becomes ``host_time``: CUDA events need a GPU. ``seeds``
+    (``--seeds``): one correctness trial at each, in place of the suite's ``correctness_trials``.
     """
     n_rounds = settings.rounds if rounds is None else rounds
     if isinstance(n_rounds, bool) or not isinstance(n_rounds, int) or n_rounds < 1:
@@ -190,7 +192,7 @@ def job_settings(
     return MeasureSettings(
         device=device,
         seed=settings.seed,
-        correctness_trials=settings.correctness_trials,
+        correctness_trials=len(seeds) if seeds else settings.correctness_trials,
         timing_method=method,
         num_warmup=settings.num_warmup,
         trials_per_round=trials_per_round(settings.num_trials, n_rounds),
@@ -200,6 +202,7 @@ def job_settings(
         timing_method_changed=changed,
         trials_per_round_rule=f"max({MIN_TRIALS_PER_ROUND}, num_trials // rounds)",
         time_budget_s=settings.time_budget_s if time_budget_s is None else time_budget_s,
+        seeds=tuple(seeds),
     )
 
 

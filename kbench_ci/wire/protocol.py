@@ -107,7 +107,7 @@ class CaseJob:
         data["baselines"] = tuple(data["baselines"])
         data["skip"] = tuple(data.get("skip", ()))
         data["base_files"] = tuple(GuardedFile(**entry) for entry in data.get("base_files", ()))
-        data["settings"] = MeasureSettings(**data["settings"])
+        data["settings"] = MeasureSettings(**{**data["settings"], "seeds": tuple(data["settings"].get("seeds", ()))})
         if data.get("stopping") is not None:
             data["stopping"] = StoppingRule(**data["stopping"])
         return CaseJob(**data)
