@@ -17,12 +17,14 @@ from kbench_ci.cli.options import (
     GpuOption,
     GpusOption,
     OutputDirOption,
+    SeedsOption,
     ShardOption,
     ShardTimingsOption,
     UsageProblems,
     check_gpu_and_output_dir,
     check_rounds,
     check_seconds,
+    check_seeds,
     resolve_gpus,
     shard_request,
 )
@@ -52,7 +54,8 @@ __all__ = ["HELP", "compare", "parse_fraction"]
 
 #: options ``-h`` leaves out (``--help-all`` shows them): what a first compare does not need
 ADVANCED = ("base_mode", "config", "json_summary", "max_geomean_slowdown", "rounds", "time_budget", "case_timeout",
-            "profile", "gpu", "gpus", "shard", "shard_timings", "fresh_worker", "cache_dir", "no_cache")
+            "profile", "gpu", "gpus", "shard", "shard_timings", "fresh_worker", "cache_dir", "no_cache",
+            "seeds")
 HELP = (
     "Compare this tree (or --head REV) with --base REV: correctness first, then timing "
     "verdicts per case, and a gate."
@@ -130,6 +133,7 @@ def compare(
         ),
     ] = None,
     case_timeout: CaseTimeoutOption = None,
+    seeds: SeedsOption = None,
     no_fail: Annotated[
         bool,
         typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
@@ -196,6 +200,7 @@ def compare(
         check_gpu_and_output_dir(gpu, problems)
         check_seconds(problems, case_timeout=case_timeout, time_budget=time_budget)
         check_rounds(problems, rounds)
+        chosen_seeds = check_seeds(problems, seeds)
         problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = CompareRequest(
@@ -204,6 +209,7 @@ def compare(
             rounds=rounds, time_budget_s=time_budget, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), no_fail=no_fail,
             command_line=tuple(sys.argv), accept=tuple(accept or ()), accept_reason=accept_reason,
             job_note=job_note, shard=chosen_shard, gpus=slots, changed_only=changed_only, profile=profile,
+            seeds=chosen_seeds,
         )
         return run_compare(
             request, on_progress=on_progress,

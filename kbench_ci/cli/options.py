@@ -29,7 +29,9 @@ __all__ = [
     "GpusOption",
     "OutputDirOption",
     "ShardOption",
+    "SeedsOption",
     "ShardTimingsOption",
+    "check_seeds",
     "parse_gpus",
     "resolve_device",
     "resolve_gpus",
@@ -107,6 +109,16 @@ ShardTimingsOption = Annotated[
     ),
 ]
 
+SeedsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--seeds", rich_help_panel="How to measure", metavar="S,S,...",
+        help="one correctness trial at each of these seeds, for every side (a report's reproduce line names the "
+        "failing ones): a local debugging aid; under the judge the seeds are then chosen, not drawn, and the "
+        "report says so",
+    ),
+]
+
 
 def shard_request(shard: str | None, timings: Path | None) -> ShardRequest | None:
     """``--shard K/N`` and ``--shard-timings FILE`` as the gate's request (None without --shard)."""
@@ -160,6 +172,22 @@ def check_rounds(problems: UsageProblems, rounds: int | None) -> None:
                 hint=f"give 1 to {settings.MAX_ADAPTIVE_ROUNDS}; compare adds rounds by itself until the verdict is "
                 "decided (--time-budget)",
             ) from None
+
+
+def check_seeds(problems: UsageProblems, seeds: str | None) -> tuple[int, ...]:
+    """``--seeds 1234,5678`` as the seeds (empty without the option), each by kbench.toml's rule
+    for ``seed``; a problem goes to ``problems`` (and nothing is returned for it)."""
+    if seeds is None:
+        return ()
+    entries = [entry.strip() for entry in seeds.split(",")]
+    if not all(re.fullmatch(r"[+-]?\d+", entry) for entry in entries):
+        problems.found.append(UsageError(
+            f"--seeds must be whole numbers separated by commas, got {seeds!r}",
+            hint="e.g. --seeds 1234,5678: the seeds a report's reproduce line names",
+        ))
+        return ()
+    chosen = [problems.value("--seeds", partial(values.integer, minimum=0), int(entry)) for entry in entries]
+    return tuple(chosen)
 
 
 def resolve_device(device: str, gpu: int | None) -> str:

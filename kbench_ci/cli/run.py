@@ -17,12 +17,14 @@ from kbench_ci.cli.options import (
     GpuOption,
     GpusOption,
     OutputDirOption,
+    SeedsOption,
     ShardOption,
     ShardTimingsOption,
     UsageProblems,
     check_gpu_and_output_dir,
     check_rounds,
     check_seconds,
+    check_seeds,
     resolve_gpus,
     shard_request,
 )
@@ -50,7 +52,7 @@ __all__ = ["HELP", "run"]
 
 #: options ``-h`` leaves out (``--help-all`` shows them): what a first run does not need
 ADVANCED = ("config", "json_summary", "rounds", "case_timeout", "gpu", "gpus", "shard", "shard_timings", "fresh_worker",
-            "cache_dir", "no_cache")
+            "cache_dir", "no_cache", "seeds")
 HELP = "Check and time every kernel × shape of kbench.toml on this tree."
 
 
@@ -70,6 +72,7 @@ def run(
         ),
     ] = None,
     case_timeout: CaseTimeoutOption = None,
+    seeds: SeedsOption = None,
     no_fail: Annotated[
         bool, typer.Option("--no-fail", metavar="", rich_help_panel="The gate",
             help="report, but exit 0 even when a case is incorrect or failed (a case failed because of its ref.py, "
@@ -97,11 +100,13 @@ def run(
         check_gpu_and_output_dir(gpu, problems)
         check_seconds(problems, case_timeout=case_timeout)
         check_rounds(problems, rounds)
+        chosen_seeds = check_seeds(problems, seeds)
         problems.raise_any()
         chosen, slots = resolve_gpus(device, gpu, gpus)
         request = RunRequest(
             start=Path.cwd(), device=chosen, gpus=slots, shard=chosen_shard, output_dir=output_dir, config=config,
             rounds=rounds, case_timeout_s=case_timeout, kernels=tuple(kernel or ()), command_line=tuple(sys.argv),
+            seeds=chosen_seeds,
         )
         return run_suite(
             request, on_progress=on_progress,

@@ -112,7 +112,8 @@ def run_compare(
         # build command, a head's load): what is put back and checked before each base load.
         base_files = _record_base_files(kernels.base, sides.base_tree)
         settings = job_settings(
-            sides.governing, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s
+            sides.governing, device=request.device, rounds=request.rounds, time_budget_s=request.time_budget_s,
+            seeds=request.seeds,
         )
         plans, shard = _plan_cases(kernels, request)
         chosen = execution or _cache_outside_the_pull_request(suite_execution_settings(sides.governing, options), sides)

@@ -88,7 +88,7 @@ def run_suite(
     kinds = {k.name: implementation_of(k) for k in kernels}
     check_runnable(kernels, request.device)
     check_user_files(kernels)
-    settings = job_settings(suite.settings, device=request.device, rounds=request.rounds)
+    settings = job_settings(suite.settings, device=request.device, rounds=request.rounds, seeds=request.seeds)
     cases, shard = _plan_cases(kernels, request, suite.root)
     gpus = request.gpus if len(request.gpus) > 1 else ()
     chosen = execution or suite_execution_settings(suite.settings, options)

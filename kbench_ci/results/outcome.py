@@ -184,6 +184,8 @@ class RunRequest:
     #: ``--gpus`` with two or more entries: one worker per slot, cases spread over them; empty:
     #: one worker on ``device``
     gpus: tuple[GpuSlot, ...] = ()
+    #: ``--seeds``: the correctness trials' seeds, given (MeasureSettings.seeds); empty: the usual ones
+    seeds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +359,8 @@ class CompareRequest:
     changed_only: bool = False
     #: ``--profile``: ncu on each side of every slower or faster case, after its timing
     profile: bool = False
+    #: ``--seeds``: the correctness trials' seeds, given (MeasureSettings.seeds); empty: the usual ones
+    seeds: tuple[int, ...] = ()
 
 
 #: ``--accept *``: every slower case
