@@ -26,6 +26,8 @@ from kbench_ci.report.markdown import (
     notes_lines,
     pct,
     result_facts,
+    seeds_notice,
+    seeds_range,
     summary_rows,
     table,
     throttle_notice,
@@ -106,7 +108,8 @@ def render_compare(
     gate = outcome.gate
     settings = outcome.settings
     lanes = gpu_labels(outcome.gpus, outcome.cases)
-    parts = ["# kbench-ci compare", "", f"**{gate.summary}**", "", isolation_line(outcome.isolation), ""]
+    parts = ["# kbench-ci compare", "", f"**{gate.summary}**", "", isolation_line(outcome.isolation), "",
+             *seeds_notice(outcome.isolation, outcome.settings.seeds)]
     if not gate.passed and gate.complete:
         parts += [f"_{job_effect(outcome)}_", ""]
     parts += list(preamble)
@@ -244,12 +247,15 @@ def gpu_column(gpu_of: Mapping[str, str] | None) -> bool:
     return gpu_of is not None and len(set(gpu_of.values())) > 1
 
 
-def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
+def reproduce_command(outcome: CompareOutcome, kernel: str, seeds: Sequence[int] = ()) -> str:
     """The local command that compares one kernel of the head with the same base commit, under
-    the same isolation where it was not the default (a judged failure is judged again)."""
+    the same isolation where it was not the default (a judged failure is judged again), and
+    with ``--seeds`` where ``seeds`` are given (:func:`failing_seeds`)."""
     words = ["kbench-ci", "compare", "--base", outcome.base.sha or outcome.base.ref or "BASE", "--kernel", kernel]
     if outcome.isolation != DEFAULT_ISOLATION:
         words += ["--isolation", outcome.isolation]
+    if seeds:
+        words += ["--seeds", ",".join(str(seed) for seed in seeds)]
     if outcome.request.base_mode != "merge-base":
         words += ["--base-mode", outcome.request.base_mode]
     if outcome.head.config and outcome.head.config != "kbench.toml":
@@ -257,18 +263,42 @@ def reproduce_command(outcome: CompareOutcome, kernel: str) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
+def failing_seeds(outcome: CompareOutcome, case: CaseComparison) -> tuple[int, ...]:
+    """The seeds of ``case``'s head's failed correctness trials, where a local run could not
+    make the same contents without them: the judge drew them from the OS's entropy, or
+    ``--seeds`` chose them. In one process without ``--seeds`` a trial's seed is the suite's
+    (``seed + k``), made again by the same command. Empty for a case that is not ``incorrect``,
+    or whose head failed only in a timed call (its message names that call's seed)."""
+    if case.verdict is not Verdict.INCORRECT or (outcome.isolation != "judge" and not outcome.settings.seeds):
+        return ()
+    head = case.head
+    if head is None or head.correctness is None:
+        return ()
+    return tuple(trial.seed for trial in head.correctness.trials if not trial.passed)
+
+
 def _reproduce_lines(outcome: CompareOutcome) -> list[str]:
     """One line per command that measures a failing kernel again (each command once, however
-    many of its shapes failed), followed by what failed: ``kbench-ci compare … --kernel vadd  # 4 incorrect``."""
+    many of its shapes failed), followed by what failed: ``kbench-ci compare … --kernel vadd  # 4 incorrect``.
+    A kernel whose incorrect cases failed trials at seeds a local run would not make again
+    carries them (every shape's, each once), so that the line checks the same contents."""
     failed: dict[str, dict[str, int]] = {}
+    seeds: dict[str, dict[int, None]] = {}
     for case in sort_worst_first(outcome.cases):
         if case.fails_gate:
             verdicts = failed.setdefault(case.kernel, {})
             verdicts[case.verdict.value] = verdicts.get(case.verdict.value, 0) + 1
+            seeds.setdefault(case.kernel, {}).update(dict.fromkeys(failing_seeds(outcome, case)))
     return [
-        f"{reproduce_command(outcome, kernel)}  # " + ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
+        f"{reproduce_command(outcome, kernel, tuple(seeds[kernel]))}  # "
+        + ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
         for kernel, verdicts in failed.items()
     ]
+
+
+def _given(seeds: Sequence[int]) -> str:
+    """The judged description's words for ``--seeds``: the correctness trials' seeds were not drawn."""
+    return f"; the correctness trials' at the seeds --seeds gave, {seeds_range(seeds)}" if seeds else ""
 
 
 def job_effect(outcome: CompareOutcome) -> str:
@@ -518,12 +548,12 @@ def _how_compare(outcome: CompareOutcome) -> list[str]:
         (
             f"- Each side of a case runs in a worker process of its own (`--isolation judge`); a judge process that "
             f"runs no pull-request code makes every call's inputs (the base's setup() at seeds drawn from the OS's "
-            f"entropy), checks each side first on {s.correctness_trials} of them against the base's reference, outputs "
+            f"entropy{_given(s.seeds)}), checks each side first on {s.correctness_trials} of them against the base's reference, outputs "
             "poisoned before each call, and checks every timed call too; a side that is wrong is never timed. "
             "The judge's own clock spans every call (docs/isolation.md)."
             if judged else
             f"- Base and head of each case run in one worker process. Each side is checked first on "
-            f"{s.correctness_trials} seeds ({s.seed}…{s.seed + s.correctness_trials - 1}) against the reference, "
+            f"{s.correctness_trials} seeds ({seeds_range(s.trial_seeds)}) against the reference, "
             "outputs poisoned before each call; a side that is wrong is never timed."
         ),
         f"- Then both are timed in {s.rounds} interleaved rounds (base, head / head, base / …), each round "

@@ -538,3 +538,23 @@ def isolation_line(isolation: str) -> str:
     return ("_Measured in one process (`--isolation process`): the kernels ran in the process that checks and times "
             "them, so a kernel that rebinds the checks or the clock can pass; `--isolation judge` runs them apart "
             "(docs/isolation.md)._")
+
+
+def seeds_notice(isolation: str, seeds: Sequence[int]) -> list[str]:
+    """Under the isolation line where ``--seeds`` chose the correctness trials' seeds: they are
+    a local run's, made to check a report's failing contents again; under the judge they were
+    chosen, not drawn, so a kernel could have known them and its verdict is no judged one."""
+    if not seeds:
+        return []
+    given = ",".join(str(seed) for seed in seeds)
+    known = (", not drawn by the judge from the OS's entropy: a kernel could have known them in advance"
+             if isolation == "judge" else "")
+    return [f"> ⚠️ **Seeds chosen (`--seeds {given}`):** one correctness trial at each seed given on the command "
+            f"line{known}. A local debugging aid that checks those contents again; a CI run never passes it.", ""]
+
+
+def seeds_range(seeds: Sequence[int]) -> str:
+    """Trial seeds in a sentence: ``42…44`` where they follow each other (the suite's), else each."""
+    if len(seeds) > 2 and all(later == earlier + 1 for earlier, later in zip(seeds, seeds[1:], strict=False)):
+        return f"{seeds[0]}…{seeds[-1]}"
+    return ", ".join(str(seed) for seed in seeds)

@@ -23,6 +23,8 @@ from kbench_ci.report.markdown import (
     isolation_line,
     notes_lines,
     result_facts,
+    seeds_notice,
+    seeds_range,
     summary_rows,
     table,
     throttle_notice,
@@ -46,7 +48,7 @@ def render_run(
         # --gpus: the GPU (index and model) of each case
         with_gpu, gpu_of = True, lanes
     parts = ["# kbench-ci run", "", f"**{verdict or outcome.summary}**", "", isolation_line(outcome.isolation), "",
-             *preamble, *gpus_notice(outcome.gpus),
+             *seeds_notice(outcome.isolation, settings.seeds), *preamble, *gpus_notice(outcome.gpus),
              f"suite `{outcome.config_path}` · {settings.rounds} rounds × {settings.trials_per_round} trials · "
              f"device `{settings.device}`", ""]
     parts += throttle_notice(outcome.cases)
@@ -91,7 +93,8 @@ def render_run(
             parts += _run_details(case)
     parts += ["## Environment", "", table(["", ""], environment_line(outcome.environment)), ""]
     parts += ["## How it was measured", "",
-              f"- Each case runs in its own worker process: checked on {settings.correctness_trials} seeds against "
+              f"- Each case runs in its own worker process: checked on {settings.correctness_trials} seeds"
+              + (f" ({seeds_range(settings.seeds)}, given by --seeds)" if settings.seeds else "") + " against "
               "the reference first (outputs poisoned before each call), then, if correct, timed in "
               f"{settings.rounds} rounds of {settings.trials_per_round} trials (after {settings.discard_first} "
               f"discarded per round, {settings.num_warmup} warm-up launches), timer `{settings.timing_method}`.",
