@@ -99,3 +99,18 @@ def test_comment_pr_must_be_a_pull_request_number(tmp_path: Path, number: str) -
     done = kbench("comment", "--report", str(tmp_path), "--pr", number, "--dry-run", cwd=tmp_path)
     line = one_error_line(done)
     assert line.startswith(f"kbench-ci: error: --pr must be >= 1, got {number}"), line
+
+
+@pytest.mark.parametrize("command", [("run",), ("compare", "--base", "main")])
+@pytest.mark.parametrize(("seeds", "said"), [
+    ("", "--seeds must be whole numbers separated by commas, got ''"),
+    ("12,abc", "--seeds must be whole numbers separated by commas, got '12,abc'"),
+    ("-3", "--seeds must be >= 0, got -3"),
+])
+def test_seeds_that_are_not_a_list_of_seeds(repo: TempRepo, tmp_path: Path, command: tuple[str, ...], seeds: str,
+                                            said: str) -> None:
+    done = kbench(*command, "--seeds", seeds, "--device", "cpu", "--output-dir", str(tmp_path / "out"), cwd=repo.root)
+    line = one_error_line(done)
+    assert line.startswith(f"kbench-ci: error: {said}"), line
+    assert "(e.g. --seeds 1234,5678" in line or "must be >= 0" in line, line  # the fix, where it is not the bound
+    assert not (tmp_path / "out" / "results.json").exists()  # refused before anything ran
