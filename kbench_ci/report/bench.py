@@ -24,8 +24,8 @@ from kbench_ci.report.markdown import (
     timing_cell,
     variant_summaries,
 )
-from kbench_ci.results.model import CaseResult
-from kbench_ci.stats import speedup
+from kbench_ci.results.model import CaseResult, VariantResult
+from kbench_ci.stats import Summary, speedup
 
 #: under the speedups of a Triton kernel in CPU mode, where "2,637× slower than eager" would read
 #: as a verdict on the kernel
@@ -81,7 +81,29 @@ def render_bench(
         parts += [f"> **Worker incident:** {cell(case.error, 2000)}", ""]
 
     timed = [v for v in case.variants if v.label in summaries]
-    parts += ["## Timing", ""]
+    parts += _timing_lines(case, summaries)
+    with_light = [v for v in case.variants if v.speed_of_light is not None]
+    if with_light:
+        parts += ["## Speed of light", "",
+                  *(f"- `{v.label}`: {speed_of_light_text(v.speed_of_light)}" for v in with_light if v.speed_of_light), ""]
+
+    parts += _speedup_lines(case, summaries, timed, environment)
+    parts += _correctness_lines(case)
+    clock = clock_rows([(f"`{v.label}`", v) for v in case.variants])
+    if clock is not None:
+        parts += ["## The judge's clock (`--isolation judge`)", "", CLOCK_EXPLAINED, "", clock, ""]
+    audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])
+    if audit is not None:
+        parts += ["## GPU work audit (CUPTI)", "", AUDIT_EXPLAINED, "", audit, ""]
+    elif case.timing_method == "cuda_event":
+        parts += ["## GPU work audit (CUPTI)", "", "Not audited: no variant was timed.", ""]
+    return "\n".join(parts)
+
+
+def _timing_lines(case: CaseResult, summaries: Mapping[str, Summary]) -> list[str]:
+    """The timing table of the variants that were timed, and why the others were not."""
+    timed = [v for v in case.variants if v.label in summaries]
+    parts = ["## Timing", ""]
     if timed:
         unit, scale = time_unit([summaries[v.label].median for v in timed])
         rows = []
@@ -104,14 +126,15 @@ def render_bench(
         parts.append(f"- `{variant.label}` not timed: {variant.status}" + (f" — {cell(variant.message, 2000)}" if variant.message else ""))
     if untimed:
         parts.append("")
+    return parts
 
-    with_light = [v for v in case.variants if v.speed_of_light is not None]
-    if with_light:
-        parts += ["## Speed of light", "",
-                  *(f"- `{v.label}`: {speed_of_light_text(v.speed_of_light)}" for v in with_light if v.speed_of_light), ""]
 
+def _speedup_lines(case: CaseResult, summaries: Mapping[str, Summary], timed: Sequence[VariantResult],
+                   environment: Mapping[str, Any] | None) -> list[str]:
+    """The solution's speedup over each timed baseline, or why none is claimed."""
+    solution = case.variants[0]
     baselines = [v for v in timed if v.role == "baseline"]
-    parts += ["## Speedup of the solution (baseline time / solution time)", ""]
+    parts = ["## Speedup of the solution (baseline time / solution time)", ""]
     if solution.label in summaries and baselines:
         rows = []
         for stat in ("median", "mean"):
@@ -128,8 +151,12 @@ def render_bench(
     on_cpu = case.timing_method == "host_time" and not (environment or {}).get("gpu_name")
     if on_cpu and baselines and any(v.kind == "triton" for v in case.variants if v.role == "solution"):
         parts += [f"_{INTERPRETER_CAVEAT}_", ""]
+    return parts
 
-    parts += [
+
+def _correctness_lines(case: CaseResult) -> list[str]:
+    """Every variant's correctness trials: result, seeds, errors, tolerance."""
+    parts = [
         "## Correctness",
         "",
         "Checked against the eager `reference()` on fresh seeded inputs, every output poisoned (NaN / sentinel) "
@@ -157,12 +184,4 @@ def render_bench(
             ),
         ])
     parts += [table(["variant", "result", "seeds", "max abs err", "max rel err", "mismatched", "tolerance", "note"], rows), ""]
-    clock = clock_rows([(f"`{v.label}`", v) for v in case.variants])
-    if clock is not None:
-        parts += ["## The judge's clock (`--isolation judge`)", "", CLOCK_EXPLAINED, "", clock, ""]
-    audit = audit_rows([(f"`{v.label}`", v) for v in case.variants])
-    if audit is not None:
-        parts += ["## GPU work audit (CUPTI)", "", AUDIT_EXPLAINED, "", audit, ""]
-    elif case.timing_method == "cuda_event":
-        parts += ["## GPU work audit (CUPTI)", "", "Not audited: no variant was timed.", ""]
-    return "\n".join(parts)
+    return parts

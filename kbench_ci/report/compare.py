@@ -105,9 +105,42 @@ def render_compare(
     """benchmark.md of a comparison. ``merge`` adds ``gpu_of`` (case id → the GPU model of the
     shard that measured it: a GPU column when there are several) and ``preamble`` (lines under the
     verdict: the shards, the geometric mean per GPU model, what is missing)."""
+    ordered = sort_worst_first(outcome.cases)
+    on_gpu = not outcome.settings.device.startswith("cpu")
+    parts = _verdict_lines(outcome, preamble)
+    parts += _cases_table(outcome, ordered, gpu_of, on_gpu=on_gpu)
+    parts += _why_lines(ordered, on_gpu=on_gpu)
+
+    repro = _reproduce_lines(outcome)
+    if repro:
+        parts += ["## Reproduce locally", "",
+                  "From a checkout of the head (each command compares the working tree with the base):", "",
+                  "```sh", *repro, "```", ""]
+
+    chart = _compare_chart(ordered)
+    if chart:
+        parts += ["## Slower and faster cases", "", chart, ""]
+
+    if ordered:
+        parts += ["## Cases", ""]
+        reasons = outcome.selection.reasons if outcome.selection is not None else {}
+        for case in ordered:
+            parts += _case_details(case, reasons.get(case.kernel, ()))
+
+    parts += ["## Environment", "", table(["", ""], [
+        *environment_line(outcome.environment),
+        ("base", cell(f"{outcome.base.description} ({outcome.base.tree}, config {outcome.base.config or '—'})", 600)),
+        ("head", cell(f"{outcome.head.description} ({outcome.head.tree}, config {outcome.head.config or '—'})", 600)),
+    ]), ""]
+    parts += ["## How it was measured", "", *_how_compare(outcome), ""]
+    return "\n".join(parts)
+
+
+def _verdict_lines(outcome: CompareOutcome, preamble: Sequence[str]) -> list[str]:
+    """The report's top, above the table: the verdict, how the cases ran, what the job does, the
+    caller's preamble, the notices, what was compared and at what settings."""
     gate = outcome.gate
     settings = outcome.settings
-    lanes = gpu_labels(outcome.gpus, outcome.cases)
     parts = ["# kbench-ci compare", "", f"**{gate.summary}**", "", isolation_line(outcome.isolation), "",
              *seeds_notice(outcome.isolation, outcome.settings.seeds)]
     if not gate.passed and gate.complete:
@@ -148,9 +181,14 @@ def render_compare(
         )
         parts += [f"Geometric mean of head/base over compared cases: {pct(gate.geomean_ratio)}{limit}", ""]
     parts += throttle_notice(outcome.cases)
+    return parts
 
-    ordered = sort_worst_first(outcome.cases)
-    on_gpu = not settings.device.startswith("cpu")
+
+def _cases_table(
+    outcome: CompareOutcome, ordered: Sequence[CaseComparison], gpu_of: Mapping[str, str] | None, *, on_gpu: bool
+) -> list[str]:
+    """The cases' table, worst first, with its notes; `unchanged` rows folded where others are."""
+    lanes = gpu_labels(outcome.gpus, outcome.cases)
     # A column for the suite's baselines only where a case has some: the head's speedup over each.
     with_baselines = any(case.baselines for case in ordered)
     with_gpu = gpu_column(gpu_of) or lanes is not None
@@ -162,26 +200,13 @@ def render_compare(
     unchanged = [case for case in ordered if case.verdict is Verdict.UNCHANGED]
     quiet = unchanged if len(ordered) > MAX_TABLE_ROWS or len(unchanged) < len(ordered) else []
     loud = [case for case in ordered if case not in quiet]
+    parts: list[str] = []
     if ordered:
         # Five columns (six with the baselines, seven with several GPU models) fit GitHub's
         # comment width (900 px) without a horizontal scroll bar: each cell is short, and the
         # notes, the only long text, are listed under the table, a note shared by shapes once.
-        rows = []
-        for case in [*loud, *quiet]:
-            estimate = case.estimate
-            verdict = f"{MARKERS[case.verdict]}\u00a0**{case.verdict_text}**"
-            if case.remeasured:
-                verdict += " (remeasured)"
-            if case.throttled:
-                verdict += " ⚠️ throttled"
-            rows.append([
-                case_cell(case),
-                *([cell((gpu_of or {}).get(case.case_id, "—"), 80)] if with_gpu else []),
-                medians_cell(median_ms(case.base), median_ms(case.head)),
-                f"{pct(estimate.ratio)} [{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
-                *([baselines_cell(case.baselines, separator="<br>")] if with_baselines else []),
-                verdict,
-            ])
+        rows = [_case_row(case, gpu_of if with_gpu else None, with_baselines=with_baselines)
+                for case in [*loud, *quiet]]
         headers = ["case", *(["GPU"] if with_gpu else []), "median, base → head", "change [95% CI]",
                    *(["head vs baselines"] if with_baselines else []), "verdict"]
         align = ["left", *(["left"] if with_gpu else []), "right", "right", *(["left"] if with_baselines else []), "left"]
@@ -195,34 +220,27 @@ def render_compare(
                       table(headers, quiet_rows, align=align), "", *_notes_list(quiet, ordered), "</details>", ""]
     else:
         parts += ["No case has been measured yet.", ""]
-    if not gate.complete:
+    if not outcome.gate.complete:
         parts += [f"_{outcome.total_cases - len(outcome.cases)} case(s) not measured yet._", ""]
+    return parts
 
-    parts += _why_lines(ordered, on_gpu=on_gpu)
 
-    repro = _reproduce_lines(outcome)
-    if repro:
-        parts += ["## Reproduce locally", "",
-                  "From a checkout of the head (each command compares the working tree with the base):", "",
-                  "```sh", *repro, "```", ""]
-
-    chart = _compare_chart(ordered)
-    if chart:
-        parts += ["## Slower and faster cases", "", chart, ""]
-
-    if ordered:
-        parts += ["## Cases", ""]
-        reasons = outcome.selection.reasons if outcome.selection is not None else {}
-        for case in ordered:
-            parts += _case_details(case, reasons.get(case.kernel, ()))
-
-    parts += ["## Environment", "", table(["", ""], [
-        *environment_line(outcome.environment),
-        ("base", cell(f"{outcome.base.description} ({outcome.base.tree}, config {outcome.base.config or '—'})", 600)),
-        ("head", cell(f"{outcome.head.description} ({outcome.head.tree}, config {outcome.head.config or '—'})", 600)),
-    ]), ""]
-    parts += ["## How it was measured", "", *_how_compare(outcome), ""]
-    return "\n".join(parts)
+def _case_row(case: CaseComparison, gpu_of: Mapping[str, str] | None, *, with_baselines: bool) -> list[str]:
+    """One case's cells; a GPU cell where ``gpu_of`` is given (several GPUs)."""
+    estimate = case.estimate
+    verdict = f"{MARKERS[case.verdict]}\u00a0**{case.verdict_text}**"
+    if case.remeasured:
+        verdict += " (remeasured)"
+    if case.throttled:
+        verdict += " ⚠️ throttled"
+    return [
+        case_cell(case),
+        *([cell(gpu_of.get(case.case_id, "—"), 80)] if gpu_of is not None else []),
+        medians_cell(median_ms(case.base), median_ms(case.head)),
+        f"{pct(estimate.ratio)} [{pct(estimate.ci_low)}, {pct(estimate.ci_high)}]" if estimate else "—",
+        *([baselines_cell(case.baselines, separator="<br>")] if with_baselines else []),
+        verdict,
+    ]
 
 
 def gpus_notice(gpus: tuple[GpuSlot, ...]) -> list[str]:
