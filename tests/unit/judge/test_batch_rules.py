@@ -80,6 +80,24 @@ def test_a_shortfall_under_a_wide_resolution_is_found_by_the_rank_test() -> None
     assert finding is not None and "rank test" in finding
 
 
+def test_a_skipped_flush_under_load_is_found_below_their_fastest_batch() -> None:
+    # a compare's figures next to 4 busy processes on 2 cores (11-call batches of a 2^16-float
+    # add): the base's gaps fell from ~10 ms to ~1.6 ms a call, the head's first batch held a
+    # wake-up; the resolution (5878 us) is wider than the shortfall and the rank test's p 0.010
+    theirs = [9792.9, 6231.7, 4995.2, 5568.7, 3700.6, 1758.1, 1571.9, 1625.0]
+    mine = [7387.7, 124.4, 111.7, 108.9, 114.1, 101.8, 94.4, 112.7]
+    finding = _flush_left_out(mine, theirs, resolution_us=5877.9)
+    assert finding is not None and "fastest batch 1571.9 us" in finding
+
+
+def test_an_honest_gap_under_the_same_load_is_not_below_their_fastest_batch() -> None:
+    # the same load on an honest head: its batches hold the flush, so its median is near their
+    # fastest batch, whatever the spread above it
+    theirs = [9792.9, 6231.7, 4995.2, 5568.7, 3700.6, 1758.1, 1571.9, 1625.0]
+    honest = [7387.7, 1524.4, 1611.7, 1408.9, 1814.1, 1301.8, 1494.4, 2112.7]
+    assert _flush_left_out(honest, theirs, resolution_us=5877.9) is None
+
+
 def test_no_batches_that_flushed_is_no_finding() -> None:
     assert _flush_left_out([], THEIRS, resolution_us=0.3) is None
     assert _flush_left_out([1.0], [], resolution_us=0.3) is None
