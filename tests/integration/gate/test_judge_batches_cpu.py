@@ -10,7 +10,8 @@ judge hands its calls over in batches, and the heads that meet a batch as its au
   for the others: a batch's sample is its calls' mean, so it never reads as the median of its
   calls would (many times faster), and never ``faster``;
 * ``slow_shave`` does 1.5 ms a call more and takes as much off its own clock: counted in its
-  times by the interval of the gaps, ``slower``;
+  times by the interval of the gaps, ``slower`` (on a loaded CPU, where the interval is wider
+  than 1.5 ms, slower by its own times, which carry what its extra work took past its shave);
 * the honest head under another name: batched as the base, never ``incorrect``.
 
 Asserted is the architecture, not a timing bound: CI has 2 busy cores.
@@ -82,4 +83,10 @@ def test_a_head_slower_by_what_it_takes_off_its_clock_reads_slower(judged: Judge
     assert fired(judged, "slow_shave") > 0, judged.fired
     assert case["verdict"] in ("slower", "incorrect"), (case["verdict"], clock)
     if case["verdict"] == "slower":
-        assert clock["counted_us"] > 1000.0, clock
+        # the judge's clock saw the hidden time, and counted it in the head's times where it
+        # passed the resolution. Next to busy processes the resolution can pass 1.5 ms a call;
+        # there the head's extra work outlasts the 1.5 ms it takes off, and its own times are
+        # slower without the count (2 of 8 compares beside 2 busy loops on 2 cores)
+        seen_us = clock["gap_us"] - clock["reference_gap_us"]
+        assert seen_us > 500.0, clock
+        assert clock["counted_us"] > 1000.0 or seen_us <= clock["resolution_us"], clock
